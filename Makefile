@@ -1,0 +1,40 @@
+# Quick start:  make reproduce   (set up, regenerate figures at quick sizes)
+#               make test        (set up, run the whole test suite)
+PYTHON ?= python3
+VENV   ?= .venv
+PY      = $(VENV)/bin/python
+STAMP   = $(VENV)/.installed
+PYTEST_ARGS ?= -n 2
+
+.PHONY: help venv build test lint reproduce benchmarks clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
+
+$(STAMP): pyproject.toml setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test,notebooks]'
+	touch $(STAMP)
+
+venv: $(STAMP)  ## create .venv and install the project with its test extras
+
+build: venv  ## (re)build the C extension in place
+	$(PY) setup.py -q build_ext --inplace
+
+test: build  ## run the whole test suite (unit, fuzz, interop with real peers)
+	$(PY) -m ruff check .
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: venv  ## ruff
+	$(PY) -m ruff check .
+
+reproduce: build  ## regenerate every figure and table at quick sizes into results/
+	$(PY) notebooks/run_all.py $(if $(FULL),--full,)
+
+benchmarks: build  ## run the benchmarks (prints ratios against references measured in the same run)
+	$(PY) benchmarks/bench_record.py
+	$(PY) benchmarks/bench_https.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info results tls12/*.so

@@ -1,0 +1,35 @@
+"""A sans-IO TLS 1.2 implementation whose record layer and handshake are open to experiment.
+
+Server and client connections take bytes and return events (see
+:mod:`tls12.connection`); asyncio adapters are in :mod:`tls12.aio`.  The seams
+that the testbed's protocols use are documented in :mod:`tls12.keys` (private
+key operations), :mod:`tls12.record` (record writer), :mod:`tls12.state`
+(export/import) and the handshake modules (customisation points).
+"""
+
+from .client_connection import ClientConnection
+from .config import ClientConfig, ServerConfig
+from .errors import AlertDescription, LocalProtocolError, RemoteProtocolError, TLSError
+from .events import AlertReceived, ApplicationData, ConnectionClosed, Event, HandshakeComplete
+from .server_connection import ServerConnection
+from .session import InMemorySessionStore, Session
+from .suites import CipherSuite
+
+__all__ = [
+    "ServerConnection",
+    "ClientConnection",
+    "ServerConfig",
+    "ClientConfig",
+    "CipherSuite",
+    "Session",
+    "InMemorySessionStore",
+    "Event",
+    "HandshakeComplete",
+    "ApplicationData",
+    "AlertReceived",
+    "ConnectionClosed",
+    "AlertDescription",
+    "TLSError",
+    "LocalProtocolError",
+    "RemoteProtocolError",
+]

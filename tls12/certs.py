@@ -1,0 +1,85 @@
+"""Certificates and keys for servers: loading PEM files and making self-signed ones.
+
+The testbed's servers accept ``--cert``/``--key``; when none are given they
+call :func:`generate_self_signed` so that a fresh checkout can serve HTTPS at
+once.  Clients in the tests do not verify the chain (``curl -k``,
+``CERT_NONE``) -- the protocols under study are about record integrity and
+handshake cost, not PKI.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import NameOID
+
+__all__ = ["Credentials", "generate_self_signed", "load_credentials", "write_credentials"]
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """A certificate chain (leaf first) and the leaf's RSA private key."""
+
+    chain: tuple[x509.Certificate, ...]
+    private_key: rsa.RSAPrivateKey
+
+    @property
+    def chain_der(self) -> list[bytes]:
+        return [c.public_bytes(serialization.Encoding.DER) for c in self.chain]
+
+
+def generate_self_signed(
+    common_name: str = "localhost", key_size: int = 2048, days: int = 365
+) -> Credentials:
+    """A fresh RSA key and a self-signed certificate for ``common_name``, localhost and 127.0.0.1."""
+    if key_size < 512:
+        raise ValueError("key_size must be at least 512 bits")
+    key = rsa.generate_private_key(public_exponent=65537, key_size=key_size)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    now = datetime.datetime.now(datetime.UTC)
+    sans: list[x509.GeneralName] = [x509.DNSName(common_name), x509.DNSName("localhost")]
+    sans.append(x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=days))
+        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    return Credentials((cert,), key)
+
+
+def load_credentials(cert_path: str | Path, key_path: str | Path) -> Credentials:
+    """Load a PEM certificate chain and a PEM RSA private key (unencrypted)."""
+    chain = tuple(x509.load_pem_x509_certificates(Path(cert_path).read_bytes()))
+    if not chain:
+        raise ValueError(f"no certificate in {cert_path}")
+    key = serialization.load_pem_private_key(Path(key_path).read_bytes(), password=None)
+    if not isinstance(key, rsa.RSAPrivateKey):
+        raise ValueError(f"{key_path}: only RSA keys are supported (RSA and ECDHE_RSA suites)")
+    return Credentials(chain, key)
+
+
+def write_credentials(creds: Credentials, cert_path: str | Path, key_path: str | Path) -> None:
+    """Write ``creds`` as PEM files (for peers such as ``openssl s_server`` or nginx)."""
+    Path(cert_path).write_bytes(
+        b"".join(c.public_bytes(serialization.Encoding.PEM) for c in creds.chain)
+    )
+    Path(key_path).write_bytes(
+        creds.private_key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.TraditionalOpenSSL,
+            serialization.NoEncryption(),
+        )
+    )

@@ -1,0 +1,260 @@
+"""The client side of the TLS 1.2 handshake (RFC 5246 §7.3, §7.4).
+
+The ClientHello is queued when the connection is created; call
+:meth:`Connection.data_to_send` to get it.  Offering a previous
+:class:`tls12.session.Session` (``ClientConfig(session=...)``) asks for the
+abbreviated handshake; the server decides.
+
+Customisation points (seam 4): :meth:`ClientConnection._build_client_hello`,
+:meth:`ClientConnection._premaster_and_client_key_exchange`.
+"""
+
+from __future__ import annotations
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
+from .buffer import Buffer
+from .config import ClientConfig
+from .connection import Connection, HandshakeState
+from .errors import (
+    BadCertificate,
+    DecodeError,
+    DecryptError,
+    HandshakeFailure,
+    IllegalParameter,
+    ProtocolVersionError,
+    UnsupportedExtension,
+)
+from .keys import SUPPORTED_SCHEMES, scheme_hash, scheme_padding
+from .messages import (
+    TLS12,
+    Certificate,
+    ClientHello,
+    ExtensionType,
+    Finished,
+    HandshakeType,
+    ServerHello,
+    ecdhe_params_bytes,
+    encode_server_name,
+    encode_u16_list,
+    pull_certificate,
+    pull_server_hello,
+    pull_server_key_exchange_ecdhe,
+    push_certificate,
+    push_client_hello,
+    push_client_key_exchange_ecdhe,
+    push_client_key_exchange_rsa,
+    push_finished,
+)
+from .prf import extended_master_secret, master_secret, transcript_hash
+from .record import RecordWriter
+from .server_connection import GROUP_IDS, ecdhe_keypair, ecdhe_shared_secret
+from .session import Session
+from .suites import SUITES
+
+__all__ = ["ClientConnection"]
+
+
+def _is_ip(host: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+class ClientConnection(Connection):
+    """A sans-IO TLS 1.2 client connection."""
+
+    is_client = True
+    TRANSITIONS = {
+        (HandshakeState.EXPECT_SERVER_HELLO, HandshakeType.SERVER_HELLO): "_handle_server_hello",
+        (HandshakeState.EXPECT_CERTIFICATE, HandshakeType.CERTIFICATE): "_handle_certificate",
+        (HandshakeState.EXPECT_SERVER_KEY_EXCHANGE, HandshakeType.SERVER_KEY_EXCHANGE): "_handle_server_key_exchange",
+        (HandshakeState.EXPECT_SERVER_HELLO_DONE, HandshakeType.CERTIFICATE_REQUEST): "_handle_certificate_request",
+        (HandshakeState.EXPECT_SERVER_HELLO_DONE, HandshakeType.SERVER_HELLO_DONE): "_handle_server_hello_done",
+        (HandshakeState.EXPECT_FINISHED, HandshakeType.FINISHED): "_handle_finished",
+    }
+
+    def __init__(self, config: ClientConfig, record_writer: RecordWriter | None = None, *, start: bool = True) -> None:
+        super().__init__(config.rng, record_writer)
+        self.config = config
+        self._offered: ClientHello | None = None
+        self._server_public_key: rsa.RSAPublicKey | None = None
+        self._server_ecdh: tuple[int, bytes] | None = None
+        self._certificate_requested = False
+        self.peer_certificates: tuple[bytes, ...] = ()
+        self.server_name = config.server_name
+        if start:
+            self.state = HandshakeState.EXPECT_SERVER_HELLO
+            hello = self._build_client_hello()
+            self._offered = hello
+            self.client_random = hello.random
+            self._send_handshake((HandshakeType.CLIENT_HELLO, push_client_hello(hello)))
+
+    @classmethod
+    def import_state(cls, config: ClientConfig, blob: bytes, record_writer: RecordWriter | None = None) -> ClientConnection:
+        """Continue a connection exported by :meth:`export_state` (seam 3)."""
+        from .state import import_connection
+
+        conn = cls(config, record_writer, start=False)
+        import_connection(conn, blob)
+        return conn
+
+    # --- ClientHello -----------------------------------------------------------
+
+    def _build_client_hello(self) -> ClientHello:
+        cfg = self.config
+        exts: list[tuple[int, bytes]] = []
+        if cfg.server_name and not _is_ip(cfg.server_name):
+            exts.append((ExtensionType.SERVER_NAME, encode_server_name(cfg.server_name)))
+        if any(SUITES[s].key_exchange == "ecdhe_rsa" for s in cfg.cipher_suites):
+            exts.append((ExtensionType.SUPPORTED_GROUPS, encode_u16_list([GROUP_IDS[g] for g in cfg.groups])))
+            exts.append((ExtensionType.EC_POINT_FORMATS, b"\x01\x00"))
+        exts.append((ExtensionType.SIGNATURE_ALGORITHMS, encode_u16_list(list(SUPPORTED_SCHEMES))))
+        if cfg.offer_extended_master_secret:
+            exts.append((ExtensionType.EXTENDED_MASTER_SECRET, b""))
+        exts.append((ExtensionType.RENEGOTIATION_INFO, b"\x00"))
+        session_id = b""
+        if isinstance(cfg.session, Session):
+            session_id = cfg.session.session_id
+        return ClientHello(cfg.rng(32), session_id, tuple(int(s) for s in cfg.cipher_suites), b"\x00", tuple(exts))
+
+    # --- ServerHello -------------------------------------------------------------
+
+    def _handle_server_hello(self, raw: bytes) -> None:
+        hello = pull_server_hello(Buffer(raw[4:]))
+        self._transcript += raw
+        offered = self._offered
+        assert offered is not None
+        if hello.server_version != TLS12:
+            raise ProtocolVersionError(f"server chose version 0x{hello.server_version:04x}")
+        if hello.cipher_suite not in offered.cipher_suites:
+            raise IllegalParameter("server chose a cipher suite that was not offered")
+        if hello.compression_method != 0:
+            raise IllegalParameter("server chose a compression method that was not offered")
+        offered_types = {t for t, _ in offered.extensions or ()}
+        for ext_type, _ in hello.extensions or ():
+            if ext_type not in offered_types:
+                raise UnsupportedExtension(f"server sent extension {ext_type} that was not offered")
+        ri = hello.extension(ExtensionType.RENEGOTIATION_INFO)
+        if ri is not None and ri != b"\x00":
+            raise HandshakeFailure("non-empty renegotiation_info in an initial handshake")
+        self.secure_renegotiation = ri is not None
+        ems = hello.extension(ExtensionType.EXTENDED_MASTER_SECRET)
+        if ems not in (None, b""):
+            raise DecodeError("extended_master_secret extension must be empty")
+        self.server_random = hello.random
+        self.session_id = hello.session_id
+        self.cipher_suite = hello.cipher_suite
+        self.extended_master_secret = ems is not None
+        self._reader.version = TLS12
+        self.version = TLS12
+        session = self.config.session
+        if isinstance(session, Session) and hello.session_id and hello.session_id == session.session_id:
+            self._resume(session, hello)
+        else:
+            self.state = HandshakeState.EXPECT_CERTIFICATE
+
+    def _resume(self, session: Session, hello: ServerHello) -> None:
+        if hello.cipher_suite != session.cipher_suite:
+            raise IllegalParameter("resumed session with a different cipher suite")
+        if session.extended_master_secret != self.extended_master_secret:
+            raise HandshakeFailure("extended_master_secret differs from the resumed session (RFC 7627 §5.3)")
+        self.resumed = True
+        self.session = session
+        self.master_secret = session.master_secret
+        self._derive_keys()
+        self.state = HandshakeState.EXPECT_CHANGE_CIPHER_SPEC
+
+    # --- server's certificate and key exchange ------------------------------------
+
+    def _handle_certificate(self, raw: bytes) -> None:
+        cert = pull_certificate(Buffer(raw[4:]))
+        self._transcript += raw
+        if not cert.chain:
+            raise BadCertificate("server sent no certificate")
+        if self.config.verify_certificate is not None:
+            self.config.verify_certificate(list(cert.chain))
+        try:
+            public_key = x509.load_der_x509_certificate(cert.chain[0]).public_key()
+        except Exception as exc:  # noqa: BLE001 - any parse failure of peer input is a bad certificate
+            raise BadCertificate(f"cannot parse the server certificate: {exc}") from None
+        if not isinstance(public_key, rsa.RSAPublicKey):
+            raise BadCertificate("server certificate does not carry an RSA key")
+        self._server_public_key = public_key
+        self.peer_certificates = cert.chain
+        kex = SUITES[self.cipher_suite].key_exchange  # type: ignore[index]
+        self.state = (
+            HandshakeState.EXPECT_SERVER_KEY_EXCHANGE if kex == "ecdhe_rsa" else HandshakeState.EXPECT_SERVER_HELLO_DONE
+        )
+
+    def _handle_server_key_exchange(self, raw: bytes) -> None:
+        ske = pull_server_key_exchange_ecdhe(Buffer(raw[4:]))
+        self._transcript += raw
+        if ske.group not in [GROUP_IDS[g] for g in self.config.groups]:
+            raise IllegalParameter(f"server chose group {ske.group} that was not offered")
+        if ske.signature_scheme not in SUPPORTED_SCHEMES:
+            raise IllegalParameter(f"server used signature scheme 0x{ske.signature_scheme:04x} that was not offered")
+        signed = self.client_random + self.server_random + ecdhe_params_bytes(ske.group, ske.public)
+        assert self._server_public_key is not None
+        try:
+            self._server_public_key.verify(
+                ske.signature, signed, scheme_padding(ske.signature_scheme), scheme_hash(ske.signature_scheme)
+            )
+        except InvalidSignature:
+            raise DecryptError("bad ServerKeyExchange signature") from None
+        self._server_ecdh = (ske.group, ske.public)
+        self.state = HandshakeState.EXPECT_SERVER_HELLO_DONE
+
+    def _handle_certificate_request(self, raw: bytes) -> None:
+        # Client authentication is not implemented: answer with an empty Certificate.
+        self._transcript += raw
+        self._certificate_requested = True
+
+    def _premaster_and_client_key_exchange(self) -> tuple[bytes, bytes]:
+        """(premaster secret, ClientKeyExchange body)."""
+        if self._server_ecdh is not None:
+            group, server_public = self._server_ecdh
+            private, public = ecdhe_keypair(group, self.config.rng(32))
+            return ecdhe_shared_secret(group, private, server_public), push_client_key_exchange_ecdhe(public)
+        premaster = TLS12.to_bytes(2, "big") + self.config.rng(46)
+        assert self._server_public_key is not None
+        encrypted = self._server_public_key.encrypt(premaster, padding.PKCS1v15())
+        return premaster, push_client_key_exchange_rsa(encrypted)
+
+    def _handle_server_hello_done(self, raw: bytes) -> None:
+        if len(raw) != 4:
+            raise DecodeError("ServerHelloDone has an empty body")
+        self._transcript += raw
+        if self._certificate_requested:
+            self._send_handshake((HandshakeType.CERTIFICATE, push_certificate(Certificate(()))))
+        premaster, body = self._premaster_and_client_key_exchange()
+        self._send_handshake((HandshakeType.CLIENT_KEY_EXCHANGE, body))
+        if self.extended_master_secret:
+            self.master_secret = extended_master_secret(premaster, transcript_hash(bytes(self._transcript)))
+        else:
+            self.master_secret = master_secret(premaster, self.client_random, self.server_random)
+        self._derive_keys()
+        self._send_change_cipher_spec()
+        self._send_handshake((HandshakeType.FINISHED, push_finished(Finished(self._finished_body(True)))))
+        self.state = HandshakeState.EXPECT_CHANGE_CIPHER_SPEC
+
+    # --- Finished ---------------------------------------------------------------------
+
+    def _handle_finished(self, raw: bytes) -> None:
+        self._check_finished(raw)
+        if self.resumed:
+            self._send_change_cipher_spec()
+            self._send_handshake((HandshakeType.FINISHED, push_finished(Finished(self._finished_body(True)))))
+        elif self.session_id:
+            assert self.cipher_suite is not None
+            self.session = Session(
+                self.session_id, self.master_secret, self.cipher_suite, self.extended_master_secret,
+                self.config.server_name,
+            )
+        self._complete()

@@ -1,0 +1,81 @@
+"""Configuration of server and client connections (immutable, validated at construction)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from .certs import Credentials
+from .keys import LocalKey, PrivateKeyOperations
+from .session import SessionStore
+from .suites import DEFAULT_SUITES, SUITES, CipherSuite
+
+__all__ = ["ServerConfig", "ClientConfig", "SUPPORTED_GROUPS", "Random"]
+
+Random = Callable[[int], bytes]
+"""An injected source of random bytes: ``rng(n) -> n bytes``.  Default ``os.urandom``;
+tests and simulations pass a seeded generator for reproducible transcripts."""
+
+SUPPORTED_GROUPS: tuple[str, ...] = ("x25519", "secp256r1")
+
+
+def _check_suites(suites: Sequence[CipherSuite]) -> tuple[CipherSuite, ...]:
+    out = tuple(CipherSuite(s) for s in suites)
+    if not out:
+        raise ValueError("at least one cipher suite is required")
+    for s in out:
+        if s not in SUITES:
+            raise ValueError(f"unsupported cipher suite {s!r}")
+    return out
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """What a :class:`tls12.ServerConnection` needs.
+
+    ``key_operations`` is seam 1 (see :mod:`tls12.keys`): by default the
+    certificate's private key in this process; WebALPS passes an object that
+    forwards the premaster decryption and the ServerKeyExchange signature to a
+    guardian process.
+    """
+
+    credentials: Credentials
+    cipher_suites: tuple[CipherSuite, ...] = DEFAULT_SUITES
+    session_store: SessionStore | None = None
+    key_operations: PrivateKeyOperations | None = None
+    groups: tuple[str, ...] = SUPPORTED_GROUPS
+    rng: Random = field(default=os.urandom)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cipher_suites", _check_suites(self.cipher_suites))
+        bad = [g for g in self.groups if g not in SUPPORTED_GROUPS]
+        if bad or not self.groups:
+            raise ValueError(f"groups must be a non-empty subset of {SUPPORTED_GROUPS}, got {self.groups}")
+        if self.key_operations is None:
+            object.__setattr__(self, "key_operations", LocalKey(self.credentials.private_key))
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """What a :class:`tls12.ClientConnection` needs.
+
+    ``session`` (from a previous connection's ``session`` attribute) asks the
+    server to resume it.  The certificate chain is *not* verified unless
+    ``verify_certificate`` is given: a callable that receives the DER chain and
+    raises :class:`tls12.errors.BadCertificate` to reject it.
+    """
+
+    server_name: str | None = None
+    cipher_suites: tuple[CipherSuite, ...] = DEFAULT_SUITES
+    groups: tuple[str, ...] = SUPPORTED_GROUPS
+    offer_extended_master_secret: bool = True
+    session: object | None = None
+    verify_certificate: Callable[[list[bytes]], None] | None = None
+    rng: Random = field(default=os.urandom)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cipher_suites", _check_suites(self.cipher_suites))
+        bad = [g for g in self.groups if g not in SUPPORTED_GROUPS]
+        if bad or not self.groups:
+            raise ValueError(f"groups must be a non-empty subset of {SUPPORTED_GROUPS}, got {self.groups}")

@@ -1,0 +1,321 @@
+"""The server side of the TLS 1.2 handshake (RFC 5246 §7.3, §7.4).
+
+Full handshake::
+
+    ClientHello          -->
+                         <--  ServerHello, Certificate, [ServerKeyExchange], ServerHelloDone
+    ClientKeyExchange,
+    [ChangeCipherSpec],
+    Finished             -->
+                         <--  [ChangeCipherSpec], Finished
+
+Abbreviated handshake (resumption by session ID): ServerHello, CCS and
+Finished come from the server first.  The states and the transition table
+are in ``ServerConnection.TRANSITIONS``.
+
+Customisation points (seam 4) -- override in a subclass:
+
+* :meth:`ServerConnection._select_cipher_suite` -- suite choice;
+* :meth:`ServerConnection._build_server_key_exchange` -- what the server sends
+  (and signs) after its Certificate, ``None`` for plain RSA;
+* :meth:`ServerConnection._premaster_from_client_key_exchange` -- how the
+  premaster secret is obtained from the ClientKeyExchange body.
+"""
+
+from __future__ import annotations
+
+import hmac
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, x25519
+
+from .buffer import Buffer
+from .config import ServerConfig
+from .connection import Connection, HandshakeState
+from .errors import (
+    DecodeError,
+    HandshakeFailure,
+    IllegalParameter,
+    ProtocolVersionError,
+)
+from .keys import SUPPORTED_SCHEMES
+from .messages import (
+    SCSV_RENEGOTIATION,
+    TLS12,
+    Certificate,
+    ClientHello,
+    ExtensionType,
+    Finished,
+    HandshakeType,
+    NamedGroup,
+    ServerHello,
+    ServerKeyExchangeECDHE,
+    SignatureScheme,
+    decode_ec_point_formats,
+    decode_server_name,
+    decode_u16_list,
+    ecdhe_params_bytes,
+    pull_client_hello,
+    pull_client_key_exchange_ecdhe,
+    pull_client_key_exchange_rsa,
+    push_certificate,
+    push_finished,
+    push_server_hello,
+    push_server_key_exchange_ecdhe,
+)
+from .prf import extended_master_secret, master_secret, transcript_hash
+from .record import RecordWriter
+from .session import Session
+from .suites import SUITES
+
+__all__ = ["ServerConnection", "GROUP_IDS", "ecdhe_keypair", "ecdhe_shared_secret"]
+
+GROUP_IDS = {"x25519": NamedGroup.X25519, "secp256r1": NamedGroup.SECP256R1}
+_P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
+
+
+def ecdhe_keypair(group: int, seed: bytes) -> tuple[bytes, bytes]:
+    """(private bytes, public point) for ``group`` from 32 random bytes (the injected RNG)."""
+    if group == NamedGroup.X25519:
+        priv = x25519.X25519PrivateKey.from_private_bytes(seed)
+        pub = priv.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        return seed, pub
+    if group == NamedGroup.SECP256R1:
+        scalar = int.from_bytes(seed, "big") % (_P256_ORDER - 1) + 1
+        key = ec.derive_private_key(scalar, ec.SECP256R1())
+        pub = key.public_key().public_bytes(
+            serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint
+        )
+        return scalar.to_bytes(32, "big"), pub
+    raise ValueError(f"unsupported group {group}")
+
+
+def ecdhe_shared_secret(group: int, private: bytes, peer_public: bytes) -> bytes:
+    """The ECDH shared secret; IllegalParameter for an invalid peer point."""
+    try:
+        if group == NamedGroup.X25519:
+            if len(peer_public) != 32:
+                raise ValueError("x25519 public keys are 32 bytes")
+            priv = x25519.X25519PrivateKey.from_private_bytes(private)
+            return priv.exchange(x25519.X25519PublicKey.from_public_bytes(peer_public))
+        if group == NamedGroup.SECP256R1:
+            if len(peer_public) != 65 or peer_public[0] != 4:
+                raise ValueError("only uncompressed P-256 points are accepted")
+            key = ec.derive_private_key(int.from_bytes(private, "big"), ec.SECP256R1())
+            peer = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), peer_public)
+            return key.exchange(ec.ECDH(), peer)
+    except ValueError as exc:
+        raise IllegalParameter(f"invalid ECDH public value: {exc}") from None
+    raise IllegalParameter(f"unsupported group {group}")
+
+
+class ServerConnection(Connection):
+    """A sans-IO TLS 1.2 server connection."""
+
+    is_client = False
+    TRANSITIONS = {
+        (HandshakeState.EXPECT_CLIENT_HELLO, HandshakeType.CLIENT_HELLO): "_handle_client_hello",
+        (HandshakeState.EXPECT_CLIENT_KEY_EXCHANGE, HandshakeType.CLIENT_KEY_EXCHANGE): "_handle_client_key_exchange",
+        (HandshakeState.EXPECT_FINISHED, HandshakeType.FINISHED): "_handle_finished",
+    }
+
+    def __init__(self, config: ServerConfig, record_writer: RecordWriter | None = None) -> None:
+        super().__init__(config.rng, record_writer)
+        self.config = config
+        self.state = HandshakeState.EXPECT_CLIENT_HELLO
+        self.client_version = TLS12
+        self._client_hello: ClientHello | None = None
+        self._group: int | None = None
+        self._ecdhe_private = b""
+        self._client_schemes: tuple[int, ...] = (SignatureScheme.RSA_PKCS1_SHA1,)
+
+    @classmethod
+    def import_state(cls, config: ServerConfig, blob: bytes, record_writer: RecordWriter | None = None) -> ServerConnection:
+        """Continue a connection exported by :meth:`export_state` (seam 3)."""
+        from .state import import_connection
+
+        conn = cls(config, record_writer)
+        import_connection(conn, blob)
+        return conn
+
+    # --- ClientHello --------------------------------------------------------
+
+    def _handle_client_hello(self, raw: bytes) -> None:
+        hello = pull_client_hello(Buffer(raw[4:]))
+        self._transcript += raw
+        self._client_hello = hello
+        if hello.client_version < TLS12:
+            raise ProtocolVersionError(f"client offers only version 0x{hello.client_version:04x}")
+        if 0 not in hello.compression_methods:
+            raise IllegalParameter("client does not offer the null compression method")
+        self.client_version = hello.client_version
+        self.client_random = hello.random
+        ri = hello.extension(ExtensionType.RENEGOTIATION_INFO)
+        if ri is not None and ri != b"\x00":
+            raise HandshakeFailure("non-empty renegotiation_info in an initial handshake")
+        self.secure_renegotiation = ri is not None or SCSV_RENEGOTIATION in hello.cipher_suites
+        ems = hello.extension(ExtensionType.EXTENDED_MASTER_SECRET)
+        if ems not in (None, b""):
+            raise DecodeError("extended_master_secret extension must be empty")
+        sni = hello.extension(ExtensionType.SERVER_NAME)
+        self.server_name = decode_server_name(sni) if sni else None
+        groups_ext = hello.extension(ExtensionType.SUPPORTED_GROUPS)
+        client_groups = decode_u16_list(groups_ext) if groups_ext is not None else (NamedGroup.SECP256R1,)
+        formats = hello.extension(ExtensionType.EC_POINT_FORMATS)
+        if formats is not None and 0 not in decode_ec_point_formats(formats):
+            raise IllegalParameter("client does not accept uncompressed points")
+        sig_ext = hello.extension(ExtensionType.SIGNATURE_ALGORITHMS)
+        if sig_ext is not None:
+            self._client_schemes = decode_u16_list(sig_ext)
+        self._group = next(
+            (GROUP_IDS[g] for g in self.config.groups if GROUP_IDS[g] in client_groups), None
+        )
+        self.cipher_suite = self._select_cipher_suite(hello)
+        self.server_random = self.config.rng(32)
+        session = self._find_session(hello, ems is not None)
+        if session is not None:
+            self._resume(session, hello)
+        else:
+            self.extended_master_secret = ems is not None
+            self._full_handshake(hello)
+
+    def _select_cipher_suite(self, hello: ClientHello) -> int:
+        """Server preference order; ECDHE suites only with a common group."""
+        for suite in self.config.cipher_suites:
+            if suite not in hello.cipher_suites:
+                continue
+            if SUITES[suite].key_exchange == "ecdhe_rsa" and self._group is None:
+                continue
+            return int(suite)
+        raise HandshakeFailure("no cipher suite in common")
+
+    def _find_session(self, hello: ClientHello, client_ems: bool) -> Session | None:
+        store = self.config.session_store
+        if store is None or not hello.session_id:
+            return None
+        session = store.get(hello.session_id)
+        if session is None or session.cipher_suite not in hello.cipher_suites:
+            return None
+        if session.cipher_suite not in self.config.cipher_suites:
+            return None
+        if session.extended_master_secret != client_ems:
+            # RFC 7627 §5.3: never resume across an EMS mismatch; fall back to a full handshake
+            return None
+        return session
+
+    def _server_hello_extensions(self, hello: ClientHello) -> tuple[tuple[int, bytes], ...]:
+        exts: list[tuple[int, bytes]] = []
+        if self.secure_renegotiation:
+            exts.append((ExtensionType.RENEGOTIATION_INFO, b"\x00"))
+        if self.extended_master_secret:
+            exts.append((ExtensionType.EXTENDED_MASTER_SECRET, b""))
+        if (
+            SUITES[self.cipher_suite].key_exchange == "ecdhe_rsa"  # type: ignore[index]
+            and hello.extension(ExtensionType.EC_POINT_FORMATS) is not None
+        ):
+            exts.append((ExtensionType.EC_POINT_FORMATS, b"\x01\x00"))
+        return tuple(exts)
+
+    def _server_hello(self, hello: ClientHello) -> bytes:
+        assert self.cipher_suite is not None
+        return push_server_hello(
+            ServerHello(self.server_random, self.session_id, self.cipher_suite, 0, self._server_hello_extensions(hello))
+        )
+
+    def _full_handshake(self, hello: ClientHello) -> None:
+        self.resumed = False
+        self.session_id = self.config.rng(32) if self.config.session_store is not None else b""
+        flight: list[tuple[int, bytes]] = [
+            (HandshakeType.SERVER_HELLO, self._server_hello(hello)),
+            (HandshakeType.CERTIFICATE, push_certificate(Certificate(tuple(self.config.credentials.chain_der)))),
+        ]
+        ske = self._build_server_key_exchange()
+        if ske is not None:
+            flight.append((HandshakeType.SERVER_KEY_EXCHANGE, ske))
+        flight.append((HandshakeType.SERVER_HELLO_DONE, b""))
+        self._send_handshake(*flight)
+        self.state = HandshakeState.EXPECT_CLIENT_KEY_EXCHANGE
+
+    def _choose_scheme(self) -> int:
+        for scheme in SUPPORTED_SCHEMES:
+            if scheme in self._client_schemes:
+                return int(scheme)
+        raise HandshakeFailure("no RSA signature scheme in common")
+
+    def _build_server_key_exchange(self) -> bytes | None:
+        """ServerKeyExchange body for ECDHE_RSA (signed ServerECDHParams); None for RSA."""
+        if SUITES[self.cipher_suite].key_exchange != "ecdhe_rsa":  # type: ignore[index]
+            return None
+        assert self._group is not None
+        self._ecdhe_private, public = ecdhe_keypair(self._group, self.config.rng(32))
+        params = ecdhe_params_bytes(self._group, public)
+        scheme = self._choose_scheme()
+        key_ops = self.config.key_operations
+        assert key_ops is not None
+        signature = key_ops.sign(self.client_random + self.server_random + params, scheme)
+        return push_server_key_exchange_ecdhe(ServerKeyExchangeECDHE(self._group, public, scheme, signature))
+
+    # --- ClientKeyExchange ----------------------------------------------------
+
+    def _premaster_from_client_key_exchange(self, body: bytes) -> bytes:
+        """The premaster secret; for RSA with the RFC 5246 §7.4.7.1 countermeasure."""
+        if SUITES[self.cipher_suite].key_exchange == "ecdhe_rsa":  # type: ignore[index]
+            point = pull_client_key_exchange_ecdhe(Buffer(body))
+            assert self._group is not None
+            return ecdhe_shared_secret(self._group, self._ecdhe_private, point)
+        encrypted = pull_client_key_exchange_rsa(Buffer(body))
+        # Draw the fallback first, decrypt, then pick without revealing which path was taken.
+        fallback = self.client_version.to_bytes(2, "big") + self.config.rng(46)
+        key_ops = self.config.key_operations
+        assert key_ops is not None
+        decrypted = key_ops.decrypt_premaster(encrypted)
+        good = (
+            decrypted is not None
+            and len(decrypted) == 48
+            and hmac.compare_digest(decrypted[:2], fallback[:2])
+        )
+        return decrypted if good else fallback  # type: ignore[return-value]
+
+    def _handle_client_key_exchange(self, raw: bytes) -> None:
+        premaster = self._premaster_from_client_key_exchange(raw[4:])
+        self._transcript += raw
+        if self.extended_master_secret:
+            self.master_secret = extended_master_secret(premaster, transcript_hash(bytes(self._transcript)))
+        else:
+            self.master_secret = master_secret(premaster, self.client_random, self.server_random)
+        self._ecdhe_private = b""
+        self._derive_keys()
+        self.state = HandshakeState.EXPECT_CHANGE_CIPHER_SPEC
+
+    # --- Finished ---------------------------------------------------------------
+
+    def _handle_finished(self, raw: bytes) -> None:
+        self._check_finished(raw)
+        if self.resumed:
+            self._complete()
+            return
+        self._send_change_cipher_spec()
+        self._send_handshake((HandshakeType.FINISHED, push_finished(Finished(self._finished_body(False)))))
+        self._store_session()
+        self._complete()
+
+    def _store_session(self) -> None:
+        assert self.cipher_suite is not None
+        self.session = Session(
+            self.session_id, self.master_secret, self.cipher_suite, self.extended_master_secret, self.server_name
+        )
+        if self.config.session_store is not None and self.session_id:
+            self.config.session_store.put(self.session)
+
+    def _resume(self, session: Session, hello: ClientHello) -> None:
+        self.resumed = True
+        self.session = session
+        self.session_id = session.session_id
+        self.cipher_suite = session.cipher_suite
+        self.extended_master_secret = session.extended_master_secret
+        self.master_secret = session.master_secret
+        self._send_handshake((HandshakeType.SERVER_HELLO, self._server_hello(hello)))
+        self._derive_keys()
+        self._send_change_cipher_spec()
+        self._send_handshake((HandshakeType.FINISHED, push_finished(Finished(self._finished_body(False)))))
+        self.state = HandshakeState.EXPECT_CHANGE_CIPHER_SPEC

@@ -1,0 +1,92 @@
+"""Cipher suites implemented by the core, with their parameters (RFC 5246 App. A.5, RFC 4492).
+
+Only MAC-then-encrypt suites (NULL and AES-CBC) are implemented: they are what
+SSL splitting relies on (the MAC is computed over the plaintext and can be
+sent apart from it).  ``encrypt_then_mac`` (RFC 7366) is deliberately never
+negotiated: with it the MAC covers the *ciphertext*, so a server that splits a
+record could no longer send a MAC the proxy can attach to a payload it
+encrypts itself, and key-expose mode (Barnraising) would break.  AEAD suites
+(GCM) bind MAC and encryption together for the same reason and are left out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+__all__ = ["CipherSuite", "SuiteParams", "SUITES", "DEFAULT_SUITES", "suite_by_name", "parse_suite_list"]
+
+
+class CipherSuite(IntEnum):
+    TLS_RSA_WITH_NULL_SHA = 0x0002
+    TLS_RSA_WITH_AES_128_CBC_SHA = 0x002F
+    TLS_RSA_WITH_AES_256_CBC_SHA = 0x0035
+    TLS_RSA_WITH_NULL_SHA256 = 0x003B
+    TLS_RSA_WITH_AES_128_CBC_SHA256 = 0x003C
+    TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA = 0xC013
+    TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256 = 0xC027
+
+
+@dataclass(frozen=True)
+class SuiteParams:
+    suite: CipherSuite
+    openssl_name: str
+    key_exchange: str  # "rsa" | "ecdhe_rsa"
+    cipher: str  # "null" | "aes-128-cbc" | "aes-256-cbc"
+    key_length: int  # bytes of encryption key
+    mac: str  # "sha1" | "sha256"
+    mac_length: int  # bytes of MAC output and MAC key
+
+    @property
+    def block_size(self) -> int:
+        return 0 if self.cipher == "null" else 16
+
+    @property
+    def iv_length(self) -> int:
+        # fixed IV in the key block: unused with TLS 1.2's explicit per-record IV
+        return 0
+
+
+def _p(suite: CipherSuite, name: str, kex: str, cipher: str, klen: int, mac: str) -> SuiteParams:
+    return SuiteParams(suite, name, kex, cipher, klen, mac, 20 if mac == "sha1" else 32)
+
+
+SUITES: dict[CipherSuite, SuiteParams] = {
+    p.suite: p
+    for p in (
+        _p(CipherSuite.TLS_RSA_WITH_NULL_SHA, "NULL-SHA", "rsa", "null", 0, "sha1"),
+        _p(CipherSuite.TLS_RSA_WITH_NULL_SHA256, "NULL-SHA256", "rsa", "null", 0, "sha256"),
+        _p(CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA, "AES128-SHA", "rsa", "aes-128-cbc", 16, "sha1"),
+        _p(CipherSuite.TLS_RSA_WITH_AES_256_CBC_SHA, "AES256-SHA", "rsa", "aes-256-cbc", 32, "sha1"),
+        _p(CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA256, "AES128-SHA256", "rsa", "aes-128-cbc", 16, "sha256"),
+        _p(CipherSuite.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA, "ECDHE-RSA-AES128-SHA", "ecdhe_rsa", "aes-128-cbc", 16, "sha1"),
+        _p(CipherSuite.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256, "ECDHE-RSA-AES128-SHA256", "ecdhe_rsa", "aes-128-cbc", 16, "sha256"),
+    )
+}
+
+# Server preference order when nothing else is configured: forward-secret first, NULL never.
+DEFAULT_SUITES: tuple[CipherSuite, ...] = (
+    CipherSuite.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256,
+    CipherSuite.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA,
+    CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA256,
+    CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA,
+    CipherSuite.TLS_RSA_WITH_AES_256_CBC_SHA,
+)
+
+
+def suite_by_name(name: str) -> CipherSuite:
+    """Look a suite up by its IANA name (``TLS_RSA_WITH_NULL_SHA``) or OpenSSL name (``NULL-SHA``)."""
+    key = name.strip()
+    for params in SUITES.values():
+        if key in (params.suite.name, params.openssl_name):
+            return params.suite
+    known = ", ".join(p.openssl_name for p in SUITES.values())
+    raise ValueError(f"unknown cipher suite {name!r}; known: {known}")
+
+
+def parse_suite_list(text: str) -> tuple[CipherSuite, ...]:
+    """Parse a colon- or comma-separated list of suite names (IANA or OpenSSL spelling)."""
+    names = [n for n in text.replace(",", ":").split(":") if n.strip()]
+    if not names:
+        raise ValueError("empty cipher suite list")
+    return tuple(suite_by_name(n) for n in names)
