@@ -1,0 +1,201 @@
+"""Seal throughput of TLS 1.2 AES-128-CBC-SHA records, against ``openssl speed`` in the same run.
+
+Measures ``RecordCipher.seal`` on full-size (16 KiB) records for the C
+extension (stitched one-pass AES-CBC-HMAC-SHA1 path and the generic
+HMAC + CBC path, single calls and ``seal_many`` batches) and for the
+pure-Python twin, and prints each as a ratio of
+``openssl speed -evp aes-128-cbc-hmac-sha1 -bytes SIZE -seconds SECONDS``,
+OpenSSL's own stitched-cipher throughput on this machine.  Throughput is in
+MB/s with MB = 10^6 bytes (the unit of ``openssl speed``) per second of *user
+CPU time*, which is what ``openssl speed`` divides by unless given
+``-elapsed``; wall-clock throughput is shown alongside for information.
+
+Each implementation, ``openssl speed`` included, is measured in ``--rounds``
+interleaved rounds and its best round is kept, so background load on a shared
+machine hits the reference and the candidates alike.
+
+Usage: ``python benchmarks/bench_record.py [--seconds S] [--rounds R] [--size N] [--json PATH]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tls12.recordcrypto import CRecordCipher, PyRecordCipher  # noqa: E402
+
+CONTENT_TYPE = 23  # application_data
+VERSION = 0x0303  # TLS 1.2
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    mb_per_s: float | None  # per second of user CPU time, like openssl speed
+    wall_mb_per_s: float | None
+    us_per_record: float | None  # user CPU time
+    ratio: float | None  # of the openssl speed reference
+
+
+def openssl_speed(size: int, seconds: float) -> tuple[float | None, str]:
+    """Return (MB/s, raw line) from ``openssl speed`` for the stitched cipher, or (None, reason)."""
+    exe = shutil.which("openssl")
+    if exe is None:
+        return None, "openssl not found"
+    cmd = [exe, "speed", "-evp", "aes-128-cbc-hmac-sha1", "-bytes", str(size)]
+    cmd += ["-seconds", str(max(1, round(seconds)))]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    match = re.search(r"^(aes-128-cbc-hmac-sha1)\s+([\d.]+)k\s*$", proc.stdout, re.I | re.M)
+    if match is None:
+        lines = (proc.stderr + proc.stdout).strip().splitlines()
+        return None, lines[-1] if lines else "no output"
+    return float(match.group(2)) / 1000.0, match.group(0).strip()  # 1000s of bytes/s -> MB/s
+
+
+def user_time() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_utime
+
+
+def measure(
+    run_batch: Callable[[int], None], records_per_batch: int, size: int, seconds: float
+) -> tuple[float, float, float]:
+    """Run batches for about ``seconds`` of wall time.
+
+    Returns (MB per user-CPU second, MB per wall second, user-CPU microseconds per record).
+    """
+    run_batch(0)  # warm-up
+    done, start, cpu_start = 0, time.perf_counter(), user_time()
+    while (elapsed := time.perf_counter() - start) < seconds:
+        run_batch(done)
+        done += records_per_batch
+    cpu = max(user_time() - cpu_start, 1e-9)
+    return done * size / cpu / 1e6, done * size / elapsed / 1e6, cpu / done * 1e6
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--seconds", type=float, default=3.0, help="seconds per measurement and round (default 3)"
+    )
+    parser.add_argument(
+        "--size", type=int, default=16384, help="plaintext bytes per record (default 16384)"
+    )
+    parser.add_argument(
+        "--batch", type=int, default=32, help="records per seal_many call (default 32)"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="interleaved rounds, best kept (default 2)"
+    )
+    parser.add_argument(
+        "--json", type=Path, help="also write the results and run configuration here"
+    )
+    args = parser.parse_args(argv)
+    if args.rounds < 1 or args.seconds <= 0:
+        parser.error("--rounds and --seconds must be positive")
+    if not 0 < args.size <= 2**14:
+        parser.error("--size must be in 1..16384")
+
+    rng = os.urandom
+    enc_key, mac_key, plaintext = rng(16), rng(20), rng(args.size)
+    ivs = [rng(16) for _ in range(args.batch)]
+    plaintexts = [plaintext] * args.batch
+
+    candidates: list[tuple[str, Callable[[int], None], int]] = []
+
+    def singles(cipher: object) -> Callable[[int], None]:
+        seal = cipher.seal  # type: ignore[attr-defined]
+
+        def run(seq: int) -> None:
+            for i in range(args.batch):
+                seal(seq + i, CONTENT_TYPE, VERSION, plaintext, ivs[i])
+
+        return run
+
+    def many(cipher: object) -> Callable[[int], None]:
+        seal_many = cipher.seal_many  # type: ignore[attr-defined]
+        return lambda seq: seal_many(seq, CONTENT_TYPE, VERSION, plaintexts, ivs)
+
+    if CRecordCipher is not None:
+        stitched = CRecordCipher("aes-128-cbc", "sha1", enc_key, mac_key)
+        generic = CRecordCipher("aes-128-cbc", "sha1", enc_key, mac_key, stitched=False)
+        label = "stitched" if stitched.stitched else "generic: no stitched cipher"
+        candidates += [
+            (f"C seal ({label})", singles(stitched), args.batch),
+            (f"C seal_many x{args.batch} ({label})", many(stitched), args.batch),
+            ("C seal (generic HMAC + CBC)", singles(generic), args.batch),
+            (f"C seal_many x{args.batch} (generic)", many(generic), args.batch),
+        ]
+    python = PyRecordCipher("aes-128-cbc", "sha1", enc_key, mac_key)
+    candidates += [("Python fallback seal", singles(python), args.batch)]
+
+    # Interleaved rounds, best of each: every measurement sees the same background load.
+    reference, raw = None, "not run"
+    best: dict[str, tuple[float, float, float]] = {}
+    for _ in range(args.rounds):
+        mbps_ref, raw = openssl_speed(args.size, args.seconds)
+        if mbps_ref is not None:
+            reference = max(reference or 0.0, mbps_ref)
+        for name, run, per_batch in candidates:
+            result = measure(run, per_batch, args.size, args.seconds)
+            if name not in best or result[0] > best[name][0]:
+                best[name] = result
+    label = "openssl speed -evp aes-128-cbc-hmac-sha1" + ("" if reference else f" ({raw})")
+    rows = [Row(label, reference, None, None, 1.0 if reference else None)]
+    for name, (mbps, wall, us) in best.items():
+        rows.append(Row(name, mbps, wall, us, mbps / reference if reference else None))
+
+    print(
+        f"AES-128-CBC-SHA seal, {args.size}-byte records, best of {args.rounds} interleaved rounds of"
+        f" {args.seconds:g} s (MB = 1e6 B)"
+    )
+    width = max(len(r.name) for r in rows)
+    print(
+        f"{'implementation':<{width}}  {'MB/s cpu':>9}  {'MB/s wall':>9}  {'us/rec':>7}  {'x openssl':>9}"
+    )
+
+    def cell(value: float | None, spec: str, width: int) -> str:
+        return format(value, spec) if value is not None else format("n/a", f">{width}")
+
+    for r in rows:
+        print(
+            f"{r.name:<{width}}  {cell(r.mb_per_s, '9.1f', 9)}  {cell(r.wall_mb_per_s, '9.1f', 9)}"
+            f"  {cell(r.us_per_record, '7.2f', 7)}  {cell(r.ratio, '9.2f', 9)}"
+        )
+
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        config = {
+            "size": args.size,
+            "seconds": args.seconds,
+            "batch": args.batch,
+            "rounds": args.rounds,
+            "python": sys.version.split()[0],
+            "machine": platform.machine(),
+            "processor": platform.processor(),
+            "openssl": subprocess.run(
+                ["openssl", "version"], capture_output=True, text=True, check=False
+            ).stdout.strip()
+            if shutil.which("openssl")
+            else None,
+        }
+        args.json.write_text(
+            json.dumps({"config": config, "rows": [asdict(r) for r in rows]}, indent=2) + "\n"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

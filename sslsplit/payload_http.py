@@ -1,0 +1,170 @@
+"""The cache-miss protocol: fetching payloads by id over HTTP/1.1 (paper §3.5).
+
+A proxy that receives a digest stub whose payload is in none of its caches
+asks a *payload source* -- another proxy, or the origin server as the
+authority of last resort -- with::
+
+    GET /payload/<encoding number>/<hex id> HTTP/1.1
+
+and gets ``200`` with the payload, or ``404``.  The same tiny server
+(:func:`serve_payloads`) runs on the origin (backed by its
+:class:`~sslsplit.store.RecordStore`) and, optionally, on proxies (backed by
+their caches).  Whatever arrives is checked against its id by the caller:
+sources are not trusted either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import h11
+
+from .wire import MAX_FIELD, IDEncoding
+
+__all__ = ["serve_payloads", "PayloadClient", "PayloadServerStats", "payload_path"]
+
+logger = logging.getLogger(__name__)
+
+_PATH = re.compile(rb"^/payload/(\d{1,5})/([0-9a-f]{2,200})$")
+Lookup = Callable[[IDEncoding, bytes], bytes | None]
+
+
+@dataclass
+class PayloadServerStats:
+    """What a payload server sent: counted on its sockets, so it adds to the origin's bandwidth."""
+
+    requests: int = 0
+    found: int = 0
+    bytes_out: int = 0
+    bytes_in: int = 0
+
+
+def payload_path(encoding: IDEncoding, ident: bytes) -> str:
+    return f"/payload/{int(encoding)}/{ident.hex()}"
+
+
+async def _handle(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, lookup: Lookup, timeout: float, stats: PayloadServerStats
+) -> None:
+    conn = h11.Connection(h11.SERVER, max_incomplete_event_size=8192)
+    try:
+        while True:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                async with asyncio.timeout(timeout):
+                    data = await reader.read(8192)
+                stats.bytes_in += len(data)
+                conn.receive_data(data)
+                continue
+            if isinstance(event, h11.Request):
+                stats.requests += 1
+                status, body = 404, b"not found\n"
+                match = _PATH.match(event.target)
+                if event.method != b"GET":
+                    status, body = 405, b"method not allowed\n"
+                elif match:
+                    try:
+                        found = lookup(IDEncoding(int(match.group(1))), bytes.fromhex(match.group(2).decode()))
+                    except ValueError:
+                        found = None
+                    if found is not None:
+                        status, body = 200, found
+                        stats.found += 1
+                headers = [("Content-Length", str(len(body))), ("Content-Type", "application/octet-stream")]
+                out = b"".join(
+                    conn.send(e) or b""
+                    for e in (h11.Response(status_code=status, headers=headers), h11.Data(data=body), h11.EndOfMessage())
+                )
+                stats.bytes_out += len(out)
+                writer.write(out)
+                await writer.drain()
+            elif isinstance(event, h11.EndOfMessage):
+                if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
+                    return
+                conn.start_next_cycle()
+            elif isinstance(event, h11.ConnectionClosed) or event is h11.PAUSED:
+                return
+    except (h11.RemoteProtocolError, TimeoutError, ConnectionError) as exc:
+        logger.debug("payload request failed: %r", exc)
+    except asyncio.CancelledError:
+        pass  # the server is shutting down
+    finally:
+        writer.close()
+
+
+async def serve_payloads(
+    lookup: Lookup, host: str, port: int, *, idle_timeout: float = 30.0, stats: PayloadServerStats | None = None
+) -> asyncio.Server:
+    """Serve ``GET /payload/<enc>/<hex id>`` from ``lookup`` (returns None when absent)."""
+    the_stats = stats if stats is not None else PayloadServerStats()
+    return await asyncio.start_server(lambda r, w: _handle(r, w, lookup, idle_timeout, the_stats), host, port)
+
+
+class PayloadClient:
+    """A keep-alive client of one payload source; requests are serialised."""
+
+    def __init__(self, host: str, port: int, *, timeout: float = 10.0, name: str | None = None) -> None:
+        self.host, self.port, self.timeout = host, port, timeout
+        self.name = name or f"{host}:{port}"
+        self._lock = asyncio.Lock()
+        self._streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        self._conn: h11.Connection | None = None
+        self.requests = 0
+        self.bytes_in = 0
+
+    async def close(self) -> None:
+        if self._streams is not None:
+            self._streams[1].close()
+            self._streams = None
+
+    async def fetch(self, encoding: IDEncoding, ident: bytes) -> bytes | None:
+        """The payload, or None if the source does not have it; OSError/TimeoutError if unreachable."""
+        async with self._lock:
+            for attempt in (0, 1):  # a kept-alive connection may have been closed by the source
+                try:
+                    async with asyncio.timeout(self.timeout):
+                        return await self._fetch(encoding, ident)
+                except (ConnectionError, h11.ProtocolError, asyncio.IncompleteReadError):
+                    await self.close()
+                    if attempt:
+                        raise ConnectionError(f"payload source {self.name} failed") from None
+            return None
+
+    async def _fetch(self, encoding: IDEncoding, ident: bytes) -> bytes | None:
+        if self._streams is None or self._conn is None or self._conn.our_state is not h11.IDLE:
+            self._streams = await asyncio.open_connection(self.host, self.port)
+            self._conn = h11.Connection(h11.CLIENT)
+        reader, writer = self._streams
+        conn = self._conn
+        self.requests += 1
+        request = h11.Request(method="GET", target=payload_path(encoding, ident), headers=[("Host", self.name)])
+        writer.write((conn.send(request) or b"") + (conn.send(h11.EndOfMessage()) or b""))
+        await writer.drain()
+        status = 0
+        body = bytearray()
+        while True:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                data = await reader.read(65536)
+                self.bytes_in += len(data)
+                conn.receive_data(data)
+                if not data and conn.their_state is not h11.DONE:
+                    raise ConnectionError("source closed the connection")
+            elif isinstance(event, h11.Response):
+                status = event.status_code
+            elif isinstance(event, h11.Data):
+                body += event.data
+                if len(body) > MAX_FIELD:
+                    raise ConnectionError("payload larger than any record")
+            elif isinstance(event, h11.EndOfMessage):
+                if conn.our_state is h11.DONE and conn.their_state is h11.DONE:
+                    conn.start_next_cycle()
+                else:
+                    await self.close()
+                return bytes(body) if status == 200 else None
+            elif isinstance(event, h11.ConnectionClosed):
+                raise ConnectionError("source closed the connection")

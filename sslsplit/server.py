@@ -1,0 +1,213 @@
+"""The SSL-splitting origin server: HTTPS whose records leave as stubs (paper §4.1).
+
+It is :mod:`tls12.https_server` (a static file server, HTTP/1.1 via h11) with
+one change: each TLS connection uses a
+:class:`~sslsplit.writer.SplittingRecordWriter`, so the bytes that go to the
+proxy are stubs, MACs and payload ids instead of records.  A second port
+serves the record store to proxies that miss (:mod:`sslsplit.payload_http`).
+
+Modes (``--mode``): ``null`` accepts only authentication-only suites
+(TLS_RSA_WITH_NULL_SHA/_SHA256); ``key-expose`` accepts only AES-CBC suites
+and exposes the server-write key; ``auto`` (default) prefers a NULL suite when
+the client offers one and falls back to key exposure, as in the paper (§3.4).
+
+Run ``python -m sslsplit.server --help``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from tls12 import ServerConnection
+from tls12.aio import TLSStream
+from tls12.certs import Credentials, generate_self_signed, load_credentials
+from tls12.config import ServerConfig
+from tls12.https_server import ServerStats, start_server
+from tls12.session import InMemorySessionStore
+from tls12.suites import SUITES, CipherSuite
+
+from .payload_http import PayloadServerStats, serve_payloads
+from .store import RecordStore
+from .wire import IDEncoding
+from .writer import SplittingRecordWriter, WriterStats
+
+__all__ = ["SplittingServer", "MODES", "suites_for_mode", "main"]
+
+logger = logging.getLogger("sslsplit.server")
+
+NULL_SUITES = tuple(s for s, p in SUITES.items() if p.cipher == "null")
+ENCRYPTING_SUITES = (
+    CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA,
+    CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA256,
+    CipherSuite.TLS_RSA_WITH_AES_256_CBC_SHA,
+    CipherSuite.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256,
+    CipherSuite.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA,
+)
+MODES = ("auto", "null", "key-expose")
+
+
+def suites_for_mode(mode: str) -> tuple[CipherSuite, ...]:
+    if mode == "null":
+        return NULL_SUITES
+    if mode == "key-expose":
+        return ENCRYPTING_SUITES
+    if mode == "auto":
+        return NULL_SUITES + ENCRYPTING_SUITES
+    raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+
+
+@dataclass
+class SplitTotals:
+    """Totals over closed connections: what the server sent and what splitting saved."""
+
+    connections: int = 0
+    bytes_to_proxies: int = 0
+    payload_bytes: int = 0
+    digest_payload_bytes: int = 0
+    digest_stubs: int = 0
+
+    def add(self, stream: TLSStream, stats: WriterStats) -> None:
+        self.connections += 1
+        self.bytes_to_proxies += stream.bytes_out
+        self.payload_bytes += stats.payload_bytes
+        self.digest_payload_bytes += stats.digest_payload_bytes
+        self.digest_stubs += stats.digest_stubs
+
+
+class SplittingServer:
+    """Serves ``root`` to SSL-splitting proxies; ``start()`` on a running event loop."""
+
+    def __init__(
+        self,
+        root: str | Path,
+        credentials: Credentials,
+        *,
+        mode: str = "auto",
+        encoding: IDEncoding = IDEncoding.DIGEST_SHA256,
+        store: RecordStore | None = None,
+        session_cache: bool = True,
+        idle_timeout: float = 30.0,
+    ) -> None:
+        self.root = Path(root)
+        self.config = ServerConfig(
+            credentials=credentials,
+            cipher_suites=suites_for_mode(mode),
+            session_store=InMemorySessionStore() if session_cache else None,
+        )
+        self.mode = mode
+        self.encoding = encoding
+        self.store = store if store is not None else RecordStore()
+        self.idle_timeout = idle_timeout
+        self.stats = ServerStats()
+        self.totals = SplitTotals()
+        self.store_stats = PayloadServerStats()
+        self._servers: list[asyncio.AbstractServer] = []
+        self.port = 0
+        self.store_port = 0
+
+    @property
+    def bytes_sent(self) -> int:
+        """Everything the origin sent: stubs to proxies (closed connections) and cache-miss payloads."""
+        return self.totals.bytes_to_proxies + self.store_stats.bytes_out
+
+    def _connection(self, config: ServerConfig) -> ServerConnection:
+        writer = SplittingRecordWriter(self.store, self.encoding, expose_keys=self.mode != "null")
+        return ServerConnection(config, record_writer=writer)
+
+    def _closed(self, stream: TLSStream) -> None:
+        writer = stream.conn.record_writer  # type: ignore[attr-defined]
+        writer.release()
+        self.totals.add(stream, writer.stats)
+        saved = writer.stats.digest_payload_bytes - writer.stats.digest_stubs * 32
+        logger.info(
+            "connection %s: %d B to proxy, %d payload B, %d B as digest stubs (saved ~%d B)",
+            stream.peername, stream.bytes_out, writer.stats.payload_bytes, writer.stats.digest_payload_bytes, saved,
+        )
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0, store_port: int = 0) -> None:
+        tls = await start_server(
+            self.root, host, port, self.config, stats=self.stats, idle_timeout=self.idle_timeout,
+            connection_factory=self._connection, on_close=self._closed,
+        )
+        store = await serve_payloads(
+            lambda enc, ident: self.store.get(ident), host, store_port, stats=self.store_stats
+        )
+        self._servers = [tls, store]
+        self.port = tls.sockets[0].getsockname()[1]
+        self.store_port = store.sockets[0].getsockname()[1]
+
+    async def close(self) -> None:
+        for server in self._servers:
+            server.close()
+        for server in self._servers:
+            await server.wait_closed()
+        self._servers = []
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m sslsplit.server",
+        description="SSL-splitting origin server: serves a document root to splitting proxies as stubs "
+        "(handshakes, MACs and payload ids) and publishes payloads for cache misses.",
+    )
+    p.add_argument("--root", required=True, type=Path, help="document root to serve")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8443, help="port proxies connect to (default 8443)")
+    p.add_argument("--store-port", type=int, default=8444, help="port of the record store for cache misses (default 8444)")
+    p.add_argument("--cert", type=Path, help="PEM certificate chain (default: a fresh self-signed one)")
+    p.add_argument("--key", type=Path, help="PEM RSA private key matching --cert")
+    p.add_argument("--mode", choices=MODES, default="auto", help="suites to accept (default auto: NULL if offered, else key-expose)")
+    p.add_argument("--encoding", choices=("sha256", "sha1"), default="sha256", help="payload id digest (sha1 = the paper's)")
+    p.add_argument("--store-max-mb", type=float, default=256.0, help="unpinned record store bound in MiB (default 256)")
+    p.add_argument("-v", "--verbose", action="store_true", help="log every connection and request")
+    return p
+
+
+async def _run(args: argparse.Namespace, creds: Credentials) -> None:
+    server = SplittingServer(
+        args.root, creds, mode=args.mode,
+        encoding=IDEncoding.DIGEST if args.encoding == "sha1" else IDEncoding.DIGEST_SHA256,
+        store=RecordStore(int(args.store_max_mb * (1 << 20))),
+    )
+    await server.start(args.host, args.port, args.store_port)
+    print(f"splitting server on {args.host}:{server.port}, record store on {args.host}:{server.store_port}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await server.close()
+    t = server.totals
+    print(f"{t.connections} connections, {t.bytes_to_proxies} B sent to proxies for {t.payload_bytes} B of payload")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    if not args.root.is_dir():
+        print(f"error: --root {args.root} is not a directory", file=sys.stderr)
+        return 2
+    if (args.cert is None) != (args.key is None):
+        print("error: give both --cert and --key, or neither", file=sys.stderr)
+        return 2
+    try:
+        creds = load_credentials(args.cert, args.key) if args.cert else generate_self_signed()
+    except (OSError, ValueError) as exc:
+        print(f"error: cannot load credentials: {exc}", file=sys.stderr)
+        return 2
+    try:
+        asyncio.run(_run(args, creds))
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

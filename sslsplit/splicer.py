@@ -1,0 +1,128 @@
+"""The proxy's sans-IO core: rebuild TLS records for the client from the server's messages.
+
+For each message from the server (see :mod:`sslsplit.wire`):
+
+* a **verbatim** record is passed on unchanged;
+* a **key-expose** message installs the server-write key and IV: from then
+  on rebuilt records are encrypted with it (AES-CBC, explicit IV drawn from
+  the proxy's own RNG) -- an empty key means a NULL suite;
+* a **stub** becomes a record: ``header || seal_with_mac(payload, MAC)``.
+  A *literal* stub carries its payload; a *digest* stub names it, and the
+  caller looks the payload up (its caches, other proxies, the origin) and
+  passes it to :meth:`Splicer.rebuild`, which checks it against the id first.
+
+The proxy holds the encryption key but never the MAC key, so any payload it
+changes -- by malice or a poisoned cache -- fails the client's MAC check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tls12.errors import DecodeError, IllegalParameter
+from tls12.recordcrypto import RecordCipher
+
+from .wire import (
+    IDEncoding,
+    KeyExpose,
+    Message,
+    MessageReader,
+    Stub,
+    Verbatim,
+    check_payload,
+    push_message,
+)
+
+__all__ = ["Splicer", "SplicerStats", "PayloadMismatch"]
+
+_CIPHER_BY_KEY_LENGTH = {0: "null", 16: "aes-128-cbc", 32: "aes-256-cbc"}
+_MAC_BY_LENGTH = {20: "sha1", 32: "sha256"}
+
+
+class PayloadMismatch(ValueError):
+    """A payload from a cache does not match the stub's digest id (a poisoned cache entry)."""
+
+
+@dataclass
+class SplicerStats:
+    messages: int = 0
+    verbatim: int = 0
+    literal: int = 0
+    digest: int = 0
+    rebuilt_bytes: int = 0
+
+
+class Splicer:
+    """Turns the server's message stream into the record stream a client expects."""
+
+    def __init__(self, rng: Callable[[int], bytes]) -> None:
+        self._rng = rng
+        self._reader = MessageReader()
+        self._key: bytes | None = None
+        self._ciphers: dict[int, RecordCipher] = {}
+        self.stats = SplicerStats()
+
+    def feed(self, data: bytes) -> None:
+        self._reader.feed(data)
+
+    def next_message(self) -> Message | None:
+        """The next whole message from the server, or None; DecodeError/RecordOverflow on garbage."""
+        msg = self._reader.next_message()
+        if msg is not None:
+            self.stats.messages += 1
+        return msg
+
+    def handle(self, msg: Message) -> bytes | None:
+        """Bytes for the client from a message that needs no lookup; None for a digest stub."""
+        if isinstance(msg, Verbatim):
+            self.stats.verbatim += 1
+            return push_message(msg)
+        if isinstance(msg, KeyExpose):
+            self.expose(msg)
+            return b""
+        if msg.encoding is IDEncoding.LITERAL:
+            self.stats.literal += 1
+            return self._build(msg, msg.ident)
+        return None
+
+    def expose(self, msg: KeyExpose) -> None:
+        if len(msg.key) not in _CIPHER_BY_KEY_LENGTH:
+            raise IllegalParameter(f"key-expose with a {len(msg.key)}-byte key")
+        self._key = msg.key
+        self._ciphers.clear()
+
+    def rebuild(self, stub: Stub, payload: bytes, *, checked: bool = False) -> bytes:
+        """The client record for a digest stub, given the payload found for its id.
+
+        The payload is checked against the id unless the caller already did
+        (``checked=True``: the cache hierarchy checks everything it returns).
+        """
+        if not checked and not check_payload(stub.encoding, stub.ident, payload):
+            raise PayloadMismatch(f"payload does not match its {stub.encoding.name} id {stub.ident.hex()[:16]}")
+        self.stats.digest += 1
+        return self._build(stub, payload)
+
+    def _cipher(self, mac_length: int) -> RecordCipher:
+        cipher = self._ciphers.get(mac_length)
+        if cipher is None:
+            assert self._key is not None
+            if mac_length not in _MAC_BY_LENGTH:
+                raise DecodeError(f"stub with a {mac_length}-byte MAC")
+            cipher = RecordCipher(_CIPHER_BY_KEY_LENGTH[len(self._key)], _MAC_BY_LENGTH[mac_length], self._key, b"")
+            self._ciphers[mac_length] = cipher
+        return cipher
+
+    def _build(self, stub: Stub, payload: bytes) -> bytes:
+        if self._key is None:  # before ChangeCipherSpec: plaintext records, no MAC
+            if stub.mac:
+                raise DecodeError("stub with a MAC before the keys were exposed")
+            body = payload
+        else:
+            cipher = self._ciphers.get(len(stub.mac)) or self._cipher(len(stub.mac))
+            if len(payload) > 1 << 14:
+                raise DecodeError("payload larger than a TLS record")
+            body = cipher.seal_with_mac(payload, stub.mac, self._rng(16) if cipher.block_size else b"")
+        n = len(body)
+        self.stats.rebuilt_bytes += 5 + n
+        return bytes((stub.content_type, stub.version >> 8, stub.version & 0xFF, n >> 8, n & 0xFF)) + body

@@ -1,0 +1,77 @@
+"""The command-line programs: --help, clear errors, and a real run with curl through both."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tls_peers import curl, file_bytes
+
+from tls12.suites import CipherSuite
+
+pytestmark = pytest.mark.interop
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("module", ["sslsplit.server", "sslsplit.proxy"])
+def test_help(module: str) -> None:
+    out = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0 and "usage:" in out.stdout and "--" in out.stdout
+
+
+def test_clear_error_for_missing_root(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "sslsplit.server", "--root", str(tmp_path / "nope")], capture_output=True, text=True, timeout=30
+    )
+    assert out.returncode == 2 and "not a directory" in out.stderr
+
+
+def _start(cmd: list[str], ready: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if ready not in line:
+        proc.kill()
+        raise AssertionError(f"{cmd[2]} did not start: {line!r} {proc.stderr.read() if proc.stderr else ''}")
+    return proc
+
+
+def test_server_and_proxy_programs_with_curl(tmp_path: Path) -> None:
+    (tmp_path / "www").mkdir()
+    body = file_bytes(300_000)
+    (tmp_path / "www" / "f.bin").write_bytes(body)
+    port, store, listen = _free_port(), _free_port(), _free_port()
+    server = _start(
+        [sys.executable, "-m", "sslsplit.server", "--root", str(tmp_path / "www"), "--port", str(port), "--store-port", str(store)],
+        "splitting server on",
+    )
+    try:
+        proxy = _start(
+            [sys.executable, "-m", "sslsplit.proxy", "--server", f"127.0.0.1:{port}", "--store", f"127.0.0.1:{store}",
+             "--listen", f"127.0.0.1:{listen}", "--disk-cache", str(tmp_path / "cache")],
+            "splitting proxy on",
+        )  # fmt: skip
+        try:
+            for _ in range(2):
+                out = tmp_path / "out.bin"
+                result = curl(f"https://127.0.0.1:{listen}/f.bin", CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA256, out)
+                assert result.returncode == 0, result.stderr
+                assert out.read_bytes() == body
+        finally:
+            proxy.send_signal(signal.SIGTERM)
+            p_out, _ = proxy.communicate(timeout=30)
+        assert "2 connections (0 failed)" in p_out and "'memory'" in p_out
+        assert any((tmp_path / "cache").rglob("*"))  # the disk level was filled
+    finally:
+        server.send_signal(signal.SIGTERM)
+        s_out, _ = server.communicate(timeout=30)
+    assert "2 connections" in s_out

@@ -1,0 +1,134 @@
+"""Splitting server -> splicer -> unmodified tls12 client, in memory: correctness and tampering."""
+
+from __future__ import annotations
+
+import pytest
+from split_helpers import Chain
+
+from sslsplit.splicer import PayloadMismatch
+from sslsplit.wire import IDEncoding, MessageReader, Stub
+from tls12.errors import BadRecordMAC
+from tls12.events import ApplicationData, HandshakeComplete
+from tls12.suites import SUITES, CipherSuite
+
+SPLIT_SUITES = list(SUITES)
+
+
+def _body(n: int, seed: int = 0) -> bytes:
+    import random
+
+    return random.Random(seed).randbytes(n)
+
+
+@pytest.mark.parametrize("suite", SPLIT_SUITES, ids=lambda s: s.name)
+def test_client_receives_spliced_stream(suite: CipherSuite) -> None:
+    chain = Chain(suite)
+    s_events, c_events = chain.pump()
+    assert isinstance(c_events[0], HandshakeComplete)
+    body = _body(100_000)
+    chain.server.send_data(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
+    chain.server.send_data(body)
+    events = chain.client.receive_data(chain.to_client(chain.server.data_to_send()))
+    assert b"".join(e.data for e in events if isinstance(e, ApplicationData)).endswith(body)
+    assert chain.writer.stats.digest_stubs >= 7  # the certificate and the six full body records
+    if SUITES[suite].cipher != "null":
+        assert chain.writer.stats.key_exposed
+
+
+def test_warm_proxy_server_sends_little() -> None:
+    suite = CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA
+    body = _body(1 << 20)
+    chain = Chain(suite)
+    chain.pump()
+    before = chain.server_wire
+    chain.server.send_data(body)
+    out = chain.server.data_to_send()
+    events = chain.client.receive_data(chain.to_client(out))
+    assert b"".join(e.data for e in events if isinstance(e, ApplicationData)) == body
+    stub_bytes = chain.server_wire - before
+    assert stub_bytes < 0.01 * len(body)  # 64 stubs of ~70 bytes instead of 1 MiB
+
+
+def test_key_expose_off_sends_verbatim_records() -> None:
+    chain = Chain(CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA, expose_keys=False)
+    chain.pump()
+    chain.server.send_data(b"x" * 50_000)
+    events = chain.client.receive_data(chain.to_client(chain.server.data_to_send()))
+    assert b"".join(e.data for e in events) == b"x" * 50_000
+    assert chain.writer.stats.verbatim > 0 and not chain.writer.stats.key_exposed
+
+
+def test_server_never_sends_mac_or_client_keys() -> None:
+    suite = CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA256
+    chain = Chain(suite)
+    captured = b""
+    original = chain.to_client
+
+    def capture(stream: bytes, lookup=None) -> bytes:
+        nonlocal captured
+        captured += stream
+        return original(stream, lookup)
+
+    chain.to_client = capture  # type: ignore[method-assign]
+    chain.pump()
+    chain.server.send_data(_body(40_000))
+    chain.client.receive_data(chain.to_client(chain.server.data_to_send()))
+    server_keys = chain.server.write_protection.keys
+    client_keys = chain.server._reader.keys
+    assert server_keys is not None and client_keys is not None
+    assert server_keys.enc_key in captured  # the exposed key, by design
+    for secret in (server_keys.mac_key, client_keys.mac_key, client_keys.enc_key, chain.server.master_secret):
+        assert secret not in captured
+
+
+def _tampered_session(tamper) -> Chain:
+    chain = Chain(CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA)
+    chain.pump()
+    chain.server.send_data(_body(50_000, 1))
+    return chain
+
+
+def test_flipped_payload_from_cache_is_refused_by_digest_check() -> None:
+    chain = _tampered_session(None)
+    stream = chain.server.data_to_send()
+    with pytest.raises(PayloadMismatch):
+        chain.to_client(stream, lookup=lambda ident: bytes([chain.store.get(ident)[0] ^ 1]) + chain.store.get(ident)[1:])
+
+
+def test_malicious_splicer_flipping_a_byte_fails_the_client() -> None:
+    chain = _tampered_session(None)
+    stream = chain.server.data_to_send()
+    chain.splicer.feed(stream)
+    out = b""
+    while (msg := chain.splicer.next_message()) is not None:
+        data = chain.splicer.handle(msg)
+        if data is None:
+            payload = bytearray(chain.store.get(msg.ident))  # type: ignore[union-attr]
+            payload[10] ^= 0x01
+            data = chain.splicer._build(msg, bytes(payload))  # a malicious proxy skips its own digest check
+        out += data
+    with pytest.raises(BadRecordMAC):
+        chain.client.receive_data(out)
+
+
+def test_swapped_payloads_fail_the_client() -> None:
+    chain = _tampered_session(None)
+    reader = MessageReader()
+    reader.feed(chain.server.data_to_send())
+    stubs = []
+    while (m := reader.next_message()) is not None:
+        stubs.append(m)
+    digests = [i for i, m in enumerate(stubs) if isinstance(m, Stub) and m.encoding is not IDEncoding.LITERAL]
+    a, b = digests[0], digests[1]
+    payload_a, payload_b = chain.store.get(stubs[a].ident), chain.store.get(stubs[b].ident)
+    out = b""
+    for i, m in enumerate(stubs):
+        if i == a:
+            out += chain.splicer._build(m, payload_b)  # type: ignore[arg-type]
+        elif i == b:
+            out += chain.splicer._build(m, payload_a)  # type: ignore[arg-type]
+        else:
+            data = chain.splicer.handle(m)
+            out += data if data is not None else chain.splicer.rebuild(m, chain.store.get(m.ident))  # type: ignore[arg-type, union-attr]
+    with pytest.raises(BadRecordMAC):
+        chain.client.receive_data(out)
