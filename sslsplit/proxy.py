@@ -24,6 +24,7 @@ from pathlib import Path
 
 from tls12.errors import TLSError
 
+from ._cli import hostport
 from .cache import CacheHierarchy, CacheMiss, DiskCache, LocalCache, MemoryCache
 from .payload_http import PayloadClient, serve_payloads
 from .splicer import PayloadMismatch, Splicer
@@ -172,25 +173,18 @@ def _write_eof(writer: asyncio.StreamWriter) -> None:
         pass
 
 
-def _hostport(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit():
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
-    return host or "127.0.0.1", int(port)
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m sslsplit.proxy",
         description="SSL-splitting proxy: serves HTTPS clients from its cache; the origin sends only "
         "handshakes, MACs and payload ids. Clients need no change.",
     )
-    p.add_argument("--server", required=True, type=_hostport, help="splitting server HOST:PORT")
-    p.add_argument("--store", required=True, type=_hostport, help="the server's record store HOST:PORT (cache misses)")
-    p.add_argument("--listen", type=_hostport, default=("127.0.0.1", 4433), help="HOST:PORT for clients (default 127.0.0.1:4433)")
+    p.add_argument("--server", required=True, type=hostport, help="splitting server HOST:PORT")
+    p.add_argument("--store", required=True, type=hostport, help="the server's record store HOST:PORT (cache misses)")
+    p.add_argument("--listen", type=hostport, default=("127.0.0.1", 4433), help="HOST:PORT for clients (default 127.0.0.1:4433)")
     p.add_argument("--memory-mb", type=float, default=256.0, help="memory cache size in MiB (default 256)")
     p.add_argument("--disk-cache", type=Path, help="directory of an on-disk cache level")
-    p.add_argument("--peer", type=_hostport, action="append", default=[], help="another proxy's cache HOST:PORT (repeatable)")
+    p.add_argument("--peer", type=hostport, action="append", default=[], help="another proxy's cache HOST:PORT (repeatable)")
     p.add_argument("--serve-cache", type=int, metavar="PORT", help="serve this proxy's caches to peers on PORT")
     p.add_argument("-v", "--verbose", action="store_true", help="log every connection")
     return p

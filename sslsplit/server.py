@@ -25,15 +25,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tls12 import ServerConnection
-from tls12.aio import TLSStream
+from tls12.aio import TLSStream, serve
 from tls12.certs import Credentials, generate_self_signed, load_credentials
 from tls12.config import ServerConfig
 from tls12.https_server import ServerStats, start_server
 from tls12.session import InMemorySessionStore
 from tls12.suites import SUITES, CipherSuite
 
+from ._cli import hostport
 from .payload_http import PayloadServerStats, serve_payloads
 from .store import RecordStore
+from .upstream import UpstreamForwarder
 from .wire import IDEncoding
 from .writer import SplittingRecordWriter, WriterStats
 
@@ -81,20 +83,24 @@ class SplitTotals:
 
 
 class SplittingServer:
-    """Serves ``root`` to SSL-splitting proxies; ``start()`` on a running event loop."""
+    """Serves ``root`` (or forwards to ``upstream``) to SSL-splitting proxies; ``start()`` on a running loop."""
 
     def __init__(
         self,
-        root: str | Path,
+        root: str | Path | None,
         credentials: Credentials,
         *,
+        upstream: tuple[str, int] | None = None,
         mode: str = "auto",
         encoding: IDEncoding = IDEncoding.DIGEST_SHA256,
         store: RecordStore | None = None,
         session_cache: bool = True,
         idle_timeout: float = 30.0,
     ) -> None:
-        self.root = Path(root)
+        if (root is None) == (upstream is None):
+            raise ValueError("give exactly one of root (a document root) and upstream (an HTTP server)")
+        self.root = Path(root) if root is not None else None
+        self.upstream = upstream
         self.config = ServerConfig(
             credentials=credentials,
             cipher_suites=suites_for_mode(mode),
@@ -131,10 +137,23 @@ class SplittingServer:
         )
 
     async def start(self, host: str = "127.0.0.1", port: int = 0, store_port: int = 0) -> None:
-        tls = await start_server(
-            self.root, host, port, self.config, stats=self.stats, idle_timeout=self.idle_timeout,
-            connection_factory=self._connection, on_close=self._closed,
-        )
+        if self.root is not None:
+            tls = await start_server(
+                self.root, host, port, self.config, stats=self.stats, idle_timeout=self.idle_timeout,
+                connection_factory=self._connection, on_close=self._closed,
+            )
+        else:
+            upstream = self.upstream
+            assert upstream is not None
+
+            async def forward(stream: TLSStream) -> None:
+                await UpstreamForwarder(stream, upstream, timeout=self.idle_timeout).run()
+
+            def closed(stream: TLSStream) -> None:
+                self.stats.record(stream)
+                self._closed(stream)
+
+            tls = await serve(forward, host, port, self.config, connection_factory=self._connection, on_close=closed)
         store = await serve_payloads(
             lambda enc, ident: self.store.get(ident), host, store_port, stats=self.store_stats
         )
@@ -156,7 +175,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="SSL-splitting origin server: serves a document root to splitting proxies as stubs "
         "(handshakes, MACs and payload ids) and publishes payloads for cache misses.",
     )
-    p.add_argument("--root", required=True, type=Path, help="document root to serve")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--root", type=Path, help="document root to serve")
+    src.add_argument("--upstream", type=hostport, metavar="HOST:PORT",
+                     help="forward requests to this plain HTTP server instead (like the paper's STunnel setup)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8443, help="port proxies connect to (default 8443)")
     p.add_argument("--store-port", type=int, default=8444, help="port of the record store for cache misses (default 8444)")
@@ -171,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 async def _run(args: argparse.Namespace, creds: Credentials) -> None:
     server = SplittingServer(
-        args.root, creds, mode=args.mode,
+        args.root, creds, upstream=args.upstream, mode=args.mode,
         encoding=IDEncoding.DIGEST if args.encoding == "sha1" else IDEncoding.DIGEST_SHA256,
         store=RecordStore(int(args.store_max_mb * (1 << 20))),
     )
@@ -190,7 +212,7 @@ async def _run(args: argparse.Namespace, creds: Credentials) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(asctime)s %(name)s %(message)s")
-    if not args.root.is_dir():
+    if args.root is not None and not args.root.is_dir():
         print(f"error: --root {args.root} is not a directory", file=sys.stderr)
         return 2
     if (args.cert is None) != (args.key is None):

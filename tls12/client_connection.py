@@ -186,6 +186,8 @@ class ClientConnection(Connection):
             raise BadCertificate(f"cannot parse the server certificate: {exc}") from None
         if not isinstance(public_key, rsa.RSAPublicKey):
             raise BadCertificate("server certificate does not carry an RSA key")
+        if public_key.key_size < 512:
+            raise BadCertificate(f"server RSA key of {public_key.key_size} bits is too small")
         self._server_public_key = public_key
         self.peer_certificates = cert.chain
         kex = SUITES[self.cipher_suite].key_exchange  # type: ignore[index]
@@ -206,7 +208,7 @@ class ClientConnection(Connection):
             self._server_public_key.verify(
                 ske.signature, signed, scheme_padding(ske.signature_scheme), scheme_hash(ske.signature_scheme)
             )
-        except InvalidSignature:
+        except (InvalidSignature, ValueError):
             raise DecryptError("bad ServerKeyExchange signature") from None
         self._server_ecdh = (ske.group, ske.public)
         self.state = HandshakeState.EXPECT_SERVER_HELLO_DONE
@@ -224,7 +226,10 @@ class ClientConnection(Connection):
             return ecdhe_shared_secret(group, private, server_public), push_client_key_exchange_ecdhe(public)
         premaster = TLS12.to_bytes(2, "big") + self.config.rng(46)
         assert self._server_public_key is not None
-        encrypted = self._server_public_key.encrypt(premaster, padding.PKCS1v15())
+        try:
+            encrypted = self._server_public_key.encrypt(premaster, padding.PKCS1v15())
+        except ValueError as exc:  # a malformed key that parsed (e.g. an even modulus)
+            raise BadCertificate(f"cannot encrypt to the server's RSA key: {exc}") from None
         return premaster, push_client_key_exchange_rsa(encrypted)
 
     def _handle_server_hello_done(self, raw: bytes) -> None:

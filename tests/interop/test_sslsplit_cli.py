@@ -75,3 +75,49 @@ def test_server_and_proxy_programs_with_curl(tmp_path: Path) -> None:
         server.send_signal(signal.SIGTERM)
         s_out, _ = server.communicate(timeout=30)
     assert "2 connections" in s_out
+
+
+def test_upstream_mode_forwards_to_an_existing_http_server(tmp_path: Path) -> None:
+    """The STunnel-like deployment: splitting in front of an unmodified HTTP server (Python's http.server)."""
+    import functools
+    import http.server
+    import threading
+
+    from split_fixtures import SplitSetup
+
+    from sslsplit.background import BackgroundLoop
+    from sslsplit.server import SplittingServer
+    from tls12.certs import generate_self_signed
+
+    body = file_bytes(1 << 20, seed=5)
+    (tmp_path / "big.bin").write_bytes(body)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    upstream = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=upstream.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with BackgroundLoop() as loop:
+            server = SplittingServer(None, generate_self_signed(), upstream=("127.0.0.1", upstream.server_address[1]))
+            loop.run(server.start())
+            setup = SplitSetup(loop, server)
+            proxy = setup.proxy()
+            sent = []
+            for _ in range(2):
+                out = tmp_path / "out.bin"
+
+                def get() -> None:
+                    result = curl(f"https://127.0.0.1:{proxy.port}/big.bin", CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA, out)  # noqa: B023
+                    assert result.returncode == 0, result.stderr
+
+                sent.append(setup.measure(get))
+                assert out.read_bytes() == body
+            assert sent[1] <= 0.05 * sent[0]
+            missing = subprocess.run(
+                ["curl", "-sk", "-o", "/dev/null", "-w", "%{http_code}", f"https://127.0.0.1:{proxy.port}/missing"],
+                capture_output=True, text=True, timeout=30,
+            )
+            assert missing.stdout == "404"
+            loop.run(proxy.close())
+            loop.run(server.close())
+    finally:
+        upstream.shutdown()

@@ -81,7 +81,24 @@ def test_server_never_sends_mac_or_client_keys() -> None:
         assert secret not in captured
 
 
-def _tampered_session(tamper) -> Chain:
+@pytest.mark.parametrize("suite", [CipherSuite.TLS_RSA_WITH_NULL_SHA, CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA])
+def test_proxy_cannot_forge_a_client_record(suite: CipherSuite) -> None:
+    """With everything the proxy sees (the exposed server-write key, all MACs), a forged request fails."""
+    from tls12.record import record_header
+    from tls12.recordcrypto import RecordCipher
+
+    chain = Chain(suite)
+    chain.pump()
+    params = SUITES[suite]
+    exposed = chain.server.write_protection.enc_key
+    cipher = RecordCipher(params.cipher, params.mac, exposed, b"")
+    forged_mac = bytes(params.mac_length)  # the proxy never learns a MAC key
+    body = cipher.seal_with_mac(b"GET /secret HTTP/1.1\r\n\r\n", forged_mac, bytes(16) if params.block_size else b"")
+    with pytest.raises(BadRecordMAC):
+        chain.server.receive_data(record_header(23, 0x0303, len(body)) + body)
+
+
+def _tampered_session() -> Chain:
     chain = Chain(CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA)
     chain.pump()
     chain.server.send_data(_body(50_000, 1))
@@ -89,14 +106,14 @@ def _tampered_session(tamper) -> Chain:
 
 
 def test_flipped_payload_from_cache_is_refused_by_digest_check() -> None:
-    chain = _tampered_session(None)
+    chain = _tampered_session()
     stream = chain.server.data_to_send()
     with pytest.raises(PayloadMismatch):
         chain.to_client(stream, lookup=lambda ident: bytes([chain.store.get(ident)[0] ^ 1]) + chain.store.get(ident)[1:])
 
 
 def test_malicious_splicer_flipping_a_byte_fails_the_client() -> None:
-    chain = _tampered_session(None)
+    chain = _tampered_session()
     stream = chain.server.data_to_send()
     chain.splicer.feed(stream)
     out = b""
@@ -112,7 +129,7 @@ def test_malicious_splicer_flipping_a_byte_fails_the_client() -> None:
 
 
 def test_swapped_payloads_fail_the_client() -> None:
-    chain = _tampered_session(None)
+    chain = _tampered_session()
     reader = MessageReader()
     reader.feed(chain.server.data_to_send())
     stubs = []
