@@ -24,7 +24,7 @@ from typing import Any
 
 from tls12.certs import Credentials, generate_self_signed
 from tls12.config import ServerConfig
-from tls12.https_server import ServerStats, _HTTPConnection, start_server
+from tls12.https_server import HTTPFileHandler, ServerStats, start_server
 from tls12.suites import SUITES, CipherSuite
 
 from .background import BackgroundLoop
@@ -106,7 +106,7 @@ class Testbed:
         async def plain(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             stream = PlainStream(reader, writer)
             try:
-                await _HTTPConnection(stream, self.root.resolve(), stats, 30.0).run()  # type: ignore[arg-type]
+                await HTTPFileHandler(stream, self.root.resolve(), stats, 30.0).run()  # type: ignore[arg-type]
             finally:
                 writer.close()
                 stats.bytes_out += stream.bytes_out

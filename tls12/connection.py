@@ -111,14 +111,14 @@ class Connection:
         self._pending_write: DirectionKeys | None = None
         self._close_sent = False
         self._close_received = False
+        self._handshake_done = False
 
     # --- public API -----------------------------------------------------
 
     @property
     def handshake_complete(self) -> bool:
-        return self.state is HandshakeState.ESTABLISHED or (
-            self.state is HandshakeState.CLOSED and self._close_received
-        )
+        """True once both Finished messages were verified (and still after a later close)."""
+        return self._handshake_done
 
     @property
     def closed(self) -> bool:
@@ -150,7 +150,7 @@ class Connection:
         except RemoteProtocolError as exc:
             self._fatal(exc.description)
             # events decoded before the error (authenticated data) stay available on the exception
-            exc.events = self._events  # type: ignore[attr-defined]
+            exc.events = self._events
             self._events = []
             raise
         events, self._events = self._events, []
@@ -170,6 +170,15 @@ class Connection:
             self._close_sent = True
         if self._close_received:
             self.state = HandshakeState.CLOSED
+
+    def abort(self, description: AlertDescription = AlertDescription.INTERNAL_ERROR) -> None:
+        """Give up on the connection: queue a fatal alert (protected if keys are in use) and close.
+
+        For the application's own reasons, e.g. an adapter's handshake timeout
+        (``handshake_failure``) or a server shutting down (``user_canceled`` is a
+        warning; use ``close()`` for an orderly end).
+        """
+        self._fatal(description)
 
     def data_to_send(self) -> bytes:
         out = bytes(self._output)
@@ -325,6 +334,7 @@ class Connection:
 
     def _complete(self) -> None:
         self.state = HandshakeState.ESTABLISHED
+        self._handshake_done = True
         self._reader.version = self.version
         assert self.cipher_suite is not None
         self._events.append(

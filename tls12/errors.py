@@ -91,7 +91,14 @@ class LocalProtocolError(TLSError):
 
 
 class RemoteProtocolError(TLSError):
-    """The peer violated the protocol; a fatal alert with ``description`` was queued."""
+    """The peer violated the protocol; a fatal alert with ``description`` was queued.
+
+    ``events`` holds what the same ``receive_data`` call decoded *before* the
+    violation (authenticated application data, for instance), so an adapter can
+    still deliver it.
+    """
+
+    events: list = []  # noqa: RUF012 - replaced per instance by the connection
 
 
 class AlertReceivedError(TLSError):

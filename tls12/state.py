@@ -55,6 +55,7 @@ _SCALARS = (
     "resumed",
     "_close_sent",
     "_close_received",
+    "_handshake_done",
 )
 
 
