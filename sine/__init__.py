@@ -1,0 +1,82 @@
+"""SINE, SINEB and SINEX: cache-friendly integrity for web documents.
+
+A document is cut into blocks and protected by a backwards hash chain whose root is signed
+(Gennaro and Rohatgi, "How to sign digital streams").  A client verifies the signature once
+and then every block with one hash, as the bytes arrive, so the document can be served by an
+untrusted, unmodified HTTP cache.  See ``FORMAT.md`` for the wire format.
+
+Layers (sans-IO first):
+
+* :mod:`sine.format` -- codecs of the tag, the separate tag and the Forward Authenticator;
+* :mod:`sine.tag` -- the signer (hash chain + signature) and the stream encoder;
+* :mod:`sine.verifier` -- the streaming verifier;
+* :mod:`sine.links` -- ``Expected_Set(P)`` from a page's same-site links (SINEX);
+* :mod:`sine.site` -- signing a document root (``python -m sine.sign``);
+* :mod:`sine.server` / :mod:`sine.client` -- asyncio + h11 origin server and verifying client
+  (``python -m sine.server``, ``python -m sine.fetch``);
+* :mod:`sine.experiments` -- Table II and Figures 4-6 as DataFrames.
+"""
+
+from .algorithms import HashAlg, SigAlg, SigningKey, VerifyingKey
+from .errors import (
+    BadPadding,
+    BlockMismatch,
+    DigestMismatch,
+    LocalProtocolError,
+    RemoteProtocolError,
+    SignatureInvalid,
+    SineError,
+    TagExpired,
+    TagFormatError,
+    TagNotYetValid,
+    TrailingData,
+    TruncatedDocument,
+    UntrustedTag,
+    WrongResource,
+)
+from .format import ForwardAuthenticator, SeparateTag, Tag, TagInfo
+from .tag import SignedDocument, encode_stream, hash_chain, sign_document, stream_length
+from .verifier import (
+    BlockVerified,
+    DocumentVerified,
+    Event,
+    ForwardAuthenticatorVerified,
+    StreamVerifier,
+    TagVerified,
+)
+
+__all__ = [
+    "HashAlg",
+    "SigAlg",
+    "SigningKey",
+    "VerifyingKey",
+    "SineError",
+    "LocalProtocolError",
+    "RemoteProtocolError",
+    "TagFormatError",
+    "SignatureInvalid",
+    "UntrustedTag",
+    "DigestMismatch",
+    "TagExpired",
+    "TagNotYetValid",
+    "WrongResource",
+    "BlockMismatch",
+    "BadPadding",
+    "TruncatedDocument",
+    "TrailingData",
+    "ForwardAuthenticator",
+    "SeparateTag",
+    "Tag",
+    "TagInfo",
+    "SignedDocument",
+    "encode_stream",
+    "hash_chain",
+    "sign_document",
+    "stream_length",
+    "Event",
+    "TagVerified",
+    "BlockVerified",
+    "ForwardAuthenticatorVerified",
+    "DocumentVerified",
+    "StreamVerifier",
+]

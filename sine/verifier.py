@@ -1,0 +1,423 @@
+"""The streaming verifier: feed bytes, get verified plaintext blocks (sans-IO).
+
+Usage (``Content-Encoding: sine`` body)::
+
+    v = StreamVerifier("/index.html", now=time.time(), public_key=pk)
+    for chunk in body_chunks:
+        for event in v.receive_data(chunk):
+            if isinstance(event, BlockVerified):
+                render(event.data)          # only verified bytes ever come out
+    v.receive_eof()                         # raises TruncatedDocument if blocks are missing
+
+Separate-tag form: ``StreamVerifier(path, now, public_key=pk, separate=at_bytes)`` verifies
+the tag at construction time (block 0) and is then fed the *plain* document.
+
+Trust anchors (block 0), tried in this order:
+
+* ``trusted_digest`` -- SINEB (AT_sign fetched over TLS) or SINEX (AT_sign found in a verified
+  Forward Authenticator): ``H(label || identity)`` must match; no public-key operation.  The
+  Forward Authenticator of such a page is *not* covered by the digest and is not released.
+* ``public_key`` -- SINE: one signature verification; the Forward Authenticator is trusted.
+
+Guarantees: a :class:`BlockVerified` is emitted only after ``H(B_i || h_{i+1}) == h_i`` held
+for that block; the first failing block raises a typed :class:`RemoteProtocolError` whose
+``block`` is its index, and the verifier is closed.  Events for blocks verified earlier in the
+same :meth:`~StreamVerifier.receive_data` call travel on the exception as ``exc.events``.  Memory is bounded by one record plus the
+chunk being fed (plus, in separate mode, the tag's link list).
+"""
+
+from __future__ import annotations
+
+import hmac
+import struct
+from dataclasses import dataclass
+from enum import Enum, auto
+from typing import Any
+
+from .algorithms import VerifyingKey, hash_constructor
+from .errors import (
+    BadPadding,
+    BlockMismatch,
+    DigestMismatch,
+    LocalProtocolError,
+    RemoteProtocolError,
+    SignatureInvalid,
+    TagExpired,
+    TagFormatError,
+    TagNotYetValid,
+    TrailingData,
+    TruncatedDocument,
+    UntrustedTag,
+    WrongResource,
+)
+from .format import (
+    MAX_SIGNATURE,
+    MAX_TAG_INFO,
+    Buffer,
+    ForwardAuthenticator,
+    SeparateTag,
+    Tag,
+    TagInfo,
+    pull_forward_authenticator,
+    pull_separate_tag,
+    pull_tag,
+)
+from .tag import hash_chain
+
+__all__ = [
+    "Event",
+    "TagVerified",
+    "BlockVerified",
+    "ForwardAuthenticatorVerified",
+    "DocumentVerified",
+    "State",
+    "StreamVerifier",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """Base class of verifier events."""
+
+
+@dataclass(frozen=True, slots=True)
+class TagVerified(Event):
+    """Block 0 is authentic and fresh; ``method`` is ``"signature"`` or ``"digest"``."""
+
+    info: TagInfo
+    method: str
+    at_sign: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class BlockVerified(Event):
+    """Document block ``index`` (1-based) verified; ``data`` has the padding removed."""
+
+    index: int
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardAuthenticatorVerified(Event):
+    """SINEX: the page's Forward Authenticator, covered by a verified signature."""
+
+    forward_authenticator: ForwardAuthenticator
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentVerified(Event):
+    """Every one of the ``n`` blocks (and the FA) verified; nothing is missing."""
+
+    info: TagInfo
+
+
+class State(Enum):
+    TAG = auto()
+    CONTENT = auto()
+    FORWARD = auto()
+    DONE = auto()
+    CLOSED = auto()
+
+
+class _Input(Enum):
+    DATA = auto()
+    EOF = auto()
+
+
+# (state, input) -> allowed; anything absent is an error handled in _check().
+_TRANSITIONS: dict[tuple[State, _Input], str] = {
+    (State.TAG, _Input.DATA): "parse",
+    (State.CONTENT, _Input.DATA): "parse",
+    (State.FORWARD, _Input.DATA): "parse",
+    (State.DONE, _Input.DATA): "trailing",
+    (State.DONE, _Input.EOF): "ok",
+    (State.TAG, _Input.EOF): "truncated",
+    (State.CONTENT, _Input.EOF): "truncated",
+    (State.FORWARD, _Input.EOF): "truncated",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _Chain:
+    """Per-chain constants of the record loop (content chain or Forward-Authenticator chain)."""
+
+    offset: int  # block index of the chain's first block minus one (0 or n)
+    count: int  # records in the chain
+    block_size: int
+    hlen: int
+    last_size: int  # bytes of the last record on the wire
+    last_data: int  # document bytes in the last block
+    tail_pad: bytes  # hashed after the last record's bytes: padding (separate) + terminator
+    new: Any  # hashlib constructor
+
+    @classmethod
+    def for_info(cls, info: TagInfo, offset: int, separate: bool) -> _Chain:
+        content = offset == 0
+        count = info.block_count if content else info.fa_block_count
+        length = info.content_length if content else info.fa_length
+        bs, hlen = info.block_size, info.digest_size
+        last_data = length - (count - 1) * bs if count else 0
+        last_size = last_data if separate else bs
+        pad = bytes(bs - last_data) if separate else b""
+        return cls(offset, count, bs, hlen, last_size, last_data, pad + bytes(hlen),
+                   hash_constructor(info.hash_alg))
+
+
+class StreamVerifier:
+    """Incremental verifier of one SINE document (see the module docstring)."""
+
+    def __init__(
+        self,
+        path: str,
+        now: float,
+        *,
+        public_key: VerifyingKey | None = None,
+        trusted_digest: bytes | None = None,
+        separate: bytes | SeparateTag | None = None,
+        clock_skew: float = 300.0,
+    ) -> None:
+        if public_key is None and trusted_digest is None:
+            raise LocalProtocolError("need a public key or a trusted digest")
+        self.path = path
+        self.now = now
+        self.public_key = public_key
+        self.trusted_digest = trusted_digest
+        self.clock_skew = clock_skew
+        self.state = State.TAG
+        self.info: TagInfo | None = None
+        self.fa_trusted = False
+        self.released_bytes = 0
+        self.blocks_verified = 0
+        self._buf = bytearray()
+        self._separate: SeparateTag | None = None
+        self._index = 0  # index (1-based) of the last verified block of the current chain
+        self._expected = b""
+        self._chain: _Chain | None = None  # type: ignore[assignment]
+        self._fa = bytearray()
+        self._events: list[Event] = []
+        if separate is not None:
+            at = separate
+            if not isinstance(at, SeparateTag):
+                at = self._fail_safe(lambda: pull_separate_tag(Buffer(separate)))  # type: ignore[arg-type]
+            self._separate = at
+            self._fail_safe(lambda: self._accept_tag(at.tag))
+
+    # -- public API ------------------------------------------------------------------------
+
+    def receive_data(self, data: bytes) -> list[Event]:
+        """Feed received bytes; return the events they completed (possibly none)."""
+        self._check(_Input.DATA)
+        if self.state is State.DONE:
+            if not data:
+                return self._take()
+            self._fail(TrailingData("bytes after the last block", self._next_block()))
+        self._fail_safe(lambda: self._process(data))
+        return self._take()
+
+    def receive_eof(self) -> list[Event]:
+        """The body ended; raises :class:`TruncatedDocument` unless every block arrived."""
+        self._check(_Input.EOF)
+        if self.state is not State.DONE:
+            self._fail(TruncatedDocument("stream ended early", self._next_block()))
+        return self._take()
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held but not yet verified (bounded by one record plus one fed chunk)."""
+        return len(self._buf)
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _take(self) -> list[Event]:
+        events, self._events = self._events, []
+        return events
+
+    def _check(self, what: _Input) -> None:
+        if self.state is State.CLOSED:
+            raise LocalProtocolError("verifier is closed after an error")
+        if (self.state, what) not in _TRANSITIONS:  # pragma: no cover - table is total
+            raise LocalProtocolError(f"{what.name} not allowed in {self.state.name}")
+
+    def _fail(self, exc: RemoteProtocolError) -> None:
+        # Blocks verified earlier in the same call are still authentic: hand them over on
+        # the exception (``exc.events``) so a caller can release exactly blocks < exc.block.
+        self.state = State.CLOSED
+        self._buf.clear()
+        exc.events.extend(self._take())
+        raise exc
+
+    def _fail_safe(self, fn):  # type: ignore[no-untyped-def]
+        try:
+            return fn()
+        except RemoteProtocolError as exc:
+            self._fail(exc)
+
+    def _next_block(self) -> int:
+        if self.info is None:
+            return 0
+        if self.state is State.FORWARD:
+            return self.info.block_count + self._index + 1
+        if self.state is State.DONE:
+            return self.info.block_count + self.info.fa_block_count + 1
+        return self._index + 1
+
+    def _accept_tag(self, tag: Tag) -> None:
+        info = tag.info
+        digest = info.at_sign()
+        if self.trusted_digest is not None:
+            if not hmac.compare_digest(digest, self.trusted_digest):
+                raise DigestMismatch("AT_sign differs from the trusted digest", 0)
+            method = "digest"
+        elif self.public_key is not None:
+            if self.public_key.alg != info.sig_alg:
+                raise SignatureInvalid("signature algorithm differs from the key's", 0)
+            if not self.public_key.verify(info.signed_message(), tag.signature):
+                raise SignatureInvalid("bad signature", 0)
+            method = "signature"
+            self.fa_trusted = True
+        else:  # pragma: no cover - excluded by the constructor
+            raise UntrustedTag("no trust anchor", 0)
+        if info.path != self.path:
+            raise WrongResource(f"tag is for {info.path!r}, not {self.path!r}", 0)
+        if self.now >= info.expires:
+            raise TagExpired(f"expired at {info.expires}, now {self.now:.0f}", 0)
+        if info.timestamp > self.now + self.clock_skew:
+            raise TagNotYetValid(f"timestamp {info.timestamp} is in the future", 0)
+        self.info = info
+        if self._separate is not None:
+            self._check_separate_fa()
+        self._expected = info.content_root
+        self._index = 0
+        self._chain = _Chain.for_info(info, 0, self._separate is not None)
+        self._events.append(TagVerified(info, method, digest))
+        self.state = State.CONTENT
+        if info.block_count == 0:
+            self._enter_forward()
+
+    def _enter_forward(self) -> None:
+        assert self.info is not None
+        self.state = State.FORWARD
+        self._index = 0
+        self._expected = self.info.fa_root
+        self._chain = _Chain.for_info(self.info, self.info.block_count, False)
+        if self.info.fa_block_count == 0 or self._separate is not None:
+            self._finish()
+
+    def _finish(self) -> None:
+        assert self.info is not None
+        if self.info.fa_length and self.fa_trusted:
+            fa = pull_forward_authenticator(Buffer(bytes(self._fa)), self.info.block_count + 1)
+            self._events.append(ForwardAuthenticatorVerified(fa))
+        self._fa.clear()
+        self.state = State.DONE
+        self._events.append(DocumentVerified(self.info))
+
+    def _check_separate_fa(self) -> None:
+        assert self.info is not None and self._separate is not None
+        fa = self._separate.forward_authenticator
+        if fa:
+            root = hash_chain(fa, self.info.block_size, self.info.hash_alg)[0]
+            if not hmac.compare_digest(root, self.info.fa_root):
+                raise BlockMismatch("forward authenticator", self.info.block_count + 1)
+            self._fa += fa
+
+    def _process(self, data: bytes) -> None:
+        """Verify whole records straight from ``data``; only a partial record is copied."""
+        if self.state is State.TAG:
+            self._buf += data
+            if not self._parse_stream_tag():
+                return
+            data = bytes(self._buf)
+            self._buf.clear()
+        view = memoryview(data)
+        pos = 0
+        try:
+            if self._buf and self.state in (State.CONTENT, State.FORWARD):
+                size = self._record_size()
+                pos = min(size - len(self._buf), len(view))
+                self._buf += view[:pos]
+                if len(self._buf) < size:
+                    return
+                with memoryview(self._buf) as pending:
+                    self._one_record(pending, 0)
+                self._buf.clear()
+            while self.state in (State.CONTENT, State.FORWARD):
+                after = self._one_record(view, pos)
+                if after < 0:
+                    break
+                pos = after
+            if pos < len(view):
+                if self.state is State.DONE:
+                    raise TrailingData("bytes after the last block", self._next_block())
+                self._buf += view[pos:]
+        finally:
+            view.release()
+
+    def _parse_stream_tag(self) -> bool:
+        buf = self._buf
+        if len(buf) < 4:
+            return False
+        (info_len,) = struct.unpack_from("!I", buf, 0)
+        if info_len > MAX_TAG_INFO:
+            raise TagFormatError("tag info too long", 0)
+        if len(buf) < 4 + info_len + 2:
+            return False
+        (sig_len,) = struct.unpack_from("!H", buf, 4 + info_len)
+        if not 0 < sig_len <= MAX_SIGNATURE:
+            raise TagFormatError("signature length out of range", 0)
+        end = 4 + info_len + 2 + sig_len
+        if len(buf) < end:
+            return False
+        tag = pull_tag(Buffer(bytes(buf[:end])))
+        del buf[:end]
+        self._accept_tag(tag)
+        return True
+
+    def _record_size(self) -> int:
+        """Bytes of the next record in the current chain."""
+        c = self._chain
+        index = self._index + 1
+        if index == c.count:
+            return c.last_size
+        return c.block_size if self._separate is not None else c.block_size + c.hlen
+
+    def _one_record(self, view: memoryview, pos: int) -> int:
+        """Verify one record at ``pos``; return the new position or -1 if incomplete."""
+        c = self._chain
+        index = self._index + 1
+        last = index == c.count
+        separate = self._separate
+        if last:
+            size = c.last_size
+        else:
+            size = c.block_size if separate is not None else c.block_size + c.hlen
+        if len(view) - pos < size:
+            return -1
+        data_len = c.last_data if last else c.block_size
+        with view[pos : pos + size] as record:
+            h = c.new(record)
+            if last:
+                h.update(c.tail_pad)
+            elif separate is not None:
+                h.update(separate.links[index - 1])
+            if not hmac.compare_digest(h.digest(), self._expected):
+                raise BlockMismatch("hash chain broken", c.offset + index)
+            padding_ok = separate is not None or not last or not any(record[data_len:])
+            data = bytes(record[:data_len])
+            if not last:
+                self._expected = (bytes(record[c.block_size :]) if separate is None
+                                  else separate.links[index - 1])
+        if not padding_ok:
+            raise BadPadding("non-zero padding", c.offset + index)
+        self._index = index
+        if c.offset == 0:
+            self.blocks_verified += 1
+            self.released_bytes += data_len
+            self._events.append(BlockVerified(index, data))
+            if last:
+                self._enter_forward()
+        else:
+            self._fa += data
+            if last:
+                self._finish()
+        return pos + size

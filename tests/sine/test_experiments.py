@@ -1,0 +1,58 @@
+"""Experiments: Table II counts from a real run, and sanity of the SimPy model."""
+
+from __future__ import annotations
+
+import pytest
+
+from sine.experiments import figure4, figure5, figure6, table2
+from sine.model import PROTOCOLS, Costs, Scenario, fetch_latency, sine_bytes
+
+FIXED = Costs(signature_verify=1e-4, hash_per_byte=1e-8, tls_handshake=2e-3, tls_per_byte=2e-9)
+
+
+def test_table2_counts_match_the_paper() -> None:
+    df = table2(n_requests=(1, 4), quick=True)
+    assert (df["verified"] == df["N"]).all()
+    for _, row in df.iterrows():
+        n = row["N"]
+        expected = {
+            "SINE": (n, 0),
+            "SINEB": (1, n),
+            "SINEB (AT_collect)": (1, 1),
+            "SINEX": (1, 0),
+        }[row["protocol"]]
+        assert (row["public_key_operations"], row["origin_round_trips"]) == expected, row
+
+
+def test_model_round_trips_closed_form() -> None:
+    # Infinite-ish bandwidth, no CPU: latency is a whole number of round trips.
+    sc = Scenario(client_bw=1e12, wan_bw=1e12, client_delay=0.0, wan_delay=0.05,
+                  costs=Costs(0, 0, 0, 0))
+    rtt = 0.1
+    assert fetch_latency("http", 500, sc) == pytest.approx(2 * rtt, rel=1e-6)  # SYN + GET
+    assert fetch_latency("https", 500, sc) == pytest.approx(4 * rtt, rel=1e-6)  # + 2 for TLS
+    assert fetch_latency("sineb-proxy", 500, sc) == pytest.approx(rtt, rel=1e-6)  # AT_sign
+    assert fetch_latency("sine-proxy", 500, sc) == pytest.approx(0, abs=1e-6)
+
+
+def test_model_orders_protocols_like_the_paper() -> None:
+    sc = Scenario(costs=FIXED)
+    big = {p: fetch_latency(p, 1_000_000, sc) for p in PROTOCOLS}
+    assert big["sinex-proxy"] < big["sineb-proxy"] < big["https"]
+    assert big["sine-proxy"] < big["https"] / 5  # at least the paper's factor of 5
+    assert big["sine"] == pytest.approx(big["http"], rel=0.1)  # "comparable to HTTP"
+    assert sine_bytes(1_000_000, sc) > 1_000_000
+
+
+def test_figure_frames_have_every_protocol() -> None:
+    f4 = figure4(quick=True, costs=FIXED)
+    assert set(f4["protocol"]) == set(PROTOCOLS) and (f4["throughput_mbps"] > 0).all()
+    f5 = figure5(quick=True, costs=FIXED)
+    slow = f5[f5["client_kbps"] == 128].set_index("protocol")["latency_s"]
+    fast = f5[f5["client_kbps"] == 100_000].set_index("protocol")["latency_s"]
+    assert (slow > fast).all()
+    f6 = figure6(quick=True, costs=FIXED)
+    warm = f6[f6["cache"] != "cold"].set_index("protocol")["latency_s"]
+    cold = f6[f6["cache"] == "cold"].set_index("protocol")["latency_s"]
+    assert warm["sinex-proxy"] < cold["sinex-proxy"]
+    assert warm["sinex-proxy"] < warm["https"]
