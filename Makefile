@@ -32,9 +32,14 @@ lint: venv  ## ruff
 reproduce: build  ## regenerate every figure and table at quick sizes into results/
 	$(PY) notebooks/run_all.py $(if $(FULL),--full,)
 
-benchmarks: build  ## run the benchmarks (prints ratios against references measured in the same run)
-	$(PY) benchmarks/bench_record.py
-	$(PY) benchmarks/bench_https.py
+benchmarks: build  ## run every benchmark (ratios against references measured in the same run; JSON in results/benchmarks/)
+	mkdir -p results/benchmarks
+	$(PY) benchmarks/bench_record.py --json results/benchmarks/record.json
+	$(PY) benchmarks/bench_https.py --json results/benchmarks/https.json
+	$(PY) benchmarks/bench_splice.py --json results/benchmarks/splice.json
+	$(PY) benchmarks/bench_sine.py --json results/benchmarks/sine.json
+	$(PY) benchmarks/bench_traces.py --json results/benchmarks/traces.json
+	$(PY) benchmarks/bench_reverse_ssl.py --throughput --json results/benchmarks/reverse_ssl.json
 
 clean:
 	rm -rf $(VENV) build *.egg-info results tls12/*.so

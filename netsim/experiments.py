@@ -1,0 +1,325 @@
+"""Experiments of the SSL-splitting paper's §6.3 on real public traces and a synthetic trace.
+
+Each function computes one figure or table and returns a pandas DataFrame; plotting lives in
+``notebooks/sslsplit_traces.ipynb``. ``quick=True`` gives CI-sized runs (seconds): a smaller
+synthetic trace and fewer points; the real traces are small and always used in full.
+
+=========================== ===============================================================
+function                    paper
+=========================== ===============================================================
+:func:`trace_table`         §6.3 trace statistics (requests, GB, compressibility)
+:func:`fig9_size_cdf`       Figure 9, CDF of request sizes, chunk vs full trace
+:func:`repetition`          "a day compresses 1.5–3×, a month 4×, the whole trace 10×"
+:func:`fig7_efficiency`     Figure 7, file bytes per server byte vs file size (the model)
+:func:`fig10_11_bandwidth`  Figures 10/11, bandwidth per byte of file throughput
+:func:`two_weeks_warmth`    "if the previous two weeks had been cached ... 90 % warm"
+:func:`fig12_latency`       Figure 12, latency vs file size over the ADSL testbed
+=========================== ===============================================================
+
+Traces: every manifest trace whose files are present and that has response sizes (the bundled
+EPA-HTTP and WorldCup98 sample; LPDAAC-OPeNDAP or the classic ITA traces when fetched or in
+``$TRACES_DIR``), plus ``synthetic-lcs`` and ``synthetic-amsterdam``, generated with
+:data:`netsim.synth.LCS_LIKE` and :data:`netsim.synth.AMSTERDAM_LIKE`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from tqdm import tqdm
+
+from .costmodel import SIZE_SWEEP, CostModel, Protocol, WireModel, paper_model
+from .latency import LATENCY_PROTOCOLS, AdslTestbed, request_latency
+from .replay import hits_unbounded, replay
+from .synth import AMSTERDAM_LIKE, LCS_LIKE, SynthParams, generate, scaled
+from .traces import TraceError, load_manifest, load_workload, locate
+from .tracestats import compressibility, repetition_vs_window, size_cdf, unique_bytes
+from .workload import CHUNK_BYTES, DAY, select_chunk, window
+
+__all__ = [
+    "PAPER_BANDWIDTH",
+    "PAPER_TRACES",
+    "SYNTHETIC",
+    "SYNTHETIC_AMSTERDAM",
+    "available_traces",
+    "load_workloads",
+    "chunk_of",
+    "trace_table",
+    "fig9_size_cdf",
+    "repetition",
+    "fig7_efficiency",
+    "fig10_11_bandwidth",
+    "two_weeks_warmth",
+    "fig12_latency",
+    "run_metadata",
+]
+
+#: Name of the synthetic www.lcs-like trace in the DataFrames.
+SYNTHETIC = "synthetic-lcs"
+#: Name of the synthetic amsterdam-like trace.
+SYNTHETIC_AMSTERDAM = "synthetic-amsterdam"
+#: Compressibility of the paper's www.lcs replay chunk (4.43 MB of files, 10.0 MB transferred).
+LCS_CHUNK_COMPRESSIBILITY = 2.26
+#: Compressibility of the paper's amsterdam chunk (8.46 MB of files, 11.6 MB transferred).
+AMSTERDAM_CHUNK_COMPRESSIBILITY = 1.37
+#: Synthetic traces: name → (parameters, compressibility of the paper's chunk).
+SYNTHETICS: dict[str, tuple[SynthParams, float]] = {
+    SYNTHETIC: (LCS_LIKE, LCS_CHUNK_COMPRESSIBILITY),
+    SYNTHETIC_AMSTERDAM: (AMSTERDAM_LIKE, AMSTERDAM_CHUNK_COMPRESSIBILITY),
+}
+
+#: The paper's published trace numbers (§6.3).
+PAPER_TRACES = pd.DataFrame([
+    {"trace": "www.lcs (paper)", "months": 7, "transferred_GB": 109.0, "unique_GB": 10.6,
+     "compressibility": 109.0 / 10.6, "chunk_MB": 10.0, "chunk_unique_MB": 4.43,
+     "chunk_compressibility": 2.26},
+    {"trace": "amsterdam (paper)", "months": 9, "transferred_GB": 270.0, "unique_GB": 77.0,
+     "compressibility": 270.0 / 77.0, "chunk_MB": 11.6, "chunk_unique_MB": 8.46,
+     "chunk_compressibility": 1.37},
+])
+
+#: Figures 10/11 as far as the text gives numbers: bandwidth relative to HTTP (``vs_http``).
+#: Cold splitting compresses 2.04× (www.lcs) and 1.25× (amsterdam) w.r.t. HTTP and "about 5 %
+#: more" w.r.t. HTTPS (so HTTPS ≈ 1.05 × HTTP); warm ≈ 11× and 10×; ideal = 1/compressibility;
+#: full www.lcs trace: splitting saves 83 % over HTTP, the ideal 90 %.
+PAPER_BANDWIDTH = pd.DataFrame([
+    {"trace": "www.lcs (paper)", "scope": "chunk", "protocol": "http", "vs_http": 1.0},
+    {"trace": "www.lcs (paper)", "scope": "chunk", "protocol": "https", "vs_http": 1.05},
+    {"trace": "www.lcs (paper)", "scope": "chunk", "protocol": "split_cold",
+     "vs_http": 1 / 2.04},
+    {"trace": "www.lcs (paper)", "scope": "chunk", "protocol": "split_warm", "vs_http": 1 / 11},
+    {"trace": "www.lcs (paper)", "scope": "chunk", "protocol": "ideal", "vs_http": 1 / 2.26},
+    {"trace": "www.lcs (paper)", "scope": "full", "protocol": "http", "vs_http": 1.0},
+    {"trace": "www.lcs (paper)", "scope": "full", "protocol": "split_cold", "vs_http": 0.17},
+    {"trace": "www.lcs (paper)", "scope": "full", "protocol": "ideal", "vs_http": 0.10},
+    {"trace": "amsterdam (paper)", "scope": "chunk", "protocol": "http", "vs_http": 1.0},
+    {"trace": "amsterdam (paper)", "scope": "chunk", "protocol": "https", "vs_http": 1.05},
+    {"trace": "amsterdam (paper)", "scope": "chunk", "protocol": "split_cold",
+     "vs_http": 1 / 1.25},
+    {"trace": "amsterdam (paper)", "scope": "chunk", "protocol": "split_warm",
+     "vs_http": 1 / 10},
+    {"trace": "amsterdam (paper)", "scope": "chunk", "protocol": "ideal", "vs_http": 1 / 1.37},
+])
+
+
+def available_traces(names: Sequence[str] | None = None) -> list[str]:
+    """Manifest traces that are present and have response sizes (usable for byte statistics)."""
+    man = load_manifest()
+    out = []
+    for name, entry in man.entries.items():
+        if names is not None and name not in names:
+            continue
+        if entry.format in ("sdsc", "wc98bin"):
+            continue  # no sizes, or a format not read directly
+        try:
+            locate(entry)
+        except TraceError:
+            continue
+        out.append(name)
+    return out
+
+
+def _synthetic(name: str, quick: bool, seed: int) -> pd.DataFrame:
+    params = replace(SYNTHETICS[name][0], seed=seed)
+    if quick:
+        params = scaled(params, 0.1)
+    return generate(params, progress=not quick)
+
+
+def load_workloads(quick: bool = True, names: Sequence[str] | None = None, seed: int = 1,
+                   synthetic: bool = True) -> dict[str, pd.DataFrame]:
+    """Preprocessed workloads of the available traces, plus the synthetic ones."""
+    out = {name: load_workload(name) for name in available_traces(names)}
+    if synthetic:
+        for i, name in enumerate(SYNTHETICS):
+            out[name] = _synthetic(name, quick, seed + i)
+    return out
+
+
+def chunk_of(name: str, work: pd.DataFrame, volume: int = CHUNK_BYTES) -> pd.DataFrame:
+    """The replay chunk of a trace: the median daytime chunk; for a synthetic trace, the
+    daytime chunk whose compressibility is closest to the paper's chunk (2.26 for www.lcs,
+    1.37 for amsterdam)."""
+    if name in SYNTHETICS:
+        return select_chunk(work, volume, "closest", SYNTHETICS[name][1])
+    return select_chunk(work, volume, "median")
+
+
+def _works(quick: bool, workloads: dict[str, pd.DataFrame] | None) -> dict[str, pd.DataFrame]:
+    return workloads if workloads is not None else load_workloads(quick)
+
+
+def trace_table(quick: bool = True, workloads: dict[str, pd.DataFrame] | None = None
+                ) -> pd.DataFrame:
+    """Per trace: requests, days, GB transferred and unique, compressibility; chunk likewise."""
+    rows = []
+    for name, w in _works(quick, workloads).items():
+        c = chunk_of(name, w)
+        t = w["time"].to_numpy()
+        rows.append({
+            "trace": name, "requests": len(w), "days": (t[-1] - t[0]) / DAY,
+            "transferred_GB": w["size"].sum() / 1e9, "unique_GB": unique_bytes(w) / 1e9,
+            "compressibility": compressibility(w), "chunk_requests": len(c),
+            "chunk_MB": c["size"].sum() / 1e6, "chunk_unique_MB": unique_bytes(c) / 1e6,
+            "chunk_compressibility": compressibility(c),
+            "chunk_start": str(pd.Timestamp(int(c["time"].iloc[0]), unit="s")),
+        })
+    return pd.DataFrame(rows)
+
+
+def fig9_size_cdf(quick: bool = True, workloads: dict[str, pd.DataFrame] | None = None
+                  ) -> pd.DataFrame:
+    """Figure 9: CDF of request sizes for the chunk and the full trace of each trace."""
+    parts = []
+    for name, w in _works(quick, workloads).items():
+        for scope, part in (("chunk", chunk_of(name, w)), ("full", w)):
+            cdf = size_cdf(part["size"].to_numpy(), points=100 if quick else 300)
+            cdf.insert(0, "scope", scope)
+            cdf.insert(0, "trace", name)
+            parts.append(cdf)
+    return pd.concat(parts, ignore_index=True)
+
+
+def repetition(quick: bool = True, workloads: dict[str, pd.DataFrame] | None = None,
+               seed: int = 0) -> pd.DataFrame:
+    """Compressibility of random windows of 1 h .. the whole trace, per trace."""
+    parts = []
+    for name, w in _works(quick, workloads).items():
+        r = repetition_vs_window(w, samples=5 if quick else 20, seed=seed)
+        r.insert(0, "trace", name)
+        parts.append(r)
+    return pd.concat(parts, ignore_index=True)
+
+
+def fig7_efficiency(quick: bool = True, model: CostModel | None = None) -> pd.DataFrame:
+    """Figure 7 from the cost model: file bytes per server byte, per protocol and size.
+
+    Both the structural :class:`~netsim.costmodel.WireModel` and the linear ``model`` (default
+    :func:`~netsim.costmodel.paper_model`) are given, so their agreement can be checked.
+    """
+    model = model or paper_model()
+    wire = WireModel()
+    sizes = SIZE_SWEEP[::3] if quick else SIZE_SWEEP
+    rows = []
+    for proto in Protocol:
+        lin = model.bytes(proto, sizes)
+        exact = wire.server_bytes(proto, sizes)
+        for s, a, b in zip(sizes, lin, exact, strict=True):
+            rows.append({"protocol": proto.value, "size": int(s), "linear_bytes": a,
+                         "wire_bytes": b, "efficiency": s / a, "wire_efficiency": s / b})
+    return pd.DataFrame(rows)
+
+
+def fig10_11_bandwidth(quick: bool = True, model: CostModel | None = None,
+                       workloads: dict[str, pd.DataFrame] | None = None) -> pd.DataFrame:
+    """Figures 10/11: server bytes per file byte, chunk and full trace, every protocol.
+
+    Columns: ``trace``, ``scope`` (``chunk``/``full``), ``protocol`` (http, https,
+    split_cold, split_warm, ideal), ``ratio``, ``vs_http``, ``hit_fraction``, ``requests``,
+    ``server_bytes``, ``file_bytes``.
+    """
+    model = model or paper_model()
+    parts = []
+    for name, w in _works(quick, workloads).items():
+        for scope, part in (("chunk", chunk_of(name, w)), ("full", w)):
+            r = replay(part, model)
+            r.insert(0, "scope", scope)
+            r.insert(0, "trace", name)
+            parts.append(r)
+    return pd.concat(parts, ignore_index=True)
+
+
+def two_weeks_warmth(quick: bool = True, workloads: dict[str, pd.DataFrame] | None = None,
+                     days: float = 14.0, model: CostModel | None = None) -> pd.DataFrame:
+    """How warm a proxy that cached the preceding ``days`` would be for each chunk.
+
+    For daytime chunks with at least one full day of history (evenly spaced, about 30 per trace
+    in ``quick`` mode and 200 otherwise), the cache is preloaded with the objects requested
+    in ``[start - days, start)``. ``warm_bytes`` is the fraction of the chunk's cacheable
+    bytes (first requests of its objects) already cached; ``warm_requests`` the fraction of
+    requests hitting at once; ``vs_http`` the resulting splitting bandwidth relative to HTTP.
+    """
+    from .workload import daytime_chunks
+
+    model = model or paper_model()
+    rows = []
+    for name, w in _works(quick, workloads).items():
+        t0 = int(w["time"].iloc[0])
+        chunks = [c for c in daytime_chunks(w) if int(c["time"].iloc[0]) - t0 >= DAY]
+        if not chunks:
+            continue
+        step = max(len(chunks) // (30 if quick else 200), 1)
+        for c in tqdm(chunks[::step], desc=f"warmth {name}", disable=quick, unit="chunk",
+                      mininterval=2.0):
+            start = int(c["time"].iloc[0])
+            history = window(w, start - days * DAY, start)
+            obj = c["obj"].to_numpy()
+            sizes = c["size"].to_numpy()
+            pre = np.unique(history["obj"].to_numpy())
+            first = ~pd.Series(obj).duplicated().to_numpy()
+            cached = np.isin(obj, pre)
+            hit = hits_unbounded(obj, pre)
+            r = replay(c, model, preload=history)
+            vs = dict(zip(r["protocol"], r["vs_http"], strict=True))
+            rows.append({
+                "trace": name, "chunk_start": pd.Timestamp(start, unit="s"),
+                "history_days": min(days, (start - t0) / DAY),
+                "warm_bytes": float(sizes[first & cached].sum() / sizes[first].sum()),
+                "warm_requests": float(hit.mean()),
+                "split_cold_vs_http": vs["split_cold"], "split_preload_vs_http":
+                vs["split_preload"], "split_warm_vs_http": vs["split_warm"],
+            })
+    return pd.DataFrame(rows)
+
+
+def fig12_latency(quick: bool = True, params: AdslTestbed | None = None,
+                  sizes: Sequence[int] | None = None) -> pd.DataFrame:
+    """Figure 12 shape: simulated latency vs file size for HTTP, HTTPS and cold splitting."""
+    if sizes is None:
+        sizes = np.unique(np.round(np.geomspace(100, 2_000_000, 12 if quick else 40))
+                          ).astype(int).tolist()
+    rows = []
+    for s in tqdm(sizes, desc="latency", disable=quick, unit="size", mininterval=2.0):
+        for proto in LATENCY_PROTOCOLS:
+            rows.append({"protocol": proto, "size": int(s),
+                         "latency_s": request_latency(proto, int(s), params)})
+    df = pd.DataFrame(rows)
+    https = df[df.protocol == "https"].set_index("size")["latency_s"]
+    df["vs_https"] = df["latency_s"].to_numpy() / https.loc[df["size"]].to_numpy()
+    return df
+
+
+def run_metadata(config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What a results folder should record: configuration, git revision, package versions."""
+    import matplotlib
+    import simpy
+
+    root = Path(__file__).resolve().parent.parent
+    try:
+        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                             text=True, timeout=10).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        rev = "unknown"
+    return {
+        "config": config or {},
+        "git_revision": rev,
+        "python": platform.python_version(),
+        "packages": {"numpy": np.__version__, "pandas": pd.__version__,
+                     "simpy": simpy.__version__, "matplotlib": matplotlib.__version__},
+        "traces": available_traces(),
+        "traces_dir": bool(os.environ.get("TRACES_DIR")),
+    }
+
+
+def write_metadata(path: str | os.PathLike[str], config: dict[str, Any] | None = None) -> None:
+    """Write :func:`run_metadata` as JSON."""
+    Path(path).write_text(json.dumps(run_metadata(config), indent=2, default=str))

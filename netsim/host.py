@@ -1,0 +1,86 @@
+"""Hosts for SimPy models: a name and a CPU with a queue.
+
+A :class:`Host` owns a ``simpy.Resource`` with ``cores`` servers. :meth:`Host.compute` runs a
+job of a given service time (seconds on a reference machine, divided by the host's ``speed``),
+waiting first for a free core (FIFO). Service times come from measurements (the benchmarks
+save them as JSON) rather than from guesses inside the models.
+
+Metrics are appended to lists during the run (``jobs``: label, queued, started, finished) and
+:meth:`Host.jobs_frame` turns them into a DataFrame.
+
+    >>> import simpy
+    >>> env = simpy.Environment()
+    >>> server = Host(env, "server", HostParams(cores=1))
+    >>> _ = server.compute(1.0, "rsa"), server.compute(1.0, "rsa")
+    >>> env.run()
+    >>> env.now, server.utilisation()
+    (2.0, 1.0)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+import simpy
+
+__all__ = ["HostParams", "Host"]
+
+
+@dataclass(frozen=True)
+class HostParams:
+    """``cores`` parallel servers; ``speed`` relative to the machine the times were measured on."""
+
+    cores: int = 1
+    speed: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.cores < 1:
+            raise ValueError(f"cores must be >= 1, got {self.cores}")
+        if self.speed <= 0:
+            raise ValueError(f"speed must be positive, got {self.speed}")
+
+
+class Host:
+    """A machine in a SimPy model (see the module docstring)."""
+
+    def __init__(self, env: simpy.Environment, name: str,
+                 params: HostParams = HostParams()) -> None:
+        self.env = env
+        self.name = name
+        self.params = params
+        self.cpu = simpy.Resource(env, capacity=params.cores)
+        self.busy_time = 0.0
+        self.job_label: list[str] = []
+        self.job_queued: list[float] = []
+        self.job_started: list[float] = []
+        self.job_finished: list[float] = []
+
+    def compute(self, seconds: float, label: str = "job") -> simpy.Process:
+        """Start a job of ``seconds`` reference CPU time; the process ends when it is done."""
+        if seconds < 0:
+            raise ValueError(f"service time must be >= 0 s, got {seconds}")
+        return self.env.process(self._run(seconds / self.params.speed, label))
+
+    def _run(self, seconds: float, label: str):  # type: ignore[no-untyped-def]
+        queued = self.env.now
+        with self.cpu.request() as req:
+            yield req
+            started = self.env.now
+            yield self.env.timeout(seconds)
+        self.busy_time += seconds
+        self.job_label.append(label)
+        self.job_queued.append(queued)
+        self.job_started.append(started)
+        self.job_finished.append(self.env.now)
+
+    def utilisation(self) -> float:
+        """Busy core-seconds / (cores × elapsed simulated time)."""
+        return self.busy_time / (self.params.cores * self.env.now) if self.env.now else 0.0
+
+    def jobs_frame(self) -> pd.DataFrame:
+        """One row per finished job: label, queued, started, finished, wait."""
+        df = pd.DataFrame({"label": self.job_label, "queued": self.job_queued,
+                           "started": self.job_started, "finished": self.job_finished})
+        df["wait"] = df["started"] - df["queued"]
+        return df

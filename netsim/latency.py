@@ -1,0 +1,148 @@
+"""Latency of one request over the paper's testbed, simulated packet by packet (Figure 12).
+
+Topology (§6.1): the client and the proxy share a 100 Mbit/s LAN; the server sits behind a
+residential ADSL line (160 kbit/s upstream). Plain HTTP and HTTPS go from the client straight
+to the server (the LAN, then the ADSL line); SSL splitting goes client → proxy over the LAN
+and proxy → server over the ADSL line, with the proxy terminating both TCP connections.
+
+Each request is the exact sequence of *flights* of its protocol, every flight a TCP transfer
+on :class:`~netsim.tcp.TcpConnection` (slow start and all), byte counts from
+:class:`~netsim.costmodel.WireParams`:
+
+HTTP
+    TCP open; GET; response header + body.
+HTTPS (TLS 1.0, RSA key exchange, full handshake)
+    TCP open; ClientHello; ServerHello..ServerHelloDone; ClientKeyExchange+CCS+Finished
+    (the server spends ``rsa_seconds`` decrypting the premaster secret); CCS+Finished; GET;
+    header and data records.
+SSL splitting, cold cache
+    the same handshake relayed by the proxy (which connects to the server as soon as the client
+    has connected); the server answers the GET with stubs; for a file large
+    enough to have cacheable records the proxy asks the server's miss handler for the missing
+    payloads (one more round trip on the ADSL line) and receives them; it then sends the
+    rebuilt records to the client. The proxy forwards a flight only once it has all of it
+    (store and forward), which is what makes cold splitting slower for large files.
+
+Requests run one at a time on an idle network, as in the paper (no congestion effects).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import simpy
+
+from .costmodel import WireParams
+from .host import Host
+from .link import ADSL_DOWN, ADSL_UP, LAN, Link, LinkParams
+from .tcp import TcpConnection, TcpParams
+
+__all__ = ["AdslTestbed", "request_latency", "LATENCY_PROTOCOLS"]
+
+#: Protocols :func:`request_latency` simulates.
+LATENCY_PROTOCOLS = ("http", "https", "split_cold")
+
+
+@dataclass(frozen=True)
+class AdslTestbed:
+    """Everything the latency simulation depends on."""
+
+    server_up: LinkParams = ADSL_UP
+    server_down: LinkParams = ADSL_DOWN
+    lan: LinkParams = LAN
+    tcp: TcpParams = field(default_factory=TcpParams)
+    wire: WireParams = field(default_factory=WireParams)
+    client_hello: int = 100          #: bytes
+    client_key_exchange: int = 200   #: ClientKeyExchange + CCS + Finished, bytes
+    server_finished: int = 60        #: server CCS + Finished, bytes
+    miss_request: int = 80           #: proxy's miss-handler request, bytes
+    rsa_seconds: float = 0.015       #: server RSA-1024 decryption on the paper's 500 MHz K6
+    proxy_seconds: float = 0.0       #: proxy processing per relayed flight
+
+
+def _response_bytes(size: int, w: WireParams, tls: bool) -> int:
+    if not tls:
+        return w.http_header + size
+    if size < w.header_split_bytes:
+        return w.http_header + size + w.record_overhead
+    rec = w.large_file_record if size > w.large_file_bytes else w.record_payload
+    n = -(-size // rec)
+    return w.http_header + w.record_overhead + size + n * w.record_overhead
+
+
+def _stub_bytes(size: int, w: WireParams) -> tuple[int, int]:
+    """(stub bytes on the connection, payload bytes via the miss handler) for a cold proxy."""
+    if size < w.header_split_bytes:
+        return w.stub_overhead + w.http_header + size, 0
+    rec = w.large_file_record if size > w.large_file_bytes else w.record_payload
+    n = -(-size // rec)
+    return (1 + n) * w.stub_overhead + w.http_header, size + n * w.miss_overhead
+
+
+def request_latency(protocol: str, size: int, params: AdslTestbed | None = None) -> float:
+    """Seconds from the client's SYN to the last byte of the response body."""
+    if protocol not in LATENCY_PROTOCOLS:
+        raise ValueError(f"protocol must be one of {LATENCY_PROTOCOLS}, got {protocol!r}")
+    if size < 0:
+        raise ValueError(f"size must be >= 0, got {size}")
+    p = params or AdslTestbed()
+    w = p.wire
+    env = simpy.Environment()
+    lan_cp = Link(env, p.lan, "lan:c->p")
+    lan_pc = Link(env, p.lan, "lan:p->c")
+    adsl_down = Link(env, p.server_down, "adsl:->s")
+    adsl_up = Link(env, p.server_up, "adsl:s->")
+    server = Host(env, "server")
+    result: dict[str, float] = {}
+
+    def direct(tls: bool):  # type: ignore[no-untyped-def]
+        conn = TcpConnection(env, (lan_cp, adsl_down), (adsl_up, lan_pc), p.tcp, "c-s")
+        yield conn.open()
+        if tls:
+            yield conn.a.send(p.client_hello)
+            yield conn.b.send(w.tls_handshake - p.server_finished)
+            yield conn.a.send(p.client_key_exchange)
+            yield server.compute(p.rsa_seconds, "rsa")
+            yield conn.b.send(p.server_finished)
+            yield conn.a.send(w.http_request + w.record_overhead)
+        else:
+            yield conn.a.send(w.http_request)
+        yield conn.b.send(_response_bytes(size, w, tls))
+        result["t"] = env.now
+
+    def split():  # type: ignore[no-untyped-def]
+        cp = TcpConnection(env, (lan_cp,), (lan_pc,), p.tcp, "c-p")
+        ps = TcpConnection(env, (adsl_down,), (adsl_up,), p.tcp, "p-s")
+        miss = TcpConnection(env, (adsl_down,), (adsl_up,), p.tcp, "p-s:miss")
+
+        def relay(first, second, nbytes):  # type: ignore[no-untyped-def]
+            yield first.send(nbytes)
+            if p.proxy_seconds:
+                yield env.timeout(p.proxy_seconds)
+            yield second.send(nbytes)
+
+        yield cp.open()
+        yield ps.open()  # the proxy connects to the server as soon as the client connects
+        yield from relay(cp.a, ps.a, p.client_hello)
+        yield from relay(ps.b, cp.b, w.tls_handshake - p.server_finished + w.key_expose)
+        yield from relay(cp.a, ps.a, p.client_key_exchange)
+        yield server.compute(p.rsa_seconds, "rsa")
+        yield from relay(ps.b, cp.b, p.server_finished + w.key_expose)
+        yield from relay(cp.a, ps.a, w.http_request + w.record_overhead)
+        stubs, payload = _stub_bytes(size, w)
+        yield ps.b.send(stubs)
+        if payload:
+            yield miss.open()
+            yield miss.a.send(p.miss_request)
+            yield miss.b.send(payload)
+        yield cp.b.send(_response_bytes(size, w, True))
+        result["t"] = env.now
+
+    if protocol == "http":
+        env.process(direct(False))
+    elif protocol == "https":
+        env.process(direct(True))
+    else:
+        env.process(split())
+    env.run()
+    return result["t"]

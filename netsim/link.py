@@ -1,0 +1,212 @@
+"""Packet links for SimPy: bandwidth, propagation delay, a FIFO queue and optional loss.
+
+A :class:`Link` is one direction of a wire. Packets wait in a FIFO queue (optionally bounded:
+a full queue drops the arriving packet, i.e. drop-tail), are serialised at ``bandwidth`` bits
+per second, then arrive ``delay`` seconds later. With ``loss > 0`` each packet is dropped with
+that probability after serialisation, using the link's own ``random.Random``.
+
+:meth:`Link.fail` injects an outage (the transmitter process is interrupted; queued packets are
+lost), from which TCP recovers by retransmission timeout.
+
+Packets follow a *route* (a tuple of links): when a packet reaches the end of one link it is
+handed to the next; at the end of the route its ``on_arrive`` callback runs. This is all the
+"host" logic a transfer model needs; :class:`Duplex` bundles the two directions of a wire.
+
+Closed-form sanity check (tested): ``k`` back-to-back packets of ``s`` bytes on an idle link
+arrive at ``delay + i * 8 s / bandwidth`` for ``i = 1..k``.
+
+Presets: :data:`ADSL_UP` / :data:`ADSL_DOWN` (the paper's server line: 160 kbit/s upstream;
+the downstream rate and the delay are assumptions, the paper gives neither) and :data:`LAN`
+(100 Mbit/s, the paper's client and proxy network).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import simpy
+
+__all__ = ["LinkParams", "Packet", "Link", "Duplex", "ADSL_UP", "ADSL_DOWN", "LAN", "send_on"]
+
+
+@dataclass(frozen=True)
+class LinkParams:
+    """One direction of a link. ``bandwidth`` in bit/s, ``delay`` (one way) in seconds,
+    ``queue`` in packets (``None`` = unbounded), ``loss`` a probability in [0, 1)."""
+
+    bandwidth: float
+    delay: float = 0.0
+    queue: int | None = None
+    loss: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.bandwidth <= 0:
+            raise ValueError(f"bandwidth must be positive (bit/s), got {self.bandwidth}")
+        if self.delay < 0:
+            raise ValueError(f"delay must be >= 0 s, got {self.delay}")
+        if self.queue is not None and self.queue < 1:
+            raise ValueError(f"queue must be >= 1 packet or None, got {self.queue}")
+        if not 0.0 <= self.loss < 1.0:
+            raise ValueError(f"loss must be in [0, 1), got {self.loss}")
+
+    def serialisation(self, nbytes: float) -> float:
+        """Seconds to put ``nbytes`` on the wire."""
+        return nbytes * 8.0 / self.bandwidth
+
+
+#: The paper's server line: residential ADSL, 160 kbit/s upstream (server → Internet).
+ADSL_UP = LinkParams(bandwidth=160e3, delay=0.010, queue=64)
+#: Downstream direction of that line (assumed 1.5 Mbit/s; not given in the paper).
+ADSL_DOWN = LinkParams(bandwidth=1.5e6, delay=0.010, queue=64)
+#: The 100 Mbit/s LAN of the client and the proxy.
+LAN = LinkParams(bandwidth=100e6, delay=0.0001, queue=None)
+
+
+@dataclass(slots=True)
+class Packet:
+    """A packet in flight. ``size`` in bytes on the wire (headers included)."""
+
+    size: int
+    route: tuple[Link, ...]
+    on_arrive: Callable[[Packet], None]
+    payload: Any = None
+    hop: int = 0
+    sent_at: float = 0.0
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class Link:
+    """One direction of a wire; see the module docstring."""
+
+    def __init__(self, env: simpy.Environment, params: LinkParams, name: str = "link",
+                 seed: int = 0) -> None:
+        self.env = env
+        self.params = params
+        self.name = name
+        self.rng = random.Random(seed)
+        self._queue: deque[Packet] = deque()
+        self._wakeup: simpy.Event = env.event()
+        self.busy = False
+        # metrics, appended during the run
+        self.log_time: list[float] = []
+        self.log_size: list[int] = []
+        self.log_event: list[str] = []
+        self.bytes_sent = 0
+        self.drops = 0
+        self.up = True
+        self._in_service: Packet | None = None
+        self._restored: simpy.Event = env.event()
+        self._process = env.process(self._transmitter())
+
+    def _record(self, event: str, size: int) -> None:
+        self.log_time.append(self.env.now)
+        self.log_size.append(size)
+        self.log_event.append(event)
+
+    def send(self, packet: Packet) -> bool:
+        """Enqueue ``packet``; returns ``False`` (and counts a drop) if the queue is full."""
+        if not self.up:
+            self.drops += 1
+            self._record("drop_down", packet.size)
+            return False
+        q = self.params.queue
+        # an idle transmitter will take the head packet at once: it is not "waiting"
+        if q is not None and len(self._queue) >= q + (0 if self.busy else 1):
+            self.drops += 1
+            self._record("drop_queue", packet.size)
+            return False
+        self._queue.append(packet)
+        if not self._wakeup.triggered:
+            self._wakeup.succeed()
+        return True
+
+    def _transmitter(self):  # type: ignore[no-untyped-def]
+        env = self.env
+        while True:
+            try:
+                if not self._queue:
+                    self._wakeup = env.event()
+                    yield self._wakeup
+                    continue
+                pkt = self._queue.popleft()
+                self._in_service = pkt
+                self.busy = True
+                yield env.timeout(self.params.serialisation(pkt.size))
+                self.busy = False
+                self._in_service = None
+                self.bytes_sent += pkt.size
+                if self.params.loss and self.rng.random() < self.params.loss:
+                    self.drops += 1
+                    self._record("drop_loss", pkt.size)
+                    continue
+                self._record("sent", pkt.size)
+                arrival = env.timeout(self.params.delay, value=pkt)
+                arrival.callbacks.append(_arrive)
+            except simpy.Interrupt:
+                # the link went down: the packet being sent and the queue are lost
+                self.busy = False
+                lost = ([self._in_service] if self._in_service else []) + list(self._queue)
+                self._in_service = None
+                self._queue.clear()
+                for p in lost:
+                    self.drops += 1
+                    self._record("drop_down", p.size)
+                yield self._restored
+
+    def fail(self, duration: float) -> simpy.Process:
+        """Take the link down for ``duration`` seconds (failure injection).
+
+        The transmitter process is interrupted: the packet being serialised and every queued
+        packet are dropped, and packets offered while down are dropped too. Packets already
+        propagating still arrive. Returns the outage process (it ends when the link is back).
+        """
+        if duration < 0:
+            raise ValueError(f"outage duration must be >= 0 s, got {duration}")
+        if not self.up:
+            raise RuntimeError(f"link {self.name} is already down")
+        return self.env.process(self._outage(duration))
+
+    def _outage(self, duration: float):  # type: ignore[no-untyped-def]
+        self.up = False
+        self._restored = self.env.event()
+        self._record("down", 0)
+        self._process.interrupt("link down")
+        yield self.env.timeout(duration)
+        self.up = True
+        self._record("up", 0)
+        self._restored.succeed()
+
+    def queue_length(self) -> int:
+        """Packets waiting (not counting the one being serialised)."""
+        return len(self._queue)
+
+
+def _arrive(event: simpy.Event) -> None:
+    pkt: Packet = event.value
+    pkt.hop += 1
+    if pkt.hop < len(pkt.route):
+        pkt.route[pkt.hop].send(pkt)
+    else:
+        pkt.on_arrive(pkt)
+
+
+def send_on(route: tuple[Link, ...], size: int, on_arrive: Callable[[Packet], None],
+            payload: Any = None) -> bool:
+    """Put a new packet on the first link of ``route``; ``False`` if dropped at once."""
+    if not route:
+        raise ValueError("a route needs at least one link")
+    pkt = Packet(size, route, on_arrive, payload, 0, route[0].env.now)
+    return route[0].send(pkt)
+
+
+class Duplex:
+    """Both directions of a wire between ``a`` and ``b``: ``ab`` and ``ba`` links."""
+
+    def __init__(self, env: simpy.Environment, ab: LinkParams, ba: LinkParams | None = None,
+                 name: str = "wire", seed: int = 0) -> None:
+        self.ab = Link(env, ab, f"{name}:ab", seed)
+        self.ba = Link(env, ba if ba is not None else ab, f"{name}:ba", seed + 1)
