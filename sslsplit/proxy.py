@@ -16,7 +16,6 @@ import argparse
 import asyncio
 import logging
 import os
-import signal
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from pathlib import Path
 
 from tls12.errors import TLSError
 
-from ._cli import hostport
+from ._cli import close_servers, hostport, wait_for_signal
 from .cache import CacheHierarchy, CacheMiss, DiskCache, LocalCache, MemoryCache
 from .payload_http import PayloadClient, serve_payloads
 from .splicer import PayloadMismatch, Splicer
@@ -156,10 +155,7 @@ class SplittingProxy:
             self.cache_port = peer.sockets[0].getsockname()[1]
 
     async def close(self) -> None:
-        for server in self._servers:
-            server.close()
-        for server in self._servers:
-            await server.wait_closed()
+        await close_servers(self._servers)
         self._servers = []
         await self.hierarchy.close()
 
@@ -199,11 +195,7 @@ async def _run(args: argparse.Namespace) -> None:
     proxy = SplittingProxy(args.server, CacheHierarchy(local, remote))
     await proxy.start(*args.listen, cache_port=args.serve_cache)
     print(f"splitting proxy on {args.listen[0]}:{proxy.port} -> server {args.server[0]}:{args.server[1]}", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    await wait_for_signal()
     await proxy.close()
     s, h = proxy.stats, proxy.hierarchy.stats
     print(f"{s.connections} connections ({s.failed} failed); {s.bytes_from_server} B from server, "

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +31,7 @@ from tls12.https_server import ServerStats, start_server
 from tls12.session import InMemorySessionStore
 from tls12.suites import SUITES, CipherSuite
 
-from ._cli import hostport
+from ._cli import close_servers, hostport, wait_for_signal
 from .payload_http import PayloadServerStats, serve_payloads
 from .store import RecordStore
 from .upstream import UpstreamForwarder
@@ -162,10 +161,7 @@ class SplittingServer:
         self.store_port = store.sockets[0].getsockname()[1]
 
     async def close(self) -> None:
-        for server in self._servers:
-            server.close()
-        for server in self._servers:
-            await server.wait_closed()
+        await close_servers(self._servers)
         self._servers = []
 
 
@@ -199,11 +195,7 @@ async def _run(args: argparse.Namespace, creds: Credentials) -> None:
     )
     await server.start(args.host, args.port, args.store_port)
     print(f"splitting server on {args.host}:{server.port}, record store on {args.host}:{server.store_port}", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    await wait_for_signal()
     await server.close()
     t = server.totals
     print(f"{t.connections} connections, {t.bytes_to_proxies} B sent to proxies for {t.payload_bytes} B of payload")
