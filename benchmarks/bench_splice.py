@@ -84,9 +84,8 @@ def captured_stream(mib: int) -> tuple[bytes, MemoryCache]:
 
 def splice_throughput(seconds: float, mib: int = 16) -> float:
     """MB of payload spliced per CPU second by the proxy's core (warm memory cache)."""
-    from sslsplit.wire import KeyExpose
-
     from sslsplit.cache import CacheHierarchy
+    from sslsplit.wire import KeyExpose
 
     stream, cache = captured_stream(mib)
     hierarchy = CacheHierarchy([cache])
