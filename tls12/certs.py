@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
-__all__ = ["Credentials", "generate_self_signed", "load_credentials", "write_credentials"]
+__all__ = ["Credentials", "generate_self_signed", "load_credentials", "write_credentials", "peer_rsa_key"]
 
 
 @dataclass(frozen=True)
@@ -83,3 +83,24 @@ def write_credentials(creds: Credentials, cert_path: str | Path, key_path: str |
             serialization.NoEncryption(),
         )
     )
+
+
+def peer_rsa_key(chain: tuple[bytes, ...] | list[bytes], who: str = "server", min_bits: int = 512) -> rsa.RSAPublicKey:
+    """The RSA public key of a peer's leaf certificate (DER), or :class:`tls12.errors.BadCertificate`.
+
+    Any parse failure of this untrusted input -- a truncated certificate, an
+    unknown key type, a key that is not RSA or too small -- is a bad certificate.
+    """
+    from .errors import BadCertificate
+
+    if not chain:
+        raise BadCertificate(f"{who} sent no certificate")
+    try:
+        key = x509.load_der_x509_certificate(chain[0]).public_key()
+    except Exception as exc:  # noqa: BLE001 - any parse failure of peer input is a bad certificate
+        raise BadCertificate(f"cannot parse the {who} certificate: {exc}") from None
+    if not isinstance(key, rsa.RSAPublicKey):
+        raise BadCertificate(f"the {who} certificate does not carry an RSA key")
+    if key.key_size < min_bits:
+        raise BadCertificate(f"{who} RSA key of {key.key_size} bits is too small")
+    return key

@@ -11,11 +11,11 @@ Customisation points (seam 4): :meth:`ClientConnection._build_client_hello`,
 
 from __future__ import annotations
 
-from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from .buffer import Buffer
+from .certs import peer_rsa_key
 from .config import ClientConfig
 from .connection import Connection, HandshakeState
 from .errors import (
@@ -48,7 +48,6 @@ from .messages import (
     push_client_key_exchange_rsa,
     push_finished,
 )
-from .prf import extended_master_secret, master_secret, transcript_hash
 from .record import RecordWriter
 from .server_connection import GROUP_IDS, ecdhe_keypair, ecdhe_shared_secret
 from .session import Session
@@ -176,18 +175,9 @@ class ClientConnection(Connection):
     def _handle_certificate(self, raw: bytes) -> None:
         cert = pull_certificate(Buffer(raw[4:]))
         self._transcript += raw
-        if not cert.chain:
-            raise BadCertificate("server sent no certificate")
-        if self.config.verify_certificate is not None:
+        if cert.chain and self.config.verify_certificate is not None:
             self.config.verify_certificate(list(cert.chain))
-        try:
-            public_key = x509.load_der_x509_certificate(cert.chain[0]).public_key()
-        except Exception as exc:  # noqa: BLE001 - any parse failure of peer input is a bad certificate
-            raise BadCertificate(f"cannot parse the server certificate: {exc}") from None
-        if not isinstance(public_key, rsa.RSAPublicKey):
-            raise BadCertificate("server certificate does not carry an RSA key")
-        if public_key.key_size < 512:
-            raise BadCertificate(f"server RSA key of {public_key.key_size} bits is too small")
+        public_key = peer_rsa_key(cert.chain, "server")
         self._server_public_key = public_key
         self.peer_certificates = cert.chain
         kex = SUITES[self.cipher_suite].key_exchange  # type: ignore[index]
@@ -240,11 +230,7 @@ class ClientConnection(Connection):
             self._send_handshake((HandshakeType.CERTIFICATE, push_certificate(Certificate(()))))
         premaster, body = self._premaster_and_client_key_exchange()
         self._send_handshake((HandshakeType.CLIENT_KEY_EXCHANGE, body))
-        if self.extended_master_secret:
-            self.master_secret = extended_master_secret(premaster, transcript_hash(bytes(self._transcript)))
-        else:
-            self.master_secret = master_secret(premaster, self.client_random, self.server_random)
-        self._derive_keys()
+        self._set_premaster(premaster)
         self._send_change_cipher_spec()
         self._send_handshake((HandshakeType.FINISHED, push_finished(Finished(self._finished_body(True)))))
         self.state = HandshakeState.EXPECT_CHANGE_CIPHER_SPEC

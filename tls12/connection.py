@@ -82,13 +82,17 @@ class Connection:
     """Shared machinery: records, handshake reassembly, transcript, alerts, application data."""
 
     is_client: bool = False
-    TRANSITIONS: dict[tuple[HandshakeState, int], str] = {}
-    """(state, handshake type) -> name of the handler method; filled by subclasses."""
+    TRANSITIONS: dict[tuple[Enum, int], str] = {}
+    """(state, handshake type) -> name of the handler method; filled by subclasses.
+
+    States are :class:`HandshakeState` members; a protocol variant may add its
+    own states as members of another ``Enum`` and list them here (Reverse SSL
+    does), since the machinery only compares and looks them up."""
 
     def __init__(self, rng: Callable[[int], bytes], record_writer: RecordWriter | None = None) -> None:
         self._rng = rng
         self.record_writer = record_writer or RecordWriter()
-        self.state = HandshakeState.CLOSED
+        self.state: Enum = HandshakeState.CLOSED
         self._reader = RecordReader()
         self._write = WriteProtection(None, rng)
         self._output = bytearray()
@@ -319,6 +323,19 @@ class Connection:
         client = DirectionKeys(params, block.client_key, block.client_mac_key, block.client_iv)
         server = DirectionKeys(params, block.server_key, block.server_mac_key, block.server_iv)
         self._pending_write, self._pending_read = (client, server) if self.is_client else (server, client)
+
+    def _set_premaster(self, premaster: bytes) -> None:
+        """Master secret from the premaster (RFC 7627 when negotiated), then the pending keys.
+
+        Call it once the ClientKeyExchange (or a variant's key-transport message)
+        is in the transcript: the extended master secret hashes the transcript up
+        to and including that message.
+        """
+        if self.extended_master_secret:
+            self.master_secret = prf.extended_master_secret(premaster, prf.transcript_hash(bytes(self._transcript)))
+        else:
+            self.master_secret = prf.master_secret(premaster, self.client_random, self.server_random)
+        self._derive_keys()
 
     def _finished_body(self, from_client: bool) -> bytes:
         return prf.verify_data(self.master_secret, from_client, prf.transcript_hash(bytes(self._transcript)))

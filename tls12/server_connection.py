@@ -63,7 +63,6 @@ from .messages import (
     push_server_hello,
     push_server_key_exchange_ecdhe,
 )
-from .prf import extended_master_secret, master_secret, transcript_hash
 from .record import RecordWriter
 from .session import Session
 from .suites import SUITES
@@ -279,12 +278,8 @@ class ServerConnection(Connection):
     def _handle_client_key_exchange(self, raw: bytes) -> None:
         premaster = self._premaster_from_client_key_exchange(raw[4:])
         self._transcript += raw
-        if self.extended_master_secret:
-            self.master_secret = extended_master_secret(premaster, transcript_hash(bytes(self._transcript)))
-        else:
-            self.master_secret = master_secret(premaster, self.client_random, self.server_random)
+        self._set_premaster(premaster)
         self._ecdhe_private = b""
-        self._derive_keys()
         self.state = HandshakeState.EXPECT_CHANGE_CIPHER_SPEC
 
     # --- Finished ---------------------------------------------------------------

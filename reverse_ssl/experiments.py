@@ -1,0 +1,553 @@
+"""Experiments of the Reverse SSL paper, each a function returning a pandas DataFrame.
+
+=====================  ====================================================================
+function               what it re-measures
+=====================  ====================================================================
+:func:`table2`         RSA private / public key operation at 512-4096 bits (paper Table 2)
+:func:`table3`         online server cost, original vs reverse, and the speedup (Table 3)
+:func:`table4`         RSA key generation (Table 4), OpenSSL and the Python puzzle solver
+:func:`handshake_cpu`  server CPU per *whole* handshake of this implementation, by mode
+:func:`ots_costs`      offline token, online signing and verification per one-time scheme
+:func:`puzzle_costs`   puzzle solving time vs K and vs p, and the cost of each check
+:func:`throughput`     handshakes/s of the asyncio server under closed-loop load
+:func:`dos_sweep`      the SimPy DoS model calibrated with measured costs
+=====================  ====================================================================
+
+Every function takes ``quick``: CI-sized repetitions (the whole quick set
+runs in a few minutes on two cores).  The paper's numbers sit in ``paper_*``
+columns next to ours; absolute times depend on the machine (the paper used a
+1 GHz UltraSPARC), *ratios* are what should travel.  The paper measured with
+``openssl speed``; we call OpenSSL through ``cryptography`` (PKCS#1 v1.5,
+SHA-256, e = 65537), so a Python call overhead of a few microseconds is
+included -- visible mostly in the public-key operation.
+
+Times are CPU seconds of this process (``time.process_time``), not wall
+clock, so that other load on a shared machine does not inflate them
+(contention still disturbs caches; medians are used where it matters).
+
+512-bit keys: ``cryptography`` refuses to *generate* them, so the 512-bit
+key of Tables 2-3 is built from primes of :mod:`reverse_ssl.primes` and
+Table 4's 512-bit row uses the Python generator (marked in ``generator``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, replace
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
+from tls12.certs import Credentials, generate_self_signed
+from tls12.config import ClientConfig, ServerConfig
+from tls12.messages import frame_handshake
+
+from . import ots
+from .client_connection import ReverseClientConnection
+from .config import ReverseClientConfig, ReverseServerConfig
+from .dos import DoSParams, sweep_attack_rates
+from .errors import PuzzleRefused
+from .messages import Mode, ReverseHandshakeType
+from .onoff import make_offline_token, sign_online
+from .pool import SignaturePool
+from .primes import random_prime
+from .puzzle import (
+    Construction,
+    PuzzleParams,
+    PuzzleReply,
+    ReplayCache,
+    make_puzzle,
+    min_feasible_k,
+    push_puzzle_reply,
+    solve,
+    verify_reply,
+)
+from .server import RSA_SUITES
+from .server_connection import ReverseServerConnection
+
+__all__ = [
+    "PAPER_TABLE2",
+    "PAPER_TABLE3",
+    "PAPER_TABLE4",
+    "table2",
+    "table3",
+    "table4",
+    "handshake_cpu",
+    "ots_costs",
+    "puzzle_costs",
+    "throughput",
+    "server_puzzle_path_costs",
+    "measure_costs",
+    "calibrated_dos_params",
+    "dos_sweep",
+    "run_metadata",
+]
+
+REPO = Path(__file__).resolve().parent.parent
+BITS = (512, 1024, 2048, 4096)
+_MSG = b"table 2"
+PAPER_TABLE2 = {512: (1.7, 0.2), 1024: (8.1, 0.5), 2048: (50.0, 1.5), 4096: (339.7, 5.3)}
+"""bits -> (private ms, public ms), paper Table 2."""
+PAPER_TABLE3 = {512: (1.9, 0.2), 1024: (8.6, 0.5), 2048: (51.5, 1.5), 4096: (345.0, 5.3)}
+"""bits -> (original ms, reverse ms), paper Table 3."""
+PAPER_TABLE4 = {512: 91.0, 1024: 310.0, 2048: 2924.0, 4096: 24332.0}
+"""bits -> RSA key generation ms, paper Table 4 (mean of 10)."""
+
+
+def _rng(n: int) -> bytes:
+    return os.urandom(n)
+
+
+def _time_per_call(fn: Callable[[], object], min_seconds: float, min_calls: int = 3) -> float:
+    """Seconds per call: repeat ``fn`` for at least ``min_seconds`` and ``min_calls`` calls."""
+    calls = 0
+    start = time.process_time()
+    while True:
+        fn()
+        calls += 1
+        elapsed = time.process_time() - start
+        if elapsed >= min_seconds and calls >= min_calls:
+            return elapsed / calls
+
+
+@cache
+def rsa_key(bits: int) -> rsa.RSAPrivateKey:
+    """An RSA key with e = 65537 (512 bits: built from :func:`random_prime`, see the module doc)."""
+    if bits >= 1024:
+        return rsa.generate_private_key(65537, bits)
+    e = 65537
+    while True:
+        p, q = random_prime(bits // 2, _rng), random_prime(bits // 2, _rng)
+        if p != q and (p * q).bit_length() == bits:
+            break
+    d = pow(e, -1, (p - 1) * (q - 1))
+    return rsa.RSAPrivateNumbers(
+        p, q, d, rsa.rsa_crt_dmp1(d, p), rsa.rsa_crt_dmq1(d, q), rsa.rsa_crt_iqmp(p, q),
+        rsa.RSAPublicNumbers(e, p * q),
+    ).private_key()
+
+
+@cache
+def credentials(bits: int, name: str = "localhost") -> Credentials:
+    return generate_self_signed(name, key_size=bits)
+
+
+def openssl_speed(bits: tuple[int, ...] = BITS, seconds: int = 1) -> dict[int, tuple[float, float]]:
+    """bits -> (sign ms, verify ms) from the ``openssl speed`` CLI (the paper's tool); {} if unavailable."""
+    cmd = ["openssl", "speed", "-seconds", str(seconds), *[f"rsa{b}" for b in bits]]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=60 + 4 * seconds * len(bits)).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    result = {}
+    for line in out.splitlines():
+        parts = line.split()
+        # "rsa 2048 bits 0.000598s 0.000034s   1672.7  29068.1"
+        if len(parts) >= 5 and parts[0] == "rsa" and parts[2] == "bits" and parts[3].endswith("s"):
+            result[int(parts[1])] = (float(parts[3][:-1]) * 1e3, float(parts[4][:-1]) * 1e3)
+    return result
+
+
+def table2(quick: bool = True) -> pd.DataFrame:
+    """RSA private-key (sign) and public-key (verify) operation times; ratio private / public.
+
+    Two measurements: through ``cryptography`` (what the handshake code pays,
+    Python call overhead included) and ``openssl speed`` (``cli_*`` columns,
+    the paper's tool, NaN if the CLI is missing).
+    """
+    cli = openssl_speed(seconds=1 if quick else 3)
+    rows = []
+    for bits in BITS:
+        key = rsa_key(bits)
+        sig = key.sign(_MSG, padding.PKCS1v15(), hashes.SHA256())
+        pub = key.public_key()
+        budget = 0.2 if quick else 1.0
+        priv_s = _time_per_call(lambda k=key: k.sign(_MSG, padding.PKCS1v15(), hashes.SHA256()), budget)
+        pub_s = _time_per_call(lambda p=pub, s=sig: p.verify(s, _MSG, padding.PKCS1v15(), hashes.SHA256()), budget)
+        paper_priv, paper_pub = PAPER_TABLE2[bits]
+        rows.append({
+            "bits": bits, "private_ms": priv_s * 1e3, "public_ms": pub_s * 1e3, "ratio": priv_s / pub_s,
+            "cli_private_ms": cli.get(bits, (float("nan"),) * 2)[0],
+            "cli_public_ms": cli.get(bits, (float("nan"),) * 2)[1],
+            "paper_private_ms": paper_priv, "paper_public_ms": paper_pub, "paper_ratio": paper_priv / paper_pub,
+        })
+    df = pd.DataFrame(rows)
+    df["cli_ratio"] = df["cli_private_ms"] / df["cli_public_ms"]
+    df["ratio_vs_paper"] = df["ratio"] / df["paper_ratio"]
+    df["cli_ratio_vs_paper"] = df["cli_ratio"] / df["paper_ratio"]
+    return df
+
+
+def _ots_sign_seconds(scheme: ots.OTSScheme, quick: bool) -> float:
+    """Median online one-time signing time (tokens made first; only ``sign`` is timed)."""
+    key = rsa_key(1024)
+    tokens = [make_offline_token(key, _rng, scheme) for _ in range(50 if quick else 500)]
+    times = []
+    for token in tokens:
+        start = time.perf_counter()
+        sign_online(token, b"transcript hash of the handshake")
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def table3(quick: bool = True, t2: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Online server cost: original = private + public op; reverse = public op (+ our one-time signing).
+
+    ``speedup_paper_style`` uses the paper's accounting (public op only);
+    ``speedup_with_ots`` adds the measured Lamport signing time.
+    """
+    t2 = table2(quick) if t2 is None else t2
+    ots_ms = _ots_sign_seconds(ots.OTSScheme.LAMPORT, quick) * 1e3
+    df = pd.DataFrame({"bits": t2["bits"]})
+    df["original_ms"] = t2["private_ms"] + t2["public_ms"]
+    df["reverse_ms"] = t2["public_ms"]
+    df["reverse_with_ots_ms"] = t2["public_ms"] + ots_ms
+    df["speedup_paper_style"] = df["original_ms"] / df["reverse_ms"]
+    df["speedup_with_ots"] = df["original_ms"] / df["reverse_with_ots_ms"]
+    df["cli_speedup"] = (t2["cli_private_ms"] + t2["cli_public_ms"]) / t2["cli_public_ms"]
+    df["paper_original_ms"] = [PAPER_TABLE3[b][0] for b in df["bits"]]
+    df["paper_reverse_ms"] = [PAPER_TABLE3[b][1] for b in df["bits"]]
+    df["paper_speedup"] = df["paper_original_ms"] / df["paper_reverse_ms"]
+    df["speedup_vs_paper"] = df["speedup_paper_style"] / df["paper_speedup"]
+    df["cli_speedup_vs_paper"] = df["cli_speedup"] / df["paper_speedup"]
+    df["ots_sign_us"] = ots_ms * 1e3
+    return df
+
+
+def table4(quick: bool = True) -> pd.DataFrame:
+    """RSA key generation: OpenSSL (mean, sd over repetitions) and the Python puzzle solver."""
+    reps = {512: 3, 1024: 5, 2048: 3, 4096: 2} if quick else {512: 10, 1024: 10, 2048: 10, 4096: 10}
+    rows = []
+    for bits in BITS:
+        times = []
+        for _ in range(reps[bits]):
+            start = time.process_time()
+            if bits >= 1024:
+                rsa.generate_private_key(65537, bits)
+            else:
+                rsa_key.__wrapped__(bits)  # the Python generator (OpenSSL refuses 512 bits here)
+            times.append(time.process_time() - start)
+        rows.append({
+            "bits": bits, "generator": "openssl" if bits >= 1024 else "python", "reps": len(times),
+            "keygen_ms": statistics.mean(times) * 1e3,
+            "keygen_sd_ms": statistics.stdev(times) * 1e3 if len(times) > 1 else float("nan"),
+            "paper_keygen_ms": PAPER_TABLE4[bits],
+        })
+    df = pd.DataFrame(rows)
+    df["keygen_vs_1024"] = df["keygen_ms"] / df.loc[df.bits == 1024, "keygen_ms"].iloc[0]
+    df["paper_vs_1024"] = df["paper_keygen_ms"] / PAPER_TABLE4[1024]
+    solver_reps = {512: 3, 1024: 3, 2048: 1, 4096: 0} if quick else {512: 10, 1024: 10, 2048: 5, 4096: 1}
+    solver = []
+    for bits in BITS:
+        times = []
+        for _ in range(solver_reps[bits]):
+            challenge = make_puzzle(PuzzleParams(n_bits=bits), _rng)
+            start = time.process_time()
+            solve(challenge.request, _rng)
+            times.append(time.process_time() - start)
+        solver.append(statistics.mean(times) * 1e3 if times else float("nan"))
+    df["puzzle_solve_ms"] = solver
+    return df
+
+
+def _pump_timed(client: ReverseClientConnection, server: ReverseServerConnection) -> float:
+    """Run a handshake in memory; return the seconds spent inside the *server* only."""
+    server_s = 0.0
+    for _ in range(20):
+        to_server = client.data_to_send()
+        start = time.process_time()
+        if to_server:
+            server.receive_data(to_server)
+        to_client = server.data_to_send()
+        server_s += time.process_time() - start
+        if to_client:
+            client.receive_data(to_client)
+        if not to_server and not to_client:
+            break
+    if not server.handshake_complete:
+        raise RuntimeError("handshake did not complete")
+    return server_s
+
+
+def handshake_cpu(quick: bool = True, bits: tuple[int, ...] | None = None) -> pd.DataFrame:
+    """Server CPU per full handshake of this implementation (sans-IO, in memory), by mode and key size.
+
+    Original = RSA key exchange (server decrypts); reverse modes with a warm pool.
+    The puzzle mode asks for 1024-bit client keys with the default window.
+    """
+    bits = bits or (1024, 2048, 4096)
+    reps = {"original": 20, "client_auth": 20, "puzzle": 4} if quick else {"original": 100, "client_auth": 100, "puzzle": 20}
+    rows = []
+    for b in bits:
+        creds, client_creds = credentials(b), credentials(b, "client")
+        pool = SignaturePool(sum(reps.values()) + 1)
+        pool.fill(lambda c=creds: make_offline_token(c.private_key, _rng))
+        cfg = ReverseServerConfig(ServerConfig(credentials=creds, cipher_suites=RSA_SUITES), pool=pool)
+        for mode, modes in (("original", ()), ("client_auth", (Mode.CLIENT_AUTH,)), ("puzzle", (Mode.PUZZLE,))):
+            times = []
+            for _ in range(reps[mode]):
+                client = ReverseClientConnection(ReverseClientConfig(
+                    ClientConfig(server_name="localhost", cipher_suites=RSA_SUITES), modes=modes,
+                    credentials=client_creds))
+                times.append(_pump_timed(client, ReverseServerConnection(cfg)))
+            rows.append({"bits": b, "mode": mode, "reps": len(times), "server_ms": statistics.median(times) * 1e3})
+    df = pd.DataFrame(rows)
+    base = df[df["mode"] == "original"].set_index("bits")["server_ms"]
+    df["speedup_vs_original"] = base.loc[df["bits"]].to_numpy() / df["server_ms"].to_numpy()
+    return df
+
+
+def ots_costs(quick: bool = True) -> pd.DataFrame:
+    """Per one-time scheme: offline token (2048-bit W), online signing, verification, sizes.
+
+    Tokens are made first and signed afterwards (as from a pool), so the
+    online time is not flattered by caches still warm from key generation.
+    """
+    key = rsa_key(2048)
+    reps = 20 if quick else 200
+    rows = []
+    for scheme in (s for s in ots.OTSScheme if s is not ots.OTSScheme.RSA_FALLBACK):
+        offline, online, verify = [], [], []
+        tokens = []
+        for _ in range(reps):
+            t0 = time.process_time()
+            tokens.append(make_offline_token(key, _rng, scheme))
+            offline.append(time.process_time() - t0)
+        for token in tokens:
+            t1 = time.perf_counter()
+            sig = sign_online(token, b"M")
+            t2 = time.perf_counter()
+            ok = ots.verify(scheme, sig.public_key, b"M", sig.one_time_signature)
+            t3 = time.perf_counter()
+            assert ok
+            online.append(t2 - t1)
+            verify.append(t3 - t2)
+        rows.append({
+            "scheme": scheme.name, "offline_ms": statistics.median(offline) * 1e3,
+            "online_sign_us": statistics.median(online) * 1e6, "verify_us": statistics.median(verify) * 1e6,
+            "public_key_bytes": ots.public_key_size(scheme), "signature_bytes": ots.signature_size(scheme),
+        })
+    return pd.DataFrame(rows)
+
+
+def server_puzzle_path_costs(bits: int = 2048, reps: int = 50) -> dict[str, float]:
+    """Server CPU seconds, whole stack, to (a) answer a ClientHello with a puzzle, (b) refuse a bogus reply.
+
+    (a) is what a flood of ClientHellos costs -- the puzzle is only issued
+    after the hello, so this work is not protected by it; (b) parses a
+    PuzzleReply with a random modulus and refuses it at the range check.
+    """
+    creds = credentials(bits)
+    cfg = ReverseServerConfig(ServerConfig(credentials=creds, cipher_suites=RSA_SUITES), modes=(Mode.PUZZLE,))
+    hello = ReverseClientConnection(ReverseClientConfig(
+        ClientConfig(server_name="localhost", cipher_suites=RSA_SUITES), modes=(Mode.PUZZLE,))).data_to_send()
+    body = push_puzzle_reply(PuzzleReply(b"", b"\xc5" * (cfg.puzzle.n_bits // 8), 65537, b"\x01" * 128))
+    framed = frame_handshake(ReverseHandshakeType.PUZZLE_REPLY, body)
+    bogus = bytes([22, 3, 3]) + len(framed).to_bytes(2, "big") + framed
+    issue, reject = [], []
+    for _ in range(reps):
+        t0 = time.process_time()
+        server = ReverseServerConnection(cfg)
+        server.receive_data(hello)
+        server.data_to_send()
+        t1 = time.process_time()
+        try:
+            server.receive_data(bogus)
+        except PuzzleRefused:
+            pass
+        server.data_to_send()
+        t2 = time.process_time()
+        issue.append(t1 - t0)
+        reject.append(t2 - t1)
+    return {"issue": statistics.median(issue), "reject": statistics.median(reject)}
+
+
+def puzzle_costs(quick: bool = True) -> dict[str, pd.DataFrame]:
+    """Three tables: ``vs_k`` (solve time against K), ``vs_p`` (against pre-image bits), ``verify``."""
+    n_bits = 1024
+    reps = 3 if quick else 10
+    k_min = min_feasible_k(n_bits)
+    rows = []
+    for k in (k_min, k_min + 2, k_min + 4, k_min + 8, n_bits // 2 + 16, n_bits // 2 + 64):
+        params = PuzzleParams(n_bits=n_bits, k=k)
+        times, attempts = [], []
+        for _ in range(reps):
+            challenge = make_puzzle(params, _rng)
+            start = time.process_time()
+            sol = solve(challenge.request, _rng)
+            times.append(time.process_time() - start)
+            attempts.append(sol.p_attempts)
+        rows.append({"n_bits": n_bits, "k": k, "k_minus_half": k - n_bits // 2, "solve_ms": statistics.mean(times) * 1e3,
+                     "p_attempts": statistics.mean(attempts), "reps": reps})
+    vs_k = pd.DataFrame(rows)
+    p_bits = (0, 8, 12, 16, 18) if quick else (0, 8, 12, 16, 20, 22)
+    rows = []
+    for p in p_bits:
+        construction = Construction.HASH_AND_RANGE if p else Construction.RANGE
+        params = PuzzleParams(construction, n_bits=512, preimage_bits=p)
+        times, hashes_tried = [], []
+        for _ in range(reps):
+            challenge = make_puzzle(params, _rng)
+            start = time.process_time()
+            sol = solve(challenge.request, _rng)
+            times.append(time.process_time() - start)
+            hashes_tried.append(sol.hashes_tried)
+        rows.append({"n_bits": 512, "preimage_bits": p, "solve_ms": statistics.mean(times) * 1e3,
+                     "hashes_tried": statistics.mean(hashes_tried), "expected_hashes": 2 ** (p - 1) if p else 0})
+    vs_p = pd.DataFrame(rows)
+    params = PuzzleParams(Construction.HASH_AND_RANGE, n_bits=1024, preimage_bits=8)
+    challenge = make_puzzle(params, _rng)
+    sol = solve(challenge.request, _rng)
+    wrong_x = replace(sol.reply, preimage=bytes([sol.reply.preimage[0] ^ 1]))
+    outside = replace(sol.reply, modulus=(int.from_bytes(sol.reply.modulus, "big") ^ (1 << 900)).to_bytes(128, "big"))
+
+    def attempt(reply, check: bool) -> None:  # type: ignore[no-untyped-def]
+        try:
+            verify_reply(challenge, reply, verify_signature=check, replay_cache=ReplayCache())
+        except Exception:  # noqa: BLE001 - the refusals are what is timed
+            pass
+
+    budget = 0.2 if quick else 1.0
+    checks = [
+        ("reject wrong pre-image (step 1)", lambda: attempt(wrong_x, True)),
+        ("reject modulus outside window (step 2)", lambda: attempt(outside, True)),
+        ("accept, signature skipped", lambda: attempt(sol.reply, False)),
+        ("accept, signature verified (step 3)", lambda: attempt(sol.reply, True)),
+    ]
+    verify = pd.DataFrame([{"check": name, "us": _time_per_call(fn, budget) * 1e6} for name, fn in checks])
+    return {"vs_k": vs_k, "vs_p": vs_p, "verify": verify}
+
+
+def _run_server_and_load(mode: str, bits: int, duration: float, concurrency: int, pool: int) -> dict[str, Any]:
+    """Server and load generator as two subprocesses (the CLIs); returns both sides' counters."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    with tempfile.TemporaryDirectory() as tmp:
+        port_file, stats_file = Path(tmp) / "port", Path(tmp) / "stats.json"
+        cmd = [sys.executable, "-m", "reverse_ssl.server", "--key-bits", str(bits), "--pool", str(pool), "--prefill",
+               "--refill-rate", "0", "--port-file", str(port_file), "--stats-json", str(stats_file),
+               "--duration", str(duration + 30.0), "--modes", "client-auth"]
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 300
+            while not (port_file.exists() and port_file.read_text()) and time.monotonic() < deadline:
+                if proc.poll() is not None:
+                    raise RuntimeError("server exited early")
+                time.sleep(0.05)
+            client = subprocess.run(
+                [sys.executable, "-m", "reverse_ssl.client", "--port", port_file.read_text(), "--mode", mode,
+                 "--key-bits", str(bits), "--load", "--concurrency", str(concurrency), "--duration", str(duration)],
+                env=env, capture_output=True, text=True, timeout=duration + 300, check=True)
+            load = json.loads(client.stdout)
+            proc.terminate()  # SIGTERM: the server would stop by itself at --duration; do not wait for it
+            proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        stats = json.loads(stats_file.read_text()) if stats_file.exists() else None
+    if stats is None:
+        raise RuntimeError("the server wrote no statistics")
+    done = sum(stats["handshakes"].values())
+    return {"mode": mode, "bits": bits, "concurrency": concurrency, "client_handshakes": load["handshakes"],
+            "client_errors": load["errors"], "wall_rate_hs": load["rate"], "server_handshakes": done,
+            "server_cpu_s": stats["cpu_seconds"], "server_cpu_ms_per_hs": stats["cpu_seconds"] / done * 1e3 if done else float("nan"),
+            "server_capacity_hs": done / stats["cpu_seconds"] if stats["cpu_seconds"] > 0 else float("nan"),
+            "fallback_signatures": stats["fallback_signatures"]}
+
+
+def throughput(quick: bool = True, bits: tuple[int, ...] = (2048, 4096)) -> pd.DataFrame:
+    """Handshakes/s of the real asyncio server (subprocess) under closed-loop load, original vs reverse.
+
+    The load generator runs in this process on the other core; with two cores
+    it, not the server, may be the bottleneck (reverse SSL moves the private-key
+    operation to the clients).  So the server's own CPU seconds per handshake
+    (``server_cpu_ms_per_hs``) and the capacity they imply
+    (``server_capacity_hs`` = handshakes per CPU second) are reported next to
+    the wall-clock rate; the ratio compares capacities.  The pool is filled
+    before the clock starts and not refilled (``--refill-rate 0``), so the
+    server's CPU time holds only online work.
+    """
+    duration = 4.0 if quick else 20.0
+    concurrency = 8 if quick else 32
+    rows = []
+    for b in bits:
+        pool = (3000 if b <= 2048 else 1000) * (1 if quick else 5)
+        rows += [_run_server_and_load(mode, b, duration, concurrency, pool) for mode in ("original", "client-auth")]
+    df = pd.DataFrame(rows)
+    base = df[df["mode"] == "original"].set_index("bits")
+    df["capacity_ratio_vs_original"] = df["server_capacity_hs"].to_numpy() / base.loc[df["bits"], "server_capacity_hs"].to_numpy()
+    df["wall_ratio_vs_original"] = df["wall_rate_hs"].to_numpy() / base.loc[df["bits"], "wall_rate_hs"].to_numpy()
+    return df
+
+
+def measure_costs(quick: bool = True, hs: pd.DataFrame | None = None,
+                  puzzles: dict[str, pd.DataFrame] | None = None) -> dict[str, float]:
+    """The per-operation costs the DoS model needs (seconds), measured on this machine."""
+    hs = handshake_cpu(quick, bits=(2048,)) if hs is None else hs
+    puzzles = puzzle_costs(quick) if puzzles is None else puzzles
+    at = hs[hs["bits"] == 2048].set_index("mode")["server_ms"] / 1e3
+    path = server_puzzle_path_costs(2048, 30 if quick else 200)
+    default_k = puzzles["vs_k"].set_index("k_minus_half")["solve_ms"] / 1e3
+    key = rsa_key(2048).public_key()
+    encrypt = _time_per_call(lambda: key.encrypt(b"\x03\x03" + bytes(46), padding.PKCS1v15()), 0.1)
+    return {
+        "cost_original": float(at["original"]),
+        "cost_reverse": float(at["puzzle"]),
+        "cost_reject": path["reject"],
+        "cost_issue": path["issue"],
+        "solve_time": float(default_k.loc[16]),
+        "attack_request_cost": float(encrypt),
+    }
+
+
+def calibrated_dos_params(costs: dict[str, float], **overrides: Any) -> DoSParams:
+    """A :class:`DoSParams` whose service times are the measured ``costs``."""
+    return DoSParams(**{**costs, **overrides})
+
+
+def dos_sweep(costs: dict[str, float], quick: bool = True, seed: int = 1) -> pd.DataFrame:
+    """Legitimate success rate, server utilisation, attacker cost per accepted handshake vs attack rate.
+
+    The legitimate load is 30 % of the server's measured capacity for the
+    standard handshake.
+    """
+    legit = 0.3 / costs["cost_original"]
+    capacity = 1.0 / costs["cost_original"]
+    multiples = (0.0, 0.5, 1.0, 2.0, 5.0, 10.0) if quick else (0.0, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0)
+    base = calibrated_dos_params(costs, legit_rate=legit, duration=20.0 if quick else 120.0, seed=seed)
+    rows = sweep_attack_rates(base, [m * capacity for m in multiples])
+    df = pd.DataFrame(rows)
+    df["puzzles"] = df["puzzles"].astype(bool)
+    df["attack_rate_x_capacity"] = df["attack_rate"] / capacity
+    return df
+
+
+def run_metadata(config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What a results folder records: configuration, git revision, versions, CPU count."""
+    import cryptography
+    import simpy
+
+    try:
+        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                             timeout=10).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        rev = "unknown"
+    return {
+        "config": config or {}, "git_revision": rev, "python": platform.python_version(),
+        "machine": platform.machine(), "cpus": os.cpu_count(),
+        "packages": {"cryptography": cryptography.__version__, "pandas": pd.__version__, "simpy": simpy.__version__},
+        "dos_defaults": asdict(DoSParams()),
+    }

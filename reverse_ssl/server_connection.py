@@ -1,0 +1,182 @@
+"""The server side of Reverse SSL: a :class:`tls12.ServerConnection` whose key exchange is reversed.
+
+The standard handshake (RSA key exchange) makes the server *decrypt* the
+premaster secret -- one RSA private-key operation per handshake.  Reverse SSL
+(Figure 1b) swaps the roles: the client sends its public key (a certificate,
+or a freshly generated key that doubles as a client puzzle, Figure 2), the
+server *encrypts* the premaster secret for it -- a cheap public-key
+operation -- and authenticates itself with an online/offline signature whose
+RSA part was computed earlier (:mod:`reverse_ssl.pool`).  Online cost: one
+RSA public-key operation plus table look-ups.
+
+The class extends the core through its documented seams:
+
+* :meth:`_select_cipher_suite` -- negotiates the mode (``reverse_ssl``
+  extension) and, in a reverse mode, an RSA-key-exchange suite (the key
+  exchange is ours, the record protection is the suite's);
+* :meth:`_full_handshake` -- the reverse flight (ServerHello,
+  [PuzzleRequest], ServerHelloDone) instead of the standard one;
+* ``TRANSITIONS`` -- two more (state, message) pairs:
+  ``EXPECT_CLIENT_CERTIFICATE`` + Certificate and ``EXPECT_PUZZLE_REPLY`` +
+  PuzzleReply, each answered by Certificate + KeyTransport, after which the
+  core's ChangeCipherSpec / Finished handling runs unchanged.
+
+A client without the extension gets the unmodified standard handshake (or a
+``handshake_failure`` if ``allow_original`` is False).  Every refusal is a
+typed :class:`tls12.errors.RemoteProtocolError` (see :mod:`reverse_ssl.errors`):
+the core sends the alert and closes this connection only.
+"""
+
+from __future__ import annotations
+
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
+from tls12.buffer import Buffer
+from tls12.certs import peer_rsa_key
+from tls12.connection import HandshakeState
+from tls12.errors import BadCertificate, HandshakeFailure
+from tls12.messages import (
+    TLS12,
+    Certificate,
+    ClientHello,
+    HandshakeType,
+    pull_certificate,
+    push_certificate,
+)
+from tls12.record import RecordWriter
+from tls12.server_connection import ServerConnection
+from tls12.suites import SUITES
+
+from . import onoff
+from .config import ReverseServerConfig, ReverseState
+from .messages import (
+    REVERSE_SSL_EXTENSION,
+    KeyTransport,
+    Mode,
+    ReverseHandshakeType,
+    decode_offered_modes,
+    encode_chosen_mode,
+    push_key_transport,
+    signed_message,
+)
+from .puzzle import (
+    PuzzleChallenge,
+    SignaturePolicy,
+    make_puzzle,
+    pull_puzzle_reply,
+    push_puzzle_request,
+    verify_reply,
+)
+
+__all__ = ["ReverseServerConnection"]
+
+
+class ReverseServerConnection(ServerConnection):
+    """A sans-IO Reverse SSL server connection (falls back to the standard handshake)."""
+
+    TRANSITIONS = {
+        **ServerConnection.TRANSITIONS,
+        (ReverseState.EXPECT_CLIENT_CERTIFICATE, HandshakeType.CERTIFICATE): "_handle_client_certificate",
+        (ReverseState.EXPECT_PUZZLE_REPLY, ReverseHandshakeType.PUZZLE_REPLY): "_handle_puzzle_reply",
+    }
+
+    def __init__(self, config: ReverseServerConfig, record_writer: RecordWriter | None = None) -> None:
+        super().__init__(config.tls, record_writer)
+        self.reverse_config = config
+        self.mode: Mode | None = None
+        """The negotiated flavour; None for the standard handshake."""
+        self.used_fallback_signature = False
+        """True if the pool was empty and the server signed with plain RSA."""
+        self.verified_self_signature = False
+        self._challenge: PuzzleChallenge | None = None
+
+    # --- negotiation --------------------------------------------------------------
+
+    def _select_cipher_suite(self, hello: ClientHello) -> int:
+        cfg = self.reverse_config
+        ext = hello.extension(REVERSE_SSL_EXTENSION)
+        offered = decode_offered_modes(ext) if ext is not None else ()
+        self.mode = next((m for m in cfg.modes if m in offered), None)
+        if self.mode is None:
+            if not cfg.allow_original:
+                raise HandshakeFailure("this server requires Reverse SSL")
+            return super()._select_cipher_suite(hello)
+        for suite in self.config.cipher_suites:
+            if suite in hello.cipher_suites and SUITES[suite].key_exchange == "rsa":
+                return int(suite)
+        raise HandshakeFailure("no RSA-key-exchange suite in common for Reverse SSL")
+
+    def _resume(self, session, hello):  # type: ignore[no-untyped-def]
+        self.mode = None  # an abbreviated handshake has no key exchange to reverse
+        super()._resume(session, hello)
+
+    def _server_hello_extensions(self, hello: ClientHello) -> tuple[tuple[int, bytes], ...]:
+        exts = super()._server_hello_extensions(hello)
+        if self.mode is not None:
+            exts = (*exts, (REVERSE_SSL_EXTENSION, encode_chosen_mode(self.mode)))
+        return exts
+
+    def _full_handshake(self, hello: ClientHello) -> None:
+        if self.mode is None:
+            super()._full_handshake(hello)
+            return
+        self.resumed = False
+        self.session_id = self.config.rng(32) if self.config.session_store is not None else b""
+        flight: list[tuple[int, bytes]] = [(HandshakeType.SERVER_HELLO, self._server_hello(hello))]
+        if self.mode is Mode.PUZZLE:
+            self._challenge = make_puzzle(self.reverse_config.puzzle, self.config.rng)
+            flight.append((ReverseHandshakeType.PUZZLE_REQUEST, push_puzzle_request(self._challenge.request)))
+            self.state = ReverseState.EXPECT_PUZZLE_REPLY
+        else:
+            self.state = ReverseState.EXPECT_CLIENT_CERTIFICATE
+        flight.append((HandshakeType.SERVER_HELLO_DONE, b""))
+        self._send_handshake(*flight)
+
+    # --- the client's public key ---------------------------------------------------
+
+    def _handle_client_certificate(self, raw: bytes) -> None:
+        cert = pull_certificate(Buffer(raw[4:]))
+        self._transcript += raw
+        if not cert.chain:
+            raise BadCertificate("Reverse SSL with client authentication needs a client certificate")
+        if self.reverse_config.verify_client_certificate is not None:
+            self.reverse_config.verify_client_certificate(list(cert.chain))
+        key = peer_rsa_key(cert.chain, "client")
+        self.peer_certificates = cert.chain
+        self._send_key_transport(key)
+
+    def _handle_puzzle_reply(self, raw: bytes) -> None:
+        reply = pull_puzzle_reply(Buffer(raw[4:]))
+        self._transcript += raw
+        assert self._challenge is not None
+        cfg = self.reverse_config
+        policy = cfg.signature_policy
+        pool_ready = cfg.pool is not None and len(cfg.pool) > 0
+        check = policy is SignaturePolicy.ALWAYS or (policy is SignaturePolicy.WHEN_POOL_EMPTY and not pool_ready)
+        key = verify_reply(self._challenge, reply, verify_signature=check, replay_cache=cfg.replay_cache)
+        self.verified_self_signature = check
+        self._challenge = None
+        self._send_key_transport(key)
+
+    # --- KeyTransport: encrypt for the client, sign online ----------------------------
+
+    def _send_key_transport(self, client_key: rsa.RSAPublicKey) -> None:
+        if client_key.key_size < 512:
+            raise BadCertificate("client RSA key too small to carry a premaster secret")
+        premaster = TLS12.to_bytes(2, "big") + self.config.rng(46)
+        encrypted = client_key.encrypt(premaster, padding.PKCS1v15())
+        server_cert = (HandshakeType.CERTIFICATE, push_certificate(Certificate(tuple(self.config.credentials.chain_der))))
+        self._send_handshake(server_cert)
+        message = signed_message(bytes(self._transcript), encrypted)
+        pool = self.reverse_config.pool
+        token = pool.take() if pool is not None else None
+        if token is not None:
+            signature = onoff.sign_online(token, message)
+        else:
+            signature = onoff.sign_fallback(self.config.credentials.private_key, message)
+            self.used_fallback_signature = True
+            if pool is not None:
+                pool.record_fallback()
+        self._send_handshake((ReverseHandshakeType.KEY_TRANSPORT, push_key_transport(KeyTransport(encrypted, signature))))
+        self._set_premaster(premaster)
+        self.state = HandshakeState.EXPECT_CHANGE_CIPHER_SPEC
