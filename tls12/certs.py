@@ -10,6 +10,7 @@ handshake cost, not PKI.
 from __future__ import annotations
 
 import datetime
+import functools
 import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,8 +30,9 @@ class Credentials:
     chain: tuple[x509.Certificate, ...]
     private_key: rsa.RSAPrivateKey
 
-    @property
+    @functools.cached_property
     def chain_der(self) -> list[bytes]:
+        """The chain in DER, as the Certificate message carries it (computed once)."""
         return [c.public_bytes(serialization.Encoding.DER) for c in self.chain]
 
 

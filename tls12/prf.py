@@ -40,8 +40,8 @@ def p_hash(secret: bytes, seed: bytes, length: int, hash_name: str = "sha256") -
     out = bytearray()
     a = seed
     while len(out) < length:
-        a = hmac.new(secret, a, hash_name).digest()
-        out += hmac.new(secret, a + seed, hash_name).digest()
+        a = hmac.digest(secret, a, hash_name)  # one-shot HMAC in C
+        out += hmac.digest(secret, a + seed, hash_name)
     return bytes(out[:length])
 
 
