@@ -5,8 +5,8 @@ Steps, in order:
 1. ``python -m tls12.demo`` -- curl downloads from the TLS server, for every
    suite (quick sizes unless ``--full``), into ``results/tls12_demo/``;
 2. every ``notebooks/*.ipynb`` executed headless with nbclient, working
-   directory ``notebooks/``, environment ``REPRODUCE_QUICK=1`` unless
-   ``--full``; executed copies go to ``results/notebooks/``;
+   directory ``notebooks/``, environment ``REPRODUCE_QUICK=1`` (``0`` with
+   ``--full``); executed copies go to ``results/notebooks/``;
 3. ``results/RUN.json`` records the run: git revision, Python and package
    versions, configuration, and each step's status and duration.
 
@@ -97,10 +97,7 @@ def run_notebook(path: Path, full: bool) -> dict[str, Any]:
     start = time.monotonic()
     record: dict[str, Any] = {"step": f"notebook {path.name}", "ok": False}
     old_env = os.environ.get("REPRODUCE_QUICK")
-    if full:
-        os.environ.pop("REPRODUCE_QUICK", None)
-    else:
-        os.environ["REPRODUCE_QUICK"] = "1"  # inherited by the kernel process
+    os.environ["REPRODUCE_QUICK"] = "0" if full else "1"  # inherited by the kernel process
     try:
         nb = nbformat.read(path, as_version=4)
         client = NotebookClient(
@@ -154,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         "packages": package_versions(),
         "config": {
             "full": args.full,
-            "REPRODUCE_QUICK": None if args.full else "1",
+            "REPRODUCE_QUICK": "0" if args.full else "1",
             "demo_sizes": None if args.skip_demo else (FULL_DEMO_SIZES if args.full else QUICK_DEMO_SIZES),
             "notebooks": [nb.name for nb in notebooks],
         },
