@@ -12,13 +12,12 @@ verified bytes of the last document (only verified bytes are ever written).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from .algorithms import VerifyingKey
-from .client import MODES, SineClient
+from .client import MODES, fetch_and_report
 
 __all__ = ["main"]
 
@@ -43,35 +42,11 @@ def main(argv: list[str] | None = None) -> int:
         p.error("all URLs must share one origin (one session)")
     key = VerifyingKey.from_pem(args.key.read_bytes()) if args.key else None
 
-    async def run() -> int:
-        failures = 0
-        client = SineClient(
-            origins.pop(), mode=args.mode, public_key=key, proxy=args.proxy,
-            tls_origin=args.tls_origin,
-            tls_ca=args.tls_ca.read_bytes() if args.tls_ca else None, collect=args.collect)
-        try:
-            data = b""
-            for url in args.urls:
-                parts = urlsplit(url)
-                r = await client.get((parts.path or "/") + (f"?{parts.query}" if parts.query
-                                                            else ""))
-                data = r.data
-                state = "verified" if r.ok else f"FAILED ({r.error})"
-                print(f"{url}: {state}; {len(r.data)} verified bytes; trust={r.method or '-'};"
-                      f" cache={r.x_cache or '-'}")
-                failures += not r.ok
-        finally:
-            await client.close()
-        c = client.counters
-        print(f"session: {c.public_key_operations} public-key operations "
-              f"({c.signature_verifications} signatures, {c.tls_handshakes} TLS handshakes), "
-              f"{c.origin_round_trips} origin round trips, {c.requests} requests, "
-              f"{c.bytes_received} bytes received")
-        if args.output:
-            args.output.write_bytes(data)
-        return 1 if failures else 0
-
-    return asyncio.run(run())
+    return fetch_and_report(
+        origins.pop(), args.urls, mode=args.mode, public_key=key, proxy=args.proxy,
+        tls_origin=args.tls_origin, tls_ca=args.tls_ca.read_bytes() if args.tls_ca else None,
+        collect=args.collect, output=args.output,
+    )
 
 
 if __name__ == "__main__":

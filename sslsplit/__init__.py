@@ -3,7 +3,8 @@
 Modules: :mod:`sslsplit.wire` (proxy--server messages), :mod:`sslsplit.writer`
 (the server's record writer), :mod:`sslsplit.store` (published payloads),
 :mod:`sslsplit.splicer` (the proxy's sans-IO core), :mod:`sslsplit.cache`
-(cache hierarchy), :mod:`sslsplit.payload_http` (cache-miss protocol),
+(cache hierarchy), :mod:`sslsplit.aio` (cache-miss protocol, background loop),
+:mod:`sslsplit.server_upstream` (forwarding to an existing HTTP server),
 :mod:`sslsplit.server` and :mod:`sslsplit.proxy` (asyncio programs),
-:mod:`sslsplit.experiments` (the paper's figures).
+:mod:`sslsplit.experiments` (the loopback testbed and the paper's figures).
 """

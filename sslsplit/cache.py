@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from .payload_http import PayloadClient
+from .aio import PayloadClient
 from .wire import IDEncoding, check_payload
 
 __all__ = ["LocalCache", "MemoryCache", "DiskCache", "CacheHierarchy", "CacheMiss", "HierarchyStats"]

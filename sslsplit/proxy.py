@@ -23,9 +23,9 @@ from pathlib import Path
 
 from tls12.errors import TLSError
 
-from ._cli import close_servers, hostport, wait_for_signal
+from .aio import PayloadClient, serve_payloads
 from .cache import CacheHierarchy, CacheMiss, DiskCache, LocalCache, MemoryCache
-from .payload_http import PayloadClient, serve_payloads
+from .cli import close_servers, hostport, wait_for_signal
 from .splicer import PayloadMismatch, Splicer
 from .wire import Stub
 

@@ -4,7 +4,7 @@ It is :mod:`tls12.https_server` (a static file server, HTTP/1.1 via h11) with
 one change: each TLS connection uses a
 :class:`~sslsplit.writer.SplittingRecordWriter`, so the bytes that go to the
 proxy are stubs, MACs and payload ids instead of records.  A second port
-serves the record store to proxies that miss (:mod:`sslsplit.payload_http`).
+serves the record store to proxies that miss (:mod:`sslsplit.aio`).
 
 Modes (``--mode``): ``null`` accepts only authentication-only suites
 (TLS_RSA_WITH_NULL_SHA/_SHA256); ``key-expose`` accepts only AES-CBC suites
@@ -31,10 +31,10 @@ from tls12.https_server import ServerStats, start_server
 from tls12.session import InMemorySessionStore
 from tls12.suites import SUITES, CipherSuite
 
-from ._cli import close_servers, hostport, wait_for_signal
-from .payload_http import PayloadServerStats, serve_payloads
+from .aio import PayloadServerStats, serve_payloads
+from .cli import close_servers, hostport, wait_for_signal
+from .server_upstream import UpstreamForwarder
 from .store import RecordStore
-from .upstream import UpstreamForwarder
 from .wire import IDEncoding
 from .writer import SplittingRecordWriter, WriterStats
 

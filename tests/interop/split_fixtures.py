@@ -7,9 +7,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sslsplit.background import BackgroundLoop
+from sslsplit.aio import BackgroundLoop, PayloadClient
 from sslsplit.cache import CacheHierarchy, LocalCache, MemoryCache
-from sslsplit.payload_http import PayloadClient
 from sslsplit.proxy import SplittingProxy
 from sslsplit.server import SplittingServer
 from tls12.certs import Credentials

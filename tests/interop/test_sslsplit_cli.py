@@ -85,7 +85,7 @@ def test_upstream_mode_forwards_to_an_existing_http_server(tmp_path: Path) -> No
 
     from split_fixtures import SplitSetup
 
-    from sslsplit.background import BackgroundLoop
+    from sslsplit.aio import BackgroundLoop
     from sslsplit.server import SplittingServer
     from tls12.certs import generate_self_signed
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from sslsplit.aio import PayloadClient, PayloadServerStats, serve_payloads
 from sslsplit.cache import CacheHierarchy, CacheMiss, DiskCache, MemoryCache
-from sslsplit.payload_http import PayloadClient, PayloadServerStats, serve_payloads
 from sslsplit.store import RecordStore
 from sslsplit.wire import IDEncoding
 
