@@ -16,7 +16,11 @@ def sweep() -> pd.DataFrame:
 
 def test_sweep_relations(sweep: pd.DataFrame) -> None:
     b = sweep.pivot(index="size", columns="protocol", values="server_bytes")
-    assert (b["http"] < b["https"]).all() and (b["https"] < b["split_cold"]).all()
+    assert (b["http"] < b["https"]).all()
+    # large files: a cold proxy costs the origin stubs *and* payloads, a little more than HTTPS;
+    # tiny files: less, because the proxy already holds the certificate
+    assert b.loc[1 << 20, "https"] < b.loc[1 << 20, "split_cold"] < 1.02 * b.loc[1 << 20, "https"]
+    assert b.loc[100, "split_cold"] < b.loc[100, "https"]
     assert (b["http"] > b.index).all()  # headers on top of the body
     assert b.loc[1 << 20, "split_warm"] < 0.01 * b.loc[1 << 20, "split_cold"]
     # warm cost grows by one stub (~60-70 B) per 16 KiB record
