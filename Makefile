@@ -13,7 +13,7 @@ help:  ## list the targets
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q --upgrade pip "setuptools>=77" wheel
 	$(PY) -m pip install -q -e '.[test,notebooks]'
 	touch $(STAMP)
 
