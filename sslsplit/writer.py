@@ -16,7 +16,8 @@ Certificate message travels alone (and is cached).  Right after the server's
 ChangeCipherSpec the writer sends a **key-expose** message with the
 server-write encryption key and IV (empty for NULL suites), unless key
 exposure is disabled -- then encrypted records are sent whole (verbatim) and
-nothing is saved, but nothing breaks either.
+nothing is saved, but nothing breaks either.  The same happens with AEAD
+suites (AES-GCM), whose tag covers the ciphertext: they cannot be split at all.
 """
 
 from __future__ import annotations
@@ -106,15 +107,18 @@ class SplittingRecordWriter(RecordWriter):
 
     def write_records(self, records: list[OutgoingRecord], protection: WriteProtection) -> bytes:
         out = bytearray()
+        params = protection.params
+        # Records can be split unless they are encrypted and the key may not be exposed, or the
+        # suite is AEAD (its tag covers the ciphertext and cannot travel apart from it).
+        splittable = params is None or (not params.aead and (params.cipher == "null" or self.expose_keys))
         if self._expose_pending:
             self._expose_pending = False
-            if self.expose_keys or not protection.encrypted or protection.params.cipher == "null":  # type: ignore[union-attr]
+            if splittable:
                 out += push_message(KeyExpose(records[0].version if records else 0x0303, protection.enc_key, protection.iv))
                 self.stats.key_exposed = bool(protection.enc_key)
-        exposed = protection.keys is None or protection.params.cipher == "null" or self.expose_keys  # type: ignore[union-attr]
         for record in records:
             self.stats.records += 1
-            if not exposed:
+            if not splittable:
                 self.stats.verbatim += 1
                 sealed = protection.seal(record)
                 out += push_message(Verbatim(sealed[0], record.version, sealed[5:]))

@@ -318,7 +318,7 @@ class Connection:
             self.server_random,
             params.mac_length,
             params.key_length,
-            params.block_size,
+            params.fixed_iv_length,
         )
         client = DirectionKeys(params, block.client_key, block.client_mac_key, block.client_iv)
         server = DirectionKeys(params, block.server_key, block.server_mac_key, block.server_iv)

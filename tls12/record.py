@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 
+from .aead import AEADRecordCipher
 from .errors import BadRecordMAC, ProtocolVersionError, RecordOverflow, UnexpectedMessage
 from .recordcrypto import RecordCipher
 from .suites import SuiteParams
@@ -63,7 +64,9 @@ class DirectionKeys:
     mac_key: bytes
     iv: bytes
 
-    def cipher(self) -> RecordCipher:
+    def cipher(self) -> RecordCipher | AEADRecordCipher:
+        if self.params.aead:
+            return AEADRecordCipher(self.params.cipher, self.enc_key, self.iv)
         return RecordCipher(self.params.cipher, self.params.mac, self.enc_key, self.mac_key)
 
 
@@ -104,6 +107,7 @@ class WriteProtection:
         return self.keys.iv if self.keys else b""
 
     def _iv(self) -> bytes:
+        """A fresh explicit CBC IV from the injected RNG (AEAD suites use the sequence number)."""
         assert self.keys is not None
         return self._rng(16) if self.keys.params.block_size else b""
 
@@ -172,7 +176,7 @@ class RecordReader:
     def __init__(self) -> None:
         self._buffer = bytearray()
         self.keys: DirectionKeys | None = None
-        self._cipher: RecordCipher | None = None
+        self._cipher: RecordCipher | AEADRecordCipher | None = None
         self.seq = 0
         self.version: int | None = None  # once negotiated, every record must carry it
 

@@ -1,12 +1,14 @@
 """Cipher suites implemented by the core, with their parameters (RFC 5246 App. A.5, RFC 4492).
 
-Only MAC-then-encrypt suites (NULL and AES-CBC) are implemented: they are what
-SSL splitting relies on (the MAC is computed over the plaintext and can be
-sent apart from it).  ``encrypt_then_mac`` (RFC 7366) is deliberately never
-negotiated: with it the MAC covers the *ciphertext*, so a server that splits a
-record could no longer send a MAC the proxy can attach to a payload it
-encrypts itself, and key-expose mode (Barnraising) would break.  AEAD suites
-(GCM) bind MAC and encryption together for the same reason and are left out.
+MAC-then-encrypt suites (NULL and AES-CBC) are what SSL splitting relies on:
+the MAC is computed over the plaintext and can be sent apart from it.
+``encrypt_then_mac`` (RFC 7366) is deliberately never negotiated: with it the
+MAC covers the *ciphertext*, so a server that splits a record could no longer
+send a MAC the proxy can attach to a payload it encrypts itself, and
+key-expose mode (Barnraising) would break.  The AES-GCM suites (RFC 5288) are
+implemented to show exactly that (:mod:`tls12.aead`): they interoperate, but a
+splitting server can only relay their records whole.  They are not in
+:data:`DEFAULT_SUITES`.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ class CipherSuite(IntEnum):
     TLS_RSA_WITH_AES_128_CBC_SHA256 = 0x003C
     TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA = 0xC013
     TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256 = 0xC027
+    TLS_RSA_WITH_AES_128_GCM_SHA256 = 0x009C
+    TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 = 0xC02F
 
 
 @dataclass(frozen=True)
@@ -32,23 +36,28 @@ class SuiteParams:
     suite: CipherSuite
     openssl_name: str
     key_exchange: str  # "rsa" | "ecdhe_rsa"
-    cipher: str  # "null" | "aes-128-cbc" | "aes-256-cbc"
+    cipher: str  # "null" | "aes-128-cbc" | "aes-256-cbc" | "aes-128-gcm"
     key_length: int  # bytes of encryption key
-    mac: str  # "sha1" | "sha256"
-    mac_length: int  # bytes of MAC output and MAC key
+    mac: str  # "sha1" | "sha256" | "aead"
+    mac_length: int  # bytes of MAC output and MAC key (0 for AEAD suites)
+
+    @property
+    def aead(self) -> bool:
+        return self.cipher.endswith("-gcm")
 
     @property
     def block_size(self) -> int:
-        return 0 if self.cipher == "null" else 16
+        return 16 if self.cipher.endswith("-cbc") else 0
 
     @property
-    def iv_length(self) -> int:
-        # fixed IV in the key block: unused with TLS 1.2's explicit per-record IV
-        return 0
+    def fixed_iv_length(self) -> int:
+        """IV bytes per direction in the key block: the GCM salt (4); for CBC the 16 bytes
+        OpenSSL derives too (unused with TLS 1.2's explicit IVs, but exposed by key-expose)."""
+        return 4 if self.aead else self.block_size
 
 
 def _p(suite: CipherSuite, name: str, kex: str, cipher: str, klen: int, mac: str) -> SuiteParams:
-    return SuiteParams(suite, name, kex, cipher, klen, mac, 20 if mac == "sha1" else 32)
+    return SuiteParams(suite, name, kex, cipher, klen, mac, {"sha1": 20, "sha256": 32, "aead": 0}[mac])
 
 
 SUITES: dict[CipherSuite, SuiteParams] = {
@@ -61,6 +70,8 @@ SUITES: dict[CipherSuite, SuiteParams] = {
         _p(CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA256, "AES128-SHA256", "rsa", "aes-128-cbc", 16, "sha256"),
         _p(CipherSuite.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA, "ECDHE-RSA-AES128-SHA", "ecdhe_rsa", "aes-128-cbc", 16, "sha1"),
         _p(CipherSuite.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256, "ECDHE-RSA-AES128-SHA256", "ecdhe_rsa", "aes-128-cbc", 16, "sha256"),
+        _p(CipherSuite.TLS_RSA_WITH_AES_128_GCM_SHA256, "AES128-GCM-SHA256", "rsa", "aes-128-gcm", 16, "aead"),
+        _p(CipherSuite.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, "ECDHE-RSA-AES128-GCM-SHA256", "ecdhe_rsa", "aes-128-gcm", 16, "aead"),
     )
 }
 

@@ -84,7 +84,7 @@ async def _exchange(port: int, requests: list[h11.Request], keep_body: bool = Tr
         for request in requests:
             if client.our_state is h11.DONE and client.their_state is h11.DONE:
                 client.start_next_cycle()
-            body = request_bodies.get(id(request), b"")
+            body = request_bodies.pop(id(request), (None, b""))[1]
             out = client.send(request) + (client.send(h11.Data(data=body)) if body else b"")
             stream.write(out + client.send(h11.EndOfMessage()))
             await stream.drain()
@@ -108,8 +108,9 @@ async def _exchange(port: int, requests: list[h11.Request], keep_body: bool = Tr
     return responses
 
 
-request_bodies: dict[int, bytes] = {}
-"""Bodies of the requests built by :func:`get`, by ``id`` of the request."""
+request_bodies: dict[int, tuple[h11.Request, bytes]] = {}
+"""Bodies of the requests built by :func:`get`, by ``id`` of the request.  The entry keeps the
+request alive, so its ``id`` cannot be reused by another request before the body is sent."""
 
 
 def get(target: bytes | str, method: bytes = b"GET", *extra: tuple[bytes, bytes], body: bytes = b"") -> h11.Request:
@@ -118,7 +119,7 @@ def get(target: bytes | str, method: bytes = b"GET", *extra: tuple[bytes, bytes]
         headers.append((b"Content-Length", str(len(body)).encode()))
     request = h11.Request(method=method, target=target, headers=headers)
     if body:
-        request_bodies[id(request)] = body
+        request_bodies[id(request)] = (request, body)
     return request
 
 

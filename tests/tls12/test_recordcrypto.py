@@ -236,7 +236,7 @@ def test_seal_many_accepts_tuples_and_empty(impl: Factory) -> None:
 # -- known answers per suite ---------------------------------------------------
 
 
-@pytest.mark.parametrize("params", list(SUITES.values()), ids=lambda p: p.openssl_name)
+@pytest.mark.parametrize("params", [p for p in SUITES.values() if not p.aead], ids=lambda p: p.openssl_name)
 @pytest.mark.parametrize("version", [0x0303, 0x0301])
 @pytest.mark.parametrize("length", [0, 100, PLAINTEXT_MAX])
 def test_known_answer_per_suite(
