@@ -6,7 +6,8 @@ setup(
     ext_modules=[
         Extension(
             "tls12._recordcrypto",
-            sources=["tls12/_recordcrypto.c"],
+            sources=["tls12/_recordcrypto.c", "tls12/_recordcrypto_core.c"],
+            depends=["tls12/_recordcrypto.h"],
             libraries=["crypto"],
             extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
         )
