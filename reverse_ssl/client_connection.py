@@ -27,7 +27,6 @@ from __future__ import annotations
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from tls12.buffer import Buffer
-from tls12.certs import peer_rsa_key
 from tls12.client_connection import ClientConnection
 from tls12.connection import HandshakeState
 from tls12.errors import (
@@ -42,7 +41,6 @@ from tls12.messages import (
     ClientHello,
     Finished,
     HandshakeType,
-    pull_certificate,
     pull_server_hello,
     push_certificate,
     push_finished,
@@ -136,13 +134,7 @@ class ReverseClientConnection(ClientConnection):
         self.state = ReverseState.EXPECT_SERVER_CERTIFICATE
 
     def _handle_reverse_certificate(self, raw: bytes) -> None:
-        cert = pull_certificate(Buffer(raw[4:]))
-        self._transcript += raw
-        if cert.chain and self.config.verify_certificate is not None:
-            self.config.verify_certificate(list(cert.chain))
-        public_key = peer_rsa_key(cert.chain, "server")
-        self._server_public_key = public_key
-        self.peer_certificates = cert.chain
+        self._accept_server_certificate(raw)
         self.state = ReverseState.EXPECT_KEY_TRANSPORT
 
     def _handle_key_transport(self, raw: bytes) -> None:

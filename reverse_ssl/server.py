@@ -25,6 +25,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -127,11 +128,9 @@ async def run_server(args: argparse.Namespace) -> dict[str, object]:
     print(f"reverse_ssl.server listening on {args.host}:{port}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        try:
+    if os.name == "posix" and threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)  # stop cleanly and still write the statistics
-        except (NotImplementedError, RuntimeError):
-            pass
     cpu0, wall0 = time.process_time(), time.monotonic()
     if refiller is not None:
         refiller.start()

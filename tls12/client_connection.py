@@ -172,14 +172,17 @@ class ClientConnection(Connection):
 
     # --- server's certificate and key exchange ------------------------------------
 
-    def _handle_certificate(self, raw: bytes) -> None:
+    def _accept_server_certificate(self, raw: bytes) -> None:
+        """Hash the Certificate message, let ``verify_certificate`` judge it, keep the RSA key."""
         cert = pull_certificate(Buffer(raw[4:]))
         self._transcript += raw
         if cert.chain and self.config.verify_certificate is not None:
             self.config.verify_certificate(list(cert.chain))
-        public_key = peer_rsa_key(cert.chain, "server")
-        self._server_public_key = public_key
+        self._server_public_key = peer_rsa_key(cert.chain, "server")
         self.peer_certificates = cert.chain
+
+    def _handle_certificate(self, raw: bytes) -> None:
+        self._accept_server_certificate(raw)
         kex = SUITES[self.cipher_suite].key_exchange  # type: ignore[index]
         self.state = (
             HandshakeState.EXPECT_SERVER_KEY_EXCHANGE if kex == "ecdhe_rsa" else HandshakeState.EXPECT_SERVER_HELLO_DONE
