@@ -6,7 +6,7 @@ PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
 PYTEST_ARGS ?= -n 2
 
-.PHONY: help venv build test lint reproduce benchmarks clean
+.PHONY: help venv build test lint reproduce benchmarks readme clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -36,10 +36,15 @@ benchmarks: build  ## run every benchmark (ratios against references measured in
 	mkdir -p results/benchmarks
 	$(PY) benchmarks/bench_record.py --json results/benchmarks/record.json
 	$(PY) benchmarks/bench_https.py --json results/benchmarks/https.json
+	$(PY) benchmarks/bench_https.py --small --json results/benchmarks/https_small.json
+	$(PY) benchmarks/bench_handshake.py --json results/benchmarks/handshake.json
 	$(PY) benchmarks/bench_splice.py --json results/benchmarks/splice.json
 	$(PY) benchmarks/bench_sine.py --json results/benchmarks/sine.json
 	$(PY) benchmarks/bench_traces.py --json results/benchmarks/traces.json
 	$(PY) benchmarks/bench_reverse_ssl.py --throughput --json results/benchmarks/reverse_ssl.json
+
+readme: venv  ## copy the result files the README quotes to docs/results/ and regenerate its tables
+	$(PY) notebooks/summarize.py --update
 
 clean:
 	rm -rf $(VENV) build *.egg-info results tls12/*.so

@@ -1,6 +1,7 @@
-"""End-to-end HTTPS throughput: curl downloading one large file from tls12.https_server vs nginx.
+"""End-to-end HTTPS: tls12.https_server vs nginx, large-file throughput and small-file requests/s.
 
-Both servers run on loopback in the same run, serve the same file with the
+Default mode -- **throughput**: curl downloads one large file from both
+servers.  Both run on loopback in the same run, serve the same file with the
 same certificate, and are restricted to the same TLS 1.2 cipher suite; curl
 downloads the file to ``/dev/null`` ``--repeat`` times from each (alternating)
 and the best and median throughputs are printed with the ratio
@@ -15,41 +16,77 @@ download is measured too (Linux ``/proc``: user + system time of the server
 process tree) and its ratio printed -- the figure that shows what our record
 path costs compared with nginx's.
 
+``--small`` mode -- **small-file requests/s**: keep-alive GETs of a 30-byte
+and a 1 KiB file, over Python's ``ssl`` from ``--clients`` load processes,
+against three servers measured alternately in the same run: ours with the
+response head coalesced into the body's record (the default), ours with
+``--no-coalesce`` (head in a record of its own, as SSL splitting needs) and
+nginx.  Printed per server and size: requests per wall second, server CPU
+microseconds per request (from ``/proc``, independent of the load
+generator), and the TLS records and bytes one response takes on the wire
+(counted by a relay on the server->client path).
+
+nginx is configured with ``ssl_conf_command Options -EncryptThenMac``:
+OpenSSL servers otherwise agree to encrypt-then-MAC (RFC 7366) with curl and
+Python's ``ssl``, which our server does not implement (SSL splitting needs
+MAC-then-encrypt).  With it, both servers send byte-for-byte the same kind of
+record, and nginx keeps OpenSSL's stitched AES-CBC-HMAC-SHA1 path, which
+OpenSSL does not use for encrypt-then-MAC -- without the option nginx would
+be measured on a slower path than ours.
+
 Usage::
 
     python benchmarks/bench_https.py                 # 256 MiB, AES128-SHA, 5 rounds
     python benchmarks/bench_https.py --size 64M --cipher ECDHE-RSA-AES128-SHA256 --repeat 5
+    python benchmarks/bench_https.py --small --seconds 2 --repeat 3
 
-Requires curl and nginx (``apt-get install curl nginx-light``); nginx is started
-with a generated ``nginx.conf`` in a temporary prefix (``daemon off;``) and
-killed at the end.
+Requires curl and nginx (``apt-get install curl nginx-light``) on ``PATH`` and
+the built C extension; without them it exits with status 1 and one line
+saying what is missing.  nginx is started with a generated ``nginx.conf`` in a
+temporary prefix (``daemon off;``) and killed at the end.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
-import shutil
-import signal
 import socket
+import ssl
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (  # noqa: E402
+    REPO,
+    free_port,
+    kill_group,
+    repo_env,
+    require_c_extension,
+    require_tools,
+    start_and_read_port,
+    tls12_server,
+    tree_cpu_seconds,
+    wait_for_port,
+)
+
 sys.path.insert(0, str(REPO))
 
 from tls12.certs import generate_self_signed, write_credentials  # noqa: E402
 from tls12.demo import curl_cipher_arg, parse_size  # noqa: E402
 from tls12.suites import SUITES, suite_by_name  # noqa: E402
 
-STARTUP_TIMEOUT = 30.0
+BENCH = "bench_https"
+SMALL_SIZES = (30, 1024)
+LISTENING = r"listening on https://[^\s:]+:(\d+)"
 
 NGINX_CONF = """\
 worker_processes 1;
@@ -66,6 +103,8 @@ http {{
     uwsgi_temp_path {prefix}/tmp_uwsgi;
     scgi_temp_path {prefix}/tmp_scgi;
     types {{ application/octet-stream bin; }}
+    keepalive_requests 100000000;
+    keepalive_timeout 60s;
     server {{
         listen 127.0.0.1:{port} ssl;
         ssl_certificate {cert};
@@ -74,69 +113,23 @@ http {{
         ssl_ciphers {ciphers};
         ssl_prefer_server_ciphers on;
         ssl_session_cache off;
+        ssl_conf_command Options -EncryptThenMac;
         root {root};
     }}
 }}
 """
 
 
-def free_port() -> int:
-    """A port that was free a moment ago on 127.0.0.1 (nginx cannot be told to pick one)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = STARTUP_TIMEOUT) -> None:
-    """Wait until something accepts TCP connections on ``port``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode} before listening")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise TimeoutError(f"nothing listening on port {port} after {timeout} s")
-
-
-def _kill(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=10)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait(timeout=10)
-
-
 @contextmanager
-def ours(root: Path, cert: Path, key: Path, cipher: str) -> Iterator[tuple[int, int]]:
+def ours(root: Path, cert: Path, key: Path, cipher: str, *extra: str) -> Iterator[tuple[int, int]]:
     """Run ``python -m tls12.https_server`` in its own process; yields ``(port, pid)``."""
-    port = free_port()
-    cmd = [
-        sys.executable, "-m", "tls12.https_server", "--root", str(root), "--port", str(port),
-        "--cert", str(cert), "--key", str(key), "--ciphers", cipher, "--quiet",
-    ]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, env=env, start_new_session=True)
-    try:
-        wait_for_port(port, proc)
-        yield port, proc.pid
-    finally:
-        _kill(proc)
+    with start_and_read_port(tls12_server(root, cert, key, cipher, *extra), LISTENING, env=repo_env()) as running:
+        yield running
 
 
 @contextmanager
-def nginx(root: Path, cert: Path, key: Path, cipher: str, prefix: Path) -> Iterator[tuple[int, int]]:
+def nginx(exe: str, root: Path, cert: Path, key: Path, cipher: str, prefix: Path) -> Iterator[tuple[int, int]]:
     """Run nginx (foreground, own prefix) with the same certificate and suite; yields ``(port, pid)``."""
-    exe = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
-    if exe is None:
-        raise FileNotFoundError("nginx is not installed (apt-get install nginx-light)")
     port = free_port()
     conf = prefix / "nginx.conf"
     conf.write_text(NGINX_CONF.format(prefix=prefix, port=port, cert=cert, key=key, ciphers=cipher, root=root))
@@ -154,36 +147,13 @@ def nginx(root: Path, cert: Path, key: Path, cipher: str, prefix: Path) -> Itera
             raise RuntimeError(f"nginx did not start: {exc}\n{log}") from exc
         yield port, proc.pid
     finally:
-        _kill(proc)
+        kill_group(proc)
 
 
-def _children(pid: int) -> list[int]:
-    kids: list[int] = []
-    for task in Path(f"/proc/{pid}/task").glob("*/children"):
-        kids += [int(k) for k in task.read_text().split()]
-    return kids
-
-
-def tree_cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds of ``pid`` and its descendants (Linux ``/proc``), or None."""
-    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    total = 0
-    todo = [pid]
-    try:
-        while todo:
-            p = todo.pop()
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15 of stat)
-            todo += _children(p)
-    except (OSError, IndexError, ValueError):
-        return None
-    return total / ticks
-
-
-def curl_download(port: int, name: str, cipher: str, size: int, timeout: float) -> float:
+def curl_download(curl: str, port: int, name: str, cipher: str, size: int, timeout: float) -> float:
     """Download once to /dev/null; returns seconds (curl's own total time)."""
     cmd = [
-        "curl", "--silent", "--show-error", "--insecure", "--ciphers", cipher, "--output", os.devnull,
+        curl, "--silent", "--show-error", "--insecure", "--ciphers", cipher, "--output", os.devnull,
         "--write-out", "%{size_download} %{time_total}", f"https://127.0.0.1:{port}/{name}",
     ]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -195,38 +165,31 @@ def curl_download(port: int, name: str, cipher: str, size: int, timeout: float) 
     return float(seconds)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size", default="256M", help="file size, K/M/G suffixes (default %(default)s)")
-    parser.add_argument(
-        "--cipher",
-        default="AES128-SHA",
-        help=f"OpenSSL suite name, one of {', '.join(p.openssl_name for p in SUITES.values())} (default %(default)s)",
-    )
-    parser.add_argument("--repeat", type=int, default=5, help="downloads per server (default %(default)s)")
-    parser.add_argument("--json", type=Path, help="also write the results as JSON to this file")
-    args = parser.parse_args(argv)
-    size = parse_size(args.size)
-    suite = suite_by_name(args.cipher)
-    cipher = curl_cipher_arg(suite)  # adds @SECLEVEL=0 for NULL suites, for curl and nginx alike
-    if shutil.which("curl") is None:
-        print("error: curl is not installed", file=sys.stderr)
-        return 2
-    timeout = max(120.0, size / 5e6)
+def write_file(path: Path, size: int) -> bytes | None:
+    """``size`` random bytes at ``path``, readable by nginx workers; returns them if small."""
+    with path.open("wb") as f:
+        left = size
+        while left:
+            chunk = os.urandom(min(left, 1 << 20))
+            f.write(chunk)
+            left -= len(chunk)
+    path.chmod(0o644)
+    return path.read_bytes() if size <= 1 << 20 else None
 
+
+# -- large files: throughput -----------------------------------------------------------
+
+
+def throughput(args: argparse.Namespace, tools: dict[str, str], suite_name: str, cipher: str) -> int:
+    size = parse_size(args.size)
+    timeout = max(120.0, size / 5e6)
     with tempfile.TemporaryDirectory(prefix="bench-https-") as tmp:
         base = Path(tmp)
         base.chmod(0o755)  # nginx workers may run as an unprivileged user
         root = base / "www"
         root.mkdir(mode=0o755)
         name = f"file_{size}.bin"
-        with (root / name).open("wb") as f:
-            left = size
-            while left:
-                chunk = os.urandom(min(left, 1 << 20))
-                f.write(chunk)
-                left -= len(chunk)
-        (root / name).chmod(0o644)
+        write_file(root / name, size)
         cert, key = base / "cert.pem", base / "key.pem"
         write_credentials(generate_self_signed(), cert, key)
         prefix = base / "nginx"
@@ -234,17 +197,17 @@ def main(argv: list[str] | None = None) -> int:
 
         times: dict[str, list[float]] = {"tls12": [], "nginx": []}
         cpu: dict[str, list[float]] = {"tls12": [], "nginx": []}
-        print(f"{size} bytes ({size / 2**20:.0f} MiB), suite {SUITES[suite].openssl_name}, {args.repeat} rounds")
-        with ours(root, cert, key, SUITES[suite].openssl_name) as (our_port, our_pid), nginx(
-            root, cert, key, cipher, prefix
+        print(f"{size} bytes ({size / 2**20:.0f} MiB), suite {suite_name}, {args.repeat} rounds")
+        with ours(root, cert, key, suite_name) as (our_port, our_pid), nginx(
+            tools["nginx"], root, cert, key, cipher, prefix
         ) as (nginx_port, nginx_pid):
             servers = (("tls12", our_port, our_pid), ("nginx", nginx_port, nginx_pid))
             for _, port, _ in servers:
-                curl_download(port, name, cipher, size, timeout)  # warm-up: page cache, imports
+                curl_download(tools["curl"], port, name, cipher, size, timeout)  # warm-up: page cache, imports
             for i in range(args.repeat):
                 for server, port, pid in servers:
                     cpu_before = tree_cpu_seconds(pid)
-                    seconds = curl_download(port, name, cipher, size, timeout)
+                    seconds = curl_download(tools["curl"], port, name, cipher, size, timeout)
                     cpu_after = tree_cpu_seconds(pid)
                     times[server].append(seconds)
                     used = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
@@ -260,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{'server':<8} {'best MB/s':>10} {'median MB/s':>12} {'server CPU s/GB':>16}")
     for k in ("tls12", "nginx"):
         c = cpu_median[k]
-        per_gb = "n/a" if c is None else f"{c / size * 1e9:.2f}"
+        per_gb = "(no /proc)" if c is None else f"{c / size * 1e9:.2f}"
         print(f"{k:<8} {best[k]:>10.1f} {median[k]:>12.1f} {per_gb:>16}")
     ratio = median["tls12"] / median["nginx"]
     print(f"throughput ratio tls12 / nginx (median): {ratio:.2f}   (best: {best['tls12'] / best['nginx']:.2f})")
@@ -270,24 +233,241 @@ def main(argv: list[str] | None = None) -> int:
         print(f"server CPU ratio tls12 / nginx (median): {cpu_ratio:.2f}  (> 1: we spend more CPU per byte)")
     print("MB = 10^6 bytes; loopback, curl to /dev/null, times from curl's time_total")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(
-            json.dumps(
-                {
-                    "size_bytes": size,
-                    "suite": SUITES[suite].openssl_name,
-                    "seconds": times,
-                    "mb_per_s_best": best,
-                    "mb_per_s_median": median,
-                    "ratio_median": ratio,
-                    "server_cpu_seconds": cpu,
-                    "server_cpu_ratio_median": cpu_ratio,
-                },
-                indent=2,
-            )
-            + "\n"
-        )
+        write_json(args.json, {
+            "size_bytes": size,
+            "suite": suite_name,
+            "seconds": times,
+            "mb_per_s_best": best,
+            "mb_per_s_median": median,
+            "ratio_median": ratio,
+            "server_cpu_seconds": cpu,
+            "server_cpu_ratio_median": cpu_ratio,
+        })  # fmt: skip
     return 0
+
+
+# -- small files: keep-alive requests/s ----------------------------------------------------
+
+
+def client_context(cipher: str) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    ctx.set_ciphers(cipher)
+    return ctx
+
+
+def _read_response(tls: ssl.SSLSocket, buf: bytearray) -> bytes:
+    """One whole ``Content-Length`` response from ``tls`` (extra bytes stay in ``buf``)."""
+    while b"\r\n\r\n" not in buf:
+        chunk = tls.recv(65536)
+        if not chunk:
+            raise ConnectionError("server closed the connection")
+        buf += chunk
+    end = buf.index(b"\r\n\r\n") + 4
+    length = next(
+        int(line.split(b":", 1)[1]) for line in bytes(buf[:end]).split(b"\r\n") if line.lower().startswith(b"content-length:")
+    )
+    while len(buf) < end + length:
+        chunk = tls.recv(65536)
+        if not chunk:
+            raise ConnectionError("server closed the connection")
+        buf += chunk
+    response = bytes(buf[: end + length])
+    del buf[: end + length]
+    return response
+
+
+def keepalive_client(port: int, path: str, cipher: str, expect: bytes, seconds: float) -> int:
+    """GET ``path`` back to back on one keep-alive connection for ``seconds``; returns the request count.
+
+    The first response is checked byte for byte; later ones by status line and
+    length (every response of a server to the same request is the same size).
+    """
+    request = f"GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode()
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as raw, client_context(cipher).wrap_socket(raw) as tls:
+        buf = bytearray()
+        tls.sendall(request)
+        first = _read_response(tls, buf)
+        if not first.startswith(b"HTTP/1.1 200 ") or not first.endswith(b"\r\n\r\n" + expect):
+            raise RuntimeError(f"unexpected response from port {port}: {first[:80]!r}")
+        size = len(first)
+        count = 1
+        deadline = time.perf_counter() + seconds
+        while time.perf_counter() < deadline:
+            tls.sendall(request)
+            while len(buf) < size:
+                chunk = tls.recv(65536)
+                if not chunk:
+                    raise ConnectionError("server closed the connection")
+                buf += chunk
+            if not buf.startswith(b"HTTP/1.1 200 "):
+                raise RuntimeError(f"unexpected response from port {port}: {bytes(buf[:80])!r}")
+            del buf[:size]
+            count += 1
+    return count
+
+
+def wire_records(port: int, path: str, cipher: str) -> list[int]:
+    """Fragment lengths of the application-data records of one response (a relay counts them)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(30)
+    records: list[int] = []
+
+    def relay() -> None:
+        try:
+            forward()
+        except OSError:
+            pass  # the client hung up first: every record of the response was already counted
+
+    def forward() -> None:
+        client, _ = listener.accept()
+        with client, socket.create_connection(("127.0.0.1", port), timeout=30) as upstream:
+
+            def up() -> None:
+                try:
+                    while data := client.recv(65536):
+                        upstream.sendall(data)
+                    upstream.shutdown(socket.SHUT_WR)
+                except OSError:
+                    pass
+
+            t = threading.Thread(target=up, daemon=True)
+            t.start()
+            buf = b""
+            while data := upstream.recv(65536):
+                client.sendall(data)
+                buf += data
+                while len(buf) >= 5 and len(buf) >= 5 + (n := int.from_bytes(buf[3:5], "big")):
+                    if buf[0] == 23:  # application_data
+                        records.append(n)
+                    buf = buf[5 + n :]
+            client.shutdown(socket.SHUT_WR)
+            t.join(30)
+
+    thread = threading.Thread(target=relay, daemon=True)
+    thread.start()
+    with listener:
+        raw = socket.create_connection(("127.0.0.1", listener.getsockname()[1]), timeout=30)
+        with client_context(cipher).wrap_socket(raw) as tls:
+            tls.sendall(f"GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".encode())
+            _read_response(tls, bytearray())
+        thread.join(30)
+    return records
+
+
+def small(args: argparse.Namespace, tools: dict[str, str], suite_name: str, cipher: str) -> int:
+    servers = ("tls12", "tls12-separate", "nginx")
+    results: dict[str, dict[int, list[tuple[float, float]]]] = {s: {n: [] for n in SMALL_SIZES} for s in servers}
+    wire: dict[str, dict[int, list[int]]] = {s: {} for s in servers}
+    pool = multiprocessing.get_context("fork").Pool(args.clients)
+    with tempfile.TemporaryDirectory(prefix="bench-https-small-") as tmp, pool:
+        base = Path(tmp)
+        base.chmod(0o755)
+        root = base / "www"
+        root.mkdir(mode=0o755)
+        content = {n: write_file(root / f"f{n}.bin", n) or b"" for n in SMALL_SIZES}
+        cert, key = base / "cert.pem", base / "key.pem"
+        write_credentials(generate_self_signed(), cert, key)
+        prefix = base / "nginx"
+        prefix.mkdir()
+        print(f"keep-alive GETs over Python ssl, suite {suite_name}, {args.clients} clients x {args.seconds:g} s,"
+              f" {args.repeat} interleaved rounds", flush=True)
+        with ours(root, cert, key, suite_name) as (p1, pid1), ours(root, cert, key, suite_name, "--no-coalesce") as (
+            p2, pid2,
+        ), nginx(tools["nginx"], root, cert, key, cipher, prefix) as (p3, pid3):  # fmt: skip
+            running = {"tls12": (p1, pid1), "tls12-separate": (p2, pid2), "nginx": (p3, pid3)}
+            for name, (port, _) in running.items():
+                for n in SMALL_SIZES:
+                    wire[name][n] = wire_records(port, f"/f{n}.bin", cipher)
+                    keepalive_client(port, f"/f{n}.bin", cipher, content[n], 0.2)  # warm-up
+            order = list(running.items())
+            for i in range(args.repeat):
+                for n in SMALL_SIZES:
+                    # rotate the order each round: bursts of background load must not always hit the same server
+                    for name, (port, pid) in order[i % len(order) :] + order[: i % len(order)]:
+                        job = (port, f"/f{n}.bin", cipher, content[n], args.seconds)
+                        cpu_before = tree_cpu_seconds(pid)
+                        start = time.perf_counter()
+                        count = sum(pool.starmap(keepalive_client, [job] * args.clients))
+                        wall = time.perf_counter() - start
+                        cpu_after = tree_cpu_seconds(pid)
+                        if cpu_before is None or cpu_after is None:
+                            raise RuntimeError("cannot read the server's CPU time from /proc (Linux only)")
+                        per_req_us = (cpu_after - cpu_before) / count * 1e6
+                        results[name][n].append((count / wall, per_req_us))
+                        print(f"  round {i + 1}: {n:5d} B {name:<15} {count / wall:8.0f} req/s  "
+                              f"server CPU {per_req_us:6.1f} us/req  busy {(cpu_after - cpu_before) / wall:4.0%}",
+                              flush=True)
+
+    summary: dict[str, dict[str, dict[str, float]]] = {}
+    print(f"\n{'size':>5} {'server':<15} {'req/s':>8} {'CPU us/req':>11} {'records':>8} {'wire B':>7}"
+          f" {'req/s x nginx':>14} {'CPU x nginx':>12}")
+    for n in SMALL_SIZES:
+        med = {
+            name: (statistics.median(r for r, _ in results[name][n]), statistics.median(c for _, c in results[name][n]))
+            for name in servers
+        }
+        for name in servers:
+            rate, cpu = med[name]
+            recs = wire[name][n]
+            row = {
+                "requests_per_s": rate, "server_cpu_us_per_request": cpu, "records": len(recs),
+                "wire_bytes": sum(5 + r for r in recs), "rate_vs_nginx": rate / med["nginx"][0],
+                "cpu_vs_nginx": cpu / med["nginx"][1],
+            }  # fmt: skip
+            summary.setdefault(str(n), {})[name] = row
+            print(f"{n:>5} {name:<15} {rate:>8.0f} {cpu:>11.1f} {len(recs):>8} {row['wire_bytes']:>7}"
+                  f" {row['rate_vs_nginx']:>14.2f} {row['cpu_vs_nginx']:>12.2f}")
+        gain = med["tls12"][0] / med["tls12-separate"][0]
+        cpu_gain = med["tls12-separate"][1] / med["tls12"][1]
+        summary[str(n)]["coalescing"] = {"rate_ratio": gain, "cpu_ratio": cpu_gain}
+        print(f"{n:>5} coalescing: {gain:.2f}x requests/s, {cpu_gain:.2f}x less server CPU per request")
+    print("records / wire B: application-data records and their bytes for one response (Connection: close)")
+    if args.json:
+        write_json(args.json, {
+            "mode": "small", "suite": suite_name, "clients": args.clients, "seconds": args.seconds,
+            "rounds": args.repeat, "median": summary,
+            "runs": {name: {str(n): v for n, v in by.items()} for name, by in results.items()},
+        })  # fmt: skip
+    return 0
+
+
+def write_json(path: Path, data: dict[str, object]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Exits with status 1 and one line when curl, nginx or the C extension is missing.",
+    )  # fmt: skip
+    parser.add_argument("--small", action="store_true", help="small-file keep-alive requests/s instead of throughput")
+    parser.add_argument("--size", default="256M", help="file size for throughput, K/M/G suffixes (default %(default)s)")
+    parser.add_argument(
+        "--cipher",
+        default="AES128-SHA",
+        help=f"OpenSSL suite name, one of {', '.join(p.openssl_name for p in SUITES.values())} (default %(default)s)",
+    )
+    parser.add_argument("--repeat", type=int, default=5, help="rounds per server (default %(default)s)")
+    parser.add_argument("--seconds", type=float, default=2.0, help="--small: seconds per measurement (default %(default)s)")
+    parser.add_argument("--clients", type=int, default=2, help="--small: load processes at once (default %(default)s)")
+    parser.add_argument("--json", type=Path, help="also write the results as JSON to this file")
+    args = parser.parse_args(argv)
+    if args.repeat < 1 or args.seconds <= 0 or args.clients < 1:
+        parser.error("--repeat, --seconds and --clients must be positive")
+    try:
+        suite = suite_by_name(args.cipher)
+    except ValueError as exc:
+        parser.error(str(exc))
+    tools = require_tools(BENCH, {"curl": "curl", "nginx": "nginx-light"})
+    require_c_extension(BENCH)
+    cipher = curl_cipher_arg(suite)  # adds @SECLEVEL=0 for NULL suites, for curl and nginx alike
+    if args.small:
+        return small(args, tools, SUITES[suite].openssl_name, cipher)
+    return throughput(args, tools, SUITES[suite].openssl_name, cipher)
 
 
 if __name__ == "__main__":

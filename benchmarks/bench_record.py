@@ -15,6 +15,9 @@ interleaved rounds and its best round is kept, so background load on a shared
 machine hits the reference and the candidates alike.
 
 Usage: ``python benchmarks/bench_record.py [--seconds S] [--rounds R] [--size N] [--json PATH]``.
+
+Without ``openssl`` on ``PATH`` or the built C extension it exits with status 1
+and one line saying what is missing (a ratio needs both sides).
 """
 
 from __future__ import annotations
@@ -25,7 +28,6 @@ import os
 import platform
 import re
 import resource
-import shutil
 import subprocess
 import sys
 import time
@@ -33,9 +35,14 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from _common import fail, require_c_extension, require_tools  # noqa: E402
+
 from tls12.recordcrypto import CRecordCipher, PyRecordCipher  # noqa: E402
+
+BENCH = "bench_record"
 
 CONTENT_TYPE = 23  # application_data
 VERSION = 0x0303  # TLS 1.2
@@ -50,11 +57,8 @@ class Row:
     ratio: float | None  # of the openssl speed reference
 
 
-def openssl_speed(size: int, seconds: float) -> tuple[float | None, str]:
+def openssl_speed(exe: str, size: int, seconds: float) -> tuple[float | None, str]:
     """Return (MB/s, raw line) from ``openssl speed`` for the stitched cipher, or (None, reason)."""
-    exe = shutil.which("openssl")
-    if exe is None:
-        return None, "openssl not found"
     cmd = [exe, "speed", "-evp", "aes-128-cbc-hmac-sha1", "-bytes", str(size)]
     cmd += ["-seconds", str(max(1, round(seconds)))]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -107,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--rounds and --seconds must be positive")
     if not 0 < args.size <= 2**14:
         parser.error("--size must be in 1..16384")
+    openssl = require_tools(BENCH, {"openssl": "openssl"})["openssl"]
+    require_c_extension(BENCH)
+    assert CRecordCipher is not None
 
     rng = os.urandom
     enc_key, mac_key, plaintext = rng(16), rng(20), rng(args.size)
@@ -128,34 +135,33 @@ def main(argv: list[str] | None = None) -> int:
         seal_many = cipher.seal_many  # type: ignore[attr-defined]
         return lambda seq: seal_many(seq, CONTENT_TYPE, VERSION, plaintexts, ivs)
 
-    if CRecordCipher is not None:
-        stitched = CRecordCipher("aes-128-cbc", "sha1", enc_key, mac_key)
-        generic = CRecordCipher("aes-128-cbc", "sha1", enc_key, mac_key, stitched=False)
-        label = "stitched" if stitched.stitched else "generic: no stitched cipher"
-        candidates += [
-            (f"C seal ({label})", singles(stitched), args.batch),
-            (f"C seal_many x{args.batch} ({label})", many(stitched), args.batch),
-            ("C seal (generic HMAC + CBC)", singles(generic), args.batch),
-            (f"C seal_many x{args.batch} (generic)", many(generic), args.batch),
-        ]
+    stitched = CRecordCipher("aes-128-cbc", "sha1", enc_key, mac_key)
+    generic = CRecordCipher("aes-128-cbc", "sha1", enc_key, mac_key, stitched=False)
+    label = "stitched" if stitched.stitched else "generic: no stitched cipher"
+    candidates += [
+        (f"C seal ({label})", singles(stitched), args.batch),
+        (f"C seal_many x{args.batch} ({label})", many(stitched), args.batch),
+        ("C seal (generic HMAC + CBC)", singles(generic), args.batch),
+        (f"C seal_many x{args.batch} (generic)", many(generic), args.batch),
+    ]
     python = PyRecordCipher("aes-128-cbc", "sha1", enc_key, mac_key)
     candidates += [("Python fallback seal", singles(python), args.batch)]
 
     # Interleaved rounds, best of each: every measurement sees the same background load.
-    reference, raw = None, "not run"
+    reference = 0.0
     best: dict[str, tuple[float, float, float]] = {}
     for _ in range(args.rounds):
-        mbps_ref, raw = openssl_speed(args.size, args.seconds)
-        if mbps_ref is not None:
-            reference = max(reference or 0.0, mbps_ref)
+        mbps_ref, raw = openssl_speed(openssl, args.size, args.seconds)
+        if mbps_ref is None:
+            fail(BENCH, f"openssl speed -evp aes-128-cbc-hmac-sha1 gave no figure ({raw})")
+        reference = max(reference, mbps_ref)
         for name, run, per_batch in candidates:
             result = measure(run, per_batch, args.size, args.seconds)
             if name not in best or result[0] > best[name][0]:
                 best[name] = result
-    label = "openssl speed -evp aes-128-cbc-hmac-sha1" + ("" if reference else f" ({raw})")
-    rows = [Row(label, reference, None, None, 1.0 if reference else None)]
+    rows = [Row("openssl speed -evp aes-128-cbc-hmac-sha1", reference, None, None, 1.0)]
     for name, (mbps, wall, us) in best.items():
-        rows.append(Row(name, mbps, wall, us, mbps / reference if reference else None))
+        rows.append(Row(name, mbps, wall, us, mbps / reference))
 
     print(
         f"AES-128-CBC-SHA seal, {args.size}-byte records, best of {args.rounds} interleaved rounds of"
@@ -167,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     def cell(value: float | None, spec: str, width: int) -> str:
-        return format(value, spec) if value is not None else format("n/a", f">{width}")
+        return format(value, spec) if value is not None else format("-", f">{width}")  # not measured for openssl
 
     for r in rows:
         print(
@@ -186,10 +192,8 @@ def main(argv: list[str] | None = None) -> int:
             "machine": platform.machine(),
             "processor": platform.processor(),
             "openssl": subprocess.run(
-                ["openssl", "version"], capture_output=True, text=True, check=False
-            ).stdout.strip()
-            if shutil.which("openssl")
-            else None,
+                [openssl, "version"], capture_output=True, text=True, check=False
+            ).stdout.strip(),
         }
         args.json.write_text(
             json.dumps({"config": config, "rows": [asdict(r) for r in rows]}, indent=2) + "\n"

@@ -19,6 +19,9 @@ costs the SimPy DoS model is calibrated with (default
 ``results/reverse_ssl/measured_costs.json``).
 
 Usage: ``python benchmarks/bench_reverse_ssl.py [--quick] [--throughput] [--json PATH] [--costs PATH]``.
+
+Without ``openssl`` on ``PATH`` (the reference RSA times) or the built C
+extension it exits with status 1 and one line saying what is missing.
 """
 
 from __future__ import annotations
@@ -31,8 +34,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "benchmarks"))
 sys.path.insert(0, str(REPO))
 
+from _common import fail, require_c_extension, require_tools  # noqa: E402
 from cryptography.hazmat.primitives import hashes  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric import padding  # noqa: E402
 
@@ -41,6 +46,7 @@ from reverse_ssl.onoff import make_offline_token, sign_online  # noqa: E402
 from reverse_ssl.ots import OTSScheme  # noqa: E402
 
 BITS = 2048
+BENCH = "bench_reverse_ssl"
 
 
 def online_sign_us(scheme: OTSScheme, n: int) -> float:
@@ -75,6 +81,8 @@ def main() -> int:
     parser.add_argument("--costs", type=Path, default=REPO / "results" / "reverse_ssl" / "measured_costs.json",
                         help="where to save the DoS model's calibration costs")
     args = parser.parse_args()
+    require_tools(BENCH, {"openssl": "openssl"})
+    require_c_extension(BENCH)
     n = 100 if args.quick else 1000
     out: dict[str, object] = {}
     out["lamport_sign_us"] = online_sign_us(OTSScheme.LAMPORT, n)
@@ -90,11 +98,12 @@ def main() -> int:
           f"reverse {reverse:.3f} ms (encrypt + Lamport sign) -> reverse/original = {reverse / original:.3f} "
           f"(speedup {original / reverse:.1f}x; paper 34.3x; target <= 0.1: {'met' if reverse / original <= 0.1 else 'NOT met'})")
     cli = ex.openssl_speed((BITS,), seconds=1 if args.quick else 3).get(BITS)
-    if cli is not None:
-        cli_original, cli_reverse = cli[0] + cli[1], cli[1] + out["lamport_sign_us"] / 1e3  # type: ignore[operator]
-        out["online_cost_ratio_openssl_speed"] = cli_reverse / cli_original
-        print(f"same with openssl speed's RSA times: original {cli_original:.3f} ms, reverse {cli_reverse:.3f} ms "
-              f"-> reverse/original = {cli_reverse / cli_original:.3f} (speedup {cli_original / cli_reverse:.1f}x)")
+    if cli is None:
+        fail(BENCH, f"openssl speed rsa{BITS} gave no figure")
+    cli_original, cli_reverse = cli[0] + cli[1], cli[1] + out["lamport_sign_us"] / 1e3  # type: ignore[operator]
+    out["online_cost_ratio_openssl_speed"] = cli_reverse / cli_original
+    print(f"same with openssl speed's RSA times: original {cli_original:.3f} ms, reverse {cli_reverse:.3f} ms "
+          f"-> reverse/original = {cli_reverse / cli_original:.3f} (speedup {cli_original / cli_reverse:.1f}x)")
     hs = ex.handshake_cpu(quick=args.quick, bits=(BITS,))
     at = hs.set_index("mode")["server_ms"]
     out["handshake_server_ms"] = at.to_dict()

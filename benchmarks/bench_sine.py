@@ -7,6 +7,10 @@
 * Generation: :func:`sine.tag.sign_document` (hash chain + one RSA-PSS signature) for a 100 MB
   document (``--quick``: 10 MB), with the same hashlib reference.
 
+The reference (hashlib) runs in the same process, so it cannot be missing,
+and SINE does not use the TLS record extension: this benchmark has no
+missing-reference failure path.
+
 Results are printed and written as JSON (``--json``, default
 ``results/bench_sine/bench_sine.json``) so simulations can read them as service times.
 """

@@ -14,6 +14,11 @@ Usage::
     python benchmarks/bench_traces.py            # full: 10^7 synthetic requests
     python benchmarks/bench_traces.py --quick    # 10^6 requests, fewer repetitions
     python benchmarks/bench_traces.py --json results/bench_traces.json
+
+The references (a trivial SimPy model, the cost model's own speed) run in the
+same process and cannot be missing; the real trace can: without any usable
+trace (the bundled samples under ``traces/`` or ``TRACES_DIR``) the benchmark
+exits with status 1 and one line instead of replaying only the synthetic one.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from netsim.traces import load_trace  # noqa: E402
 from netsim.workload import preprocess  # noqa: E402
 
 TARGET_REQ_PER_S = 1e6
+BENCH = "bench_traces"
 
 
 class CountingEnvironment(simpy.Environment):
@@ -149,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="10^6 synthetic requests, fewer runs")
     ap.add_argument("--json", metavar="PATH", help="also write the numbers as JSON")
     args = ap.parse_args(argv)
+    if not available_traces():
+        raise SystemExit(f"{BENCH}: no usable access-log trace found (bundled under traces/ or in TRACES_DIR);"
+                         " see traces/README.md")
     results = {**bench_replay(args.quick), **bench_simpy(args.quick)}
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)

@@ -143,12 +143,23 @@ def load_manifest(path: str | os.PathLike[str] | None = None) -> Manifest:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise TraceError(f"trace manifest not found: {path}") from exc
+    except OSError as exc:
+        raise TraceError(f"trace manifest {path}: cannot read ({exc.strerror or exc})") from exc
     except json.JSONDecodeError as exc:
         raise TraceError(f"trace manifest {path} is not valid JSON: {exc}") from exc
     entries = {}
-    for item in raw.get("traces", []):
-        files = tuple(TraceFile(f["filename"], f.get("sha256"), f.get("size"),
-                                tuple(f.get("urls", ()))) for f in item["files"])
+    try:
+        items = list(raw.get("traces", []))
+    except AttributeError:
+        raise TraceError(f"trace manifest {path}: expected an object with a 'traces' list") from None
+    for number, item in enumerate(items, 1):
+        try:
+            files = tuple(TraceFile(f["filename"], f.get("sha256"), f.get("size"),
+                                    tuple(f.get("urls", ()))) for f in item["files"])
+            item["name"], item["format"]  # noqa: B018 -- required keys, checked here
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise TraceError(f"trace manifest {path}: entry {number} is malformed "
+                             f"(missing or wrong key {exc})") from None
         entries[item["name"]] = TraceEntry(
             name=item["name"], title=item.get("title", ""), origin=item.get("origin", ""),
             licence=item.get("licence", ""), format=item["format"], files=files,
@@ -362,7 +373,17 @@ def _cmd_stats(args: argparse.Namespace) -> int:
 def _cmd_fetch(args: argparse.Namespace) -> int:
     entry = load_manifest(args.manifest)[args.name]
     dest = Path(args.dest) if args.dest else None
-    for p in fetch(entry, args.source, dest, args.timeout, progress=True):
+    src = args.source
+    if src is not None and urllib.parse.urlparse(src).scheme in ("", "file"):
+        local = urllib.request.url2pathname(urllib.parse.urlparse(src).path) if src.startswith(
+            "file:") else src
+        if not os.path.exists(local):
+            raise TraceError(f"--from {src}: not found")
+    try:
+        paths = fetch(entry, src, dest, args.timeout, progress=True)
+    except TraceError as exc:
+        raise _FetchFailed(str(exc)) from None
+    for p in paths:
         print(p)
     return 0
 
@@ -381,6 +402,23 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
+def _positive(kind: type[int] | type[float]) -> Any:
+    """An argparse type: a finite ``kind`` greater than zero (the message names the value)."""
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = 0
+        if not 0 < value < float("inf"):
+            raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+        return value
+    return parse
+
+
+class _FetchFailed(Exception):
+    """``fetch`` could not obtain a verified copy: a failure at run time (exit status 1)."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``python -m netsim.traces`` argument parser."""
     p = argparse.ArgumentParser(
@@ -396,7 +434,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("paths", nargs="+", metavar="PATH_OR_NAME")
     s.add_argument("--format", choices=["clf", "epa", "wc98csv", "lpdaac", "sdsc"],
                    help="log format (default: the manifest's, or guessed from the first lines)")
-    s.add_argument("--chunk-lines", type=int, default=200_000,
+    s.add_argument("--chunk-lines", type=_positive(int), default=200_000,
                    help="lines per parsing chunk (bounds memory; default 200000)")
     s.add_argument("--json", action="store_true", help="print JSON instead of a table")
     s.set_defaults(func=_cmd_stats)
@@ -405,7 +443,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--from", dest="source", metavar="PATH_OR_URL",
                    help="local file, folder, file:// or http(s)/ftp URL (default: manifest URLs)")
     s.add_argument("--dest", help="folder to store into (default: $TRACES_DIR or the cache)")
-    s.add_argument("--timeout", type=float, default=30.0, help="network timeout in seconds")
+    s.add_argument("--timeout", type=_positive(float), default=30.0,
+                   help="network timeout in seconds")
     s.set_defaults(func=_cmd_fetch)
     s = sub.add_parser("verify", help="check sha256 of present trace files")
     s.add_argument("names", nargs="*", help="trace names (default: the bundled ones)")
@@ -414,13 +453,33 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the exit status (errors are reported without a traceback)."""
-    args = build_parser().parse_args(argv)
+    """Entry point; returns the exit status, never shows a traceback.
+
+    Bad input (an unknown trace, a missing or unreadable file, a malformed manifest) is one
+    line on stderr, ``python -m netsim.traces: error: ...``, and status 2; a fetch that fails
+    at run time (refused connection, checksum mismatch) status 1.
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+
+    def fail(status: int, message: object) -> int:
+        lines = [line.strip() for line in str(message).splitlines() if line.strip()]
+        text = lines[0] + ("" if len(lines) < 2 else " " + "; ".join(lines[1:])) if lines else ""
+        print(f"{parser.prog}: error: {text}", file=sys.stderr)
+        return status
+
     try:
         return int(args.func(args))
-    except (TraceError, FileNotFoundError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except _FetchFailed as exc:
+        return fail(1, exc)
+    except (TraceError, ValueError) as exc:
+        return fail(2, exc)
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as exc:
+        return fail(2, f"{exc.filename}: {exc.strerror}" if exc.filename else exc)
+    except OSError as exc:
+        return fail(1, exc)
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":

@@ -20,10 +20,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 import time
 from collections.abc import Sequence
 
+from tls12 import cli
 from tls12.certs import Credentials, generate_self_signed
 from tls12.config import ClientConfig
 from tls12.errors import TLSError
@@ -33,7 +33,7 @@ from .config import ReverseClientConfig, SeenKeyCache
 from .messages import Mode
 from .server import RSA_SUITES, check_loopback
 
-__all__ = ["main", "make_client_config"]
+__all__ = ["main", "build_parser", "make_client_config"]
 
 MODES = {"client-auth": (Mode.CLIENT_AUTH,), "puzzle": (Mode.PUZZLE,), "original": ()}
 
@@ -51,14 +51,14 @@ def make_client_config(mode: str, credentials: Credentials | None, seen: SeenKey
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m reverse_ssl.client", description=__doc__.split("\n\n")[0])
     p.add_argument("--host", type=check_loopback, default="127.0.0.1", help="loopback address of the server")
-    p.add_argument("--port", type=int, required=True, help="server port")
+    p.add_argument("--port", type=cli.remote_port, required=True, help="server port")
     p.add_argument("--mode", choices=sorted(MODES), default="puzzle", help="handshake to offer")
-    p.add_argument("--key-bits", type=int, default=2048, help="size of the client-auth certificate key")
+    p.add_argument("--key-bits", type=cli.rsa_bits, default=2048, help="size of the client-auth certificate key")
     p.add_argument("--message", default="hello, reverse SSL", help="text to send (single connection)")
     p.add_argument("--load", action="store_true", help="closed-loop load instead of one connection")
-    p.add_argument("--concurrency", type=int, default=8, help="concurrent clients with --load")
-    p.add_argument("--duration", type=float, default=5.0, help="seconds of load with --load")
-    p.add_argument("--timeout", type=float, default=30.0, help="handshake timeout in seconds")
+    p.add_argument("--concurrency", type=cli.positive_int, default=8, help="concurrent clients with --load")
+    p.add_argument("--duration", type=cli.positive_float, default=5.0, help="seconds of load with --load")
+    p.add_argument("--timeout", type=cli.positive_float, default=30.0, help="handshake timeout in seconds")
     return p
 
 
@@ -83,26 +83,39 @@ async def _one(args: argparse.Namespace, config: ReverseClientConfig) -> dict[st
     }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def _run(args: argparse.Namespace) -> int:
     creds = generate_self_signed("client", key_size=args.key_bits) if args.mode == "client-auth" else None
     seen = SeenKeyCache()
-    try:
-        if args.load:
-            result = asyncio.run(
-                closed_loop_load(
-                    args.host, args.port, lambda: make_client_config(args.mode, creds, seen),
-                    concurrency=args.concurrency, duration=args.duration,
-                )
+    where = f"{args.host}:{args.port}"
+    if args.load:
+        result = asyncio.run(
+            closed_loop_load(
+                args.host, args.port, lambda: make_client_config(args.mode, creds, seen),
+                concurrency=args.concurrency, duration=args.duration,
             )
-            print(json.dumps({"handshakes": result.handshakes, "errors": result.errors,
-                              "seconds": result.seconds, "rate": result.rate}))
-        else:
-            print(json.dumps(asyncio.run(_one(args, make_client_config(args.mode, creds, seen)))))
-    except (TLSError, OSError) as exc:
-        print(f"connection failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
+        )
+        print(json.dumps({"handshakes": result.handshakes, "errors": result.errors,
+                          "seconds": result.seconds, "rate": result.rate}))
+        if result.handshakes == 0:
+            raise cli.CLIError(f"no handshake with {where} completed in {result.seconds:.1f} s "
+                               f"({result.errors} connections failed)")
+        return 0
+    try:
+        print(json.dumps(asyncio.run(_one(args, make_client_config(args.mode, creds, seen)))))
+    except TLSError as exc:
+        raise cli.CLIError(f"handshake with {where} failed: {type(exc).__name__}: {exc}") from None
+    except TimeoutError:
+        raise cli.CLIError(f"handshake with {where} timed out after {args.timeout:g} s") from None
+    except asyncio.IncompleteReadError:
+        raise cli.CLIError(f"{where} closed the connection before echoing") from None
+    except OSError as exc:
+        raise cli.connect_error(where, exc) from None
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; bad input is one line on stderr and status 2, a failed connection status 1."""
+    return cli.run_main(build_parser(), _run, list(argv) if argv is not None else None)
 
 
 if __name__ == "__main__":

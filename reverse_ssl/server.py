@@ -24,14 +24,14 @@ import json
 import logging
 import os
 import signal
-import sys
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from tls12.certs import generate_self_signed, load_credentials
+from tls12 import cli
+from tls12.certs import Credentials, generate_self_signed, load_credentials
 from tls12.config import ServerConfig
 from tls12.suites import CipherSuite
 
@@ -43,7 +43,7 @@ from .ots import OTSScheme
 from .pool import PoolRefiller, SignaturePool
 from .puzzle import Construction, PuzzleParams, SignaturePolicy
 
-__all__ = ["main", "run_server", "check_loopback", "parse_modes"]
+__all__ = ["main", "build_parser", "run_server", "puzzle_params", "check_loopback", "parse_modes"]
 
 RSA_SUITES = (CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA256, CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA)
 
@@ -73,34 +73,45 @@ def parse_modes(text: str) -> tuple[Mode, ...]:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m reverse_ssl.server", description=__doc__.split("\n\n")[0])
     p.add_argument("--host", type=check_loopback, default="127.0.0.1", help="loopback address to listen on")
-    p.add_argument("--port", type=int, default=0, help="TCP port (0 = any free port; see --port-file)")
-    p.add_argument("--port-file", type=Path, help="write the chosen port here once listening")
+    p.add_argument("--port", type=cli.port, default=0, help="TCP port (0 = any free port; see --port-file)")
+    p.add_argument("--port-file", type=cli.output_file, help="write the chosen port here once listening")
     p.add_argument("--cert", type=Path, help="PEM certificate chain (default: fresh self-signed)")
     p.add_argument("--key", type=Path, help="PEM RSA private key for --cert")
-    p.add_argument("--key-bits", type=int, default=2048, help="RSA size of the self-signed key")
+    p.add_argument("--key-bits", type=cli.rsa_bits, default=2048, help="RSA size of the self-signed key")
     p.add_argument("--modes", type=parse_modes, default=(Mode.CLIENT_AUTH, Mode.PUZZLE),
                    help="comma list of reverse modes in preference order: client-auth,puzzle ('' = none)")
     p.add_argument("--no-original", action="store_true", help="refuse clients without Reverse SSL")
-    p.add_argument("--pool", type=int, default=256, help="capacity of the one-time key pool (0 = no pool)")
+    p.add_argument("--pool", type=cli.non_negative_int, default=256, help="capacity of the one-time key pool (0 = no pool)")
     p.add_argument("--prefill", action="store_true", help="fill the pool before listening")
-    p.add_argument("--refill-rate", type=float, default=100.0, help="max tokens per second made in the background (0 = no background refill)")
+    p.add_argument("--refill-rate", type=cli.non_negative_float, default=100.0,
+                   help="max tokens per second made in the background (0 = no background refill)")
     p.add_argument("--ots", choices=[s.name.lower() for s in OTSScheme if s is not OTSScheme.RSA_FALLBACK],
                    default="lamport", help="one-time signature scheme")
-    p.add_argument("--puzzle-bits", type=int, default=1024, help="RSA modulus size the puzzle asks for")
-    p.add_argument("--puzzle-k", type=int, default=None, help="log2 half-width of the modulus window")
-    p.add_argument("--preimage-bits", type=int, default=0, help="p > 0 selects the second construction")
+    p.add_argument("--puzzle-bits", type=cli.positive_int, default=1024, help="RSA modulus size the puzzle asks for")
+    p.add_argument("--puzzle-k", type=cli.positive_int, default=None, help="log2 half-width of the modulus window")
+    p.add_argument("--preimage-bits", type=cli.non_negative_int, default=0, help="p > 0 selects the second construction")
     p.add_argument("--signature-policy", choices=[s.value for s in SignaturePolicy], default="when_pool_empty",
                    help="when to verify the puzzle's self-signature")
-    p.add_argument("--duration", type=float, default=60.0, help="stop after this many seconds")
-    p.add_argument("--max-handshakes", type=int, default=0, help="stop after this many handshakes (0 = no limit)")
-    p.add_argument("--stats-json", type=Path, help="write the statistics here on exit")
+    p.add_argument("--duration", type=cli.non_negative_float, default=60.0, help="stop after this many seconds")
+    p.add_argument("--max-handshakes", type=cli.non_negative_int, default=0, help="stop after this many handshakes (0 = no limit)")
+    p.add_argument("--stats-json", type=cli.output_file, help="write the statistics here on exit")
     p.add_argument("-v", "--verbose", action="store_true", help="log every refused connection")
     return p
 
 
-async def run_server(args: argparse.Namespace) -> dict[str, object]:
-    """Serve until the duration or handshake limit is reached; return the statistics."""
-    creds = load_credentials(args.cert, args.key) if args.cert else generate_self_signed(key_size=args.key_bits)
+def puzzle_params(args: argparse.Namespace) -> PuzzleParams:
+    """The puzzle the command line asks for (``ValueError`` names what is inconsistent)."""
+    construction = Construction.HASH_AND_RANGE if args.preimage_bits else Construction.RANGE
+    return PuzzleParams(construction, args.puzzle_bits, args.puzzle_k, args.preimage_bits)
+
+
+async def run_server(args: argparse.Namespace, creds: Credentials | None = None) -> dict[str, object]:
+    """Serve until the duration or handshake limit is reached; return the statistics.
+
+    ``creds`` defaults to ``--cert``/``--key``, or a fresh self-signed key of ``--key-bits``.
+    """
+    if creds is None:
+        creds = load_credentials(args.cert, args.key) if args.cert else generate_self_signed(key_size=args.key_bits)
     pool = SignaturePool(args.pool) if args.pool > 0 else None
     scheme = OTSScheme[args.ots.upper()]
 
@@ -109,8 +120,7 @@ async def run_server(args: argparse.Namespace) -> dict[str, object]:
 
     if pool is not None and args.prefill:
         pool.fill(factory)
-    construction = Construction.HASH_AND_RANGE if args.preimage_bits else Construction.RANGE
-    puzzle = PuzzleParams(construction, args.puzzle_bits, args.puzzle_k, args.preimage_bits)
+    puzzle = puzzle_params(args)
     config = ReverseServerConfig(
         ServerConfig(credentials=creds, cipher_suites=RSA_SUITES),
         modes=args.modes,
@@ -154,17 +164,25 @@ async def run_server(args: argparse.Namespace) -> dict[str, object]:
     return result
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def _run(args: argparse.Namespace) -> int:
     if bool(args.cert) != bool(args.key):
-        print("--cert and --key go together", file=sys.stderr)
-        return 2
+        raise cli.UsageError("--cert and --key go together")
+    try:
+        puzzle_params(args)
+    except ValueError as exc:
+        raise cli.UsageError(f"--puzzle-bits/--puzzle-k/--preimage-bits: {exc}") from None
+    creds = cli.load_credentials_arg(args.cert, args.key) if args.cert else None
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
-    result = asyncio.run(run_server(args))
+    result = asyncio.run(run_server(args, creds))
     if args.stats_json:
         args.stats_json.write_text(json.dumps(result, indent=2))
     print(json.dumps(result), flush=True)
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; bad input is one line on stderr and status 2 (1 when the port is in use)."""
+    return cli.run_main(build_parser(), _run, list(argv) if argv is not None else None)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,8 @@ from urllib.parse import quote, urlsplit
 
 import h11
 
+from tls12.cli import connect_error
+
 from .algorithms import VerifyingKey
 from .errors import DigestMismatch, RemoteProtocolError, SineError
 from .site import STORE_DIR, canonical_path
@@ -40,13 +42,23 @@ from .verifier import (
     TagVerified,
 )
 
-__all__ = ["HttpConnection", "HttpError", "FetchResult", "Counters", "SineClient", "MODES", "fetch_and_report"]
+__all__ = ["HttpConnection", "HttpError", "ConnectFailed", "FetchResult", "Counters", "SineClient", "MODES", "fetch_and_report"]
 
 MODES = ("sine", "separate", "sineb", "sinex", "http", "https")
 
 
 class HttpError(SineError):
     """Transport-level failure or an unexpected HTTP status."""
+
+
+class ConnectFailed(HttpError):
+    """The TCP connection or the TLS handshake to ``host:port`` failed (refused, unreachable,
+    certificate not trusted).  Unlike a verification failure this ends the session:
+    :meth:`SineClient.get` raises it instead of returning a failed :class:`FetchResult`."""
+
+    def __init__(self, host: str, port: int, cause: OSError) -> None:
+        super().__init__(str(connect_error(f"{host}:{port}", cause)))
+        self.host, self.port = host, port
 
 
 @dataclass
@@ -90,9 +102,12 @@ class HttpConnection:
         self._conn: h11.Connection | None = None
 
     async def _open(self) -> None:
-        self._reader, self._writer = await asyncio.open_connection(
-            self.host, self.port, ssl=self.ssl_context,
-            server_hostname=self.host if self.ssl_context else None)
+        try:
+            self._reader, self._writer = await asyncio.open_connection(
+                self.host, self.port, ssl=self.ssl_context,
+                server_hostname=self.host if self.ssl_context else None)
+        except OSError as exc:
+            raise ConnectFailed(self.host, self.port, exc) from exc
         self._conn = h11.Connection(h11.CLIENT)
         if self.on_connect:
             self.on_connect()
@@ -254,7 +269,10 @@ class SineClient:
         return self._sign_cache[path]
 
     async def get(self, path: str) -> FetchResult:
-        """Fetch and verify ``path``; never raises for remote misbehaviour (see ``error``)."""
+        """Fetch and verify ``path``; never raises for remote misbehaviour (see ``error``).
+
+        Raises :class:`ConnectFailed` when the origin or the proxy cannot be reached at all.
+        """
         try:
             result = await self._fetch(path)
             if isinstance(result.error, DigestMismatch) and self.mode == "sinex":
@@ -262,6 +280,8 @@ class SineClient:
                 self.trusted.pop(canonical_path(path), None)
                 result = await self._fetch(path)
             return result
+        except ConnectFailed:
+            raise
         except SineError as exc:
             await self._http.close()
             return FetchResult(path, 0, b"", exc)

@@ -5,48 +5,100 @@ Example (through a Squid on port 3128)::
     python -m sine.fetch http://127.0.0.1:8080/index.html http://127.0.0.1:8080/a.html \\
         --key docroot/.sine/public.pem --proxy http://127.0.0.1:3128 --mode sinex
 
-Exit status 0 when every document verified, 1 otherwise.  ``--output FILE`` writes the
-verified bytes of the last document (only verified bytes are ever written).
+Exit status 0 when every document verified, 1 otherwise (a document failed verification, or the
+origin or proxy could not be reached), 2 for a bad command line (a URL that is not
+``http://host[:port]/...``, a ``--key`` that is not a PEM public key, a missing option the mode
+needs).  Errors are one line on stderr.  ``--output FILE`` writes the verified bytes of the last
+document (only verified bytes are ever written).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
+
+from cryptography import x509
+
+from tls12.cli import CLIError, UsageError, load_pem_arg, output_file, run_main
 
 from .algorithms import VerifyingKey
 from .client import MODES, fetch_and_report
+from .errors import SineError
 
-__all__ = ["main"]
+__all__ = ["main", "build_parser"]
+
+_NEEDS_KEY = ("sine", "separate", "sinex")
+_NEEDS_TLS = ("sineb", "https")
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The ``python -m sine.fetch`` argument parser."""
     p = argparse.ArgumentParser(
         prog="python -m sine.fetch",
         description="Fetch documents from a SINE origin (optionally through a proxy) and "
         "verify them block by block.",
     )
     p.add_argument("urls", nargs="+", metavar="URL", help="http://host:port/path (same origin)")
-    p.add_argument("--key", type=Path, help="origin's public key (PEM), pinned out of band")
-    p.add_argument("--proxy", help="HTTP proxy, e.g. http://127.0.0.1:3128")
+    p.add_argument("--key", metavar="PEM", help="origin's public key (PEM), pinned out of band; "
+                   f"needed by modes {', '.join(_NEEDS_KEY)}")
+    p.add_argument("--proxy", metavar="URL", help="HTTP proxy, e.g. http://127.0.0.1:3128")
     p.add_argument("--mode", choices=MODES, default="sine")
-    p.add_argument("--tls-origin", help="https://host:port of the origin (SINEB, https)")
-    p.add_argument("--tls-ca", type=Path, help="PEM certificate pinned for --tls-origin")
+    p.add_argument("--tls-origin", metavar="URL",
+                   help="https://host:port of the origin (modes sineb, https)")
+    p.add_argument("--tls-ca", metavar="PEM", help="certificate pinned for --tls-origin")
     p.add_argument("--collect", action="store_true", help="SINEB: batched AT_collect")
-    p.add_argument("--output", type=Path, help="write the last document's verified bytes")
-    args = p.parse_args(argv)
-    origins = {f"{urlsplit(u).scheme}://{urlsplit(u).netloc}" for u in args.urls}
-    if len(origins) != 1:
-        p.error("all URLs must share one origin (one session)")
-    key = VerifyingKey.from_pem(args.key.read_bytes()) if args.key else None
+    p.add_argument("--output", type=output_file, metavar="FILE",
+                   help="write the last document's verified bytes")
+    return p
 
-    return fetch_and_report(
-        origins.pop(), args.urls, mode=args.mode, public_key=key, proxy=args.proxy,
-        tls_origin=args.tls_origin, tls_ca=args.tls_ca.read_bytes() if args.tls_ca else None,
-        collect=args.collect, output=args.output,
-    )
+
+def _url(option: str, text: str, scheme: str) -> SplitResult:
+    """``text`` parsed as ``scheme://host[:port]...``, or a :class:`UsageError`."""
+    parts = urlsplit(text)
+    if parts.scheme != scheme or not parts.hostname:
+        raise UsageError(f"{option} {text!r}: expected an {scheme}://HOST[:PORT]/... URL")
+    try:
+        parts.port  # noqa: B018 -- urlsplit checks the port only when asked
+    except ValueError as exc:
+        raise UsageError(f"{option} {text!r}: bad port ({exc})") from None
+    return parts
+
+
+def _checked_certificates(pem: bytes) -> bytes:
+    """``pem`` itself, once every certificate in it has parsed."""
+    x509.load_pem_x509_certificates(pem)
+    return pem
+
+
+def _run(args: argparse.Namespace) -> int:
+    origins = {f"{p.scheme}://{p.netloc}" for p in (_url("URL", u, "http") for u in args.urls)}
+    if len(origins) != 1:
+        raise UsageError("all URLs must share one origin (one session)")
+    if args.proxy is not None:
+        _url("--proxy", args.proxy, "http")
+    if args.tls_origin is not None:
+        _url("--tls-origin", args.tls_origin, "https")
+    if args.mode in _NEEDS_KEY and args.key is None:
+        raise UsageError(f"--key: mode {args.mode} needs the origin's public key (PEM)")
+    if args.mode in _NEEDS_TLS and (args.tls_origin is None or args.tls_ca is None):
+        raise UsageError(f"mode {args.mode} needs --tls-origin and --tls-ca")
+    key = load_pem_arg("--key", args.key, "public key", VerifyingKey.from_pem) if args.key else None
+    tls_ca = None
+    if args.tls_ca:
+        tls_ca = load_pem_arg("--tls-ca", args.tls_ca, "certificate", _checked_certificates)
+    try:
+        return fetch_and_report(
+            origins.pop(), args.urls, mode=args.mode, public_key=key, proxy=args.proxy,
+            tls_origin=args.tls_origin, tls_ca=tls_ca, collect=args.collect, output=args.output,
+        )
+    except SineError as exc:  # the origin or the proxy cannot be reached (HttpConnection)
+        raise CLIError(str(exc)) from exc
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; bad input is one line on stderr and status 2, see the module docstring."""
+    return run_main(build_parser(), _run, argv)
 
 
 if __name__ == "__main__":

@@ -33,16 +33,19 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import h11
 
+from tls12 import cli
+
 from .format import SeparateTag, push_separate_tag
 from .site import STORE_DIR, canonical_path, load_signed, signed_from_separate, tag_file
 from .tag import encode_stream, stream_length
 
-__all__ = ["OriginServer", "ServerStats", "make_self_signed", "main"]
+__all__ = ["OriginServer", "ServerStats", "make_self_signed", "build_parser", "main"]
 
 
 @dataclass
@@ -157,7 +160,8 @@ class OriginServer:
         headers = [(b"Server", b"sine-origin"), (b"Date", _http_date(self.clock())),
                    *([] if status == 304 else [(b"Content-Length", str(length).encode())]),
                    *headers]
-        await self._send(conn, writer, h11.Response(status_code=status, headers=headers))
+        await self._send(conn, writer, h11.Response(
+            status_code=status, headers=headers, reason=HTTPStatus(status).phrase.encode()))
         if not head:
             chunks = body if isinstance(body, list) else body[0]
             for chunk in chunks:
@@ -317,37 +321,66 @@ def server_tls_context(cert_file: Path, key_file: Path) -> ssl.SSLContext:
     return ctx
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The ``python -m sine.server`` argument parser."""
     p = argparse.ArgumentParser(
         prog="python -m sine.server",
         description="Serve a document root signed by 'python -m sine.sign' (SINE, SINEB, SINEX).",
     )
     p.add_argument("docroot", type=Path)
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8080, help="HTTP port (default 8080)")
-    p.add_argument("--tls-port", type=int, default=8443, help="HTTPS port for SINEB AT_sign")
+    p.add_argument("--port", type=cli.port, default=8080, help="HTTP port (default 8080)")
+    p.add_argument("--tls-port", type=cli.port, default=8443,
+                   help="HTTPS port for SINEB AT_sign (default 8443)")
     p.add_argument("--tls-cert", type=Path, help="PEM certificate (generated if omitted)")
-    p.add_argument("--tls-key", type=Path, help="PEM key of --tls-cert")
+    p.add_argument("--tls-key", type=Path, help="PEM private key of --tls-cert")
     p.add_argument("--no-tls", action="store_true", help="HTTP only")
-    p.add_argument("--duration", type=float, default=0, help="stop after this many seconds")
-    args = p.parse_args(argv)
+    p.add_argument("--duration", type=cli.non_negative_float, default=0,
+                   help="stop after this many seconds (default 0: run until Ctrl-C)")
+    return p
+
+
+def _load_tls(cert: Path, key: Path) -> ssl.SSLContext:
+    """A server context for ``cert`` and ``key``, each checked with a message naming it."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    cli.load_pem_arg("--tls-cert", cert, "certificate", x509.load_pem_x509_certificates)
+    cli.load_pem_arg("--tls-key", key, "private key",
+                     lambda pem: serialization.load_pem_private_key(pem, password=None))
+    try:
+        return server_tls_context(cert, key)
+    except ssl.SSLError as exc:
+        raise cli.UsageError(f"--tls-key {key} does not match --tls-cert {cert} "
+                             f"({exc.reason or exc})") from None
+
+
+def _run(args: argparse.Namespace) -> int:
+    docroot: Path = args.docroot
+    if not docroot.is_dir():
+        raise cli.UsageError(f"{docroot} is not a directory")
+    if not Path(docroot, STORE_DIR, "public.pem").is_file():
+        raise cli.UsageError(f"{docroot} is not signed: run "
+                             f"'python -m sine.sign {docroot} --key KEY' first")
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise cli.UsageError("--tls-cert and --tls-key go together")
     ctx = None
     if not args.no_tls:
         cert, key = args.tls_cert, args.tls_key
-        if cert is None or key is None:
+        if cert is None:
             cert_pem, key_pem = make_self_signed(args.host)
-            store = Path(args.docroot, STORE_DIR)
+            store = Path(docroot, STORE_DIR)
             cert, key = store / "tls-cert.pem", store / "tls-key.pem"
             cert.write_bytes(cert_pem)
             key.write_bytes(key_pem)
             key.chmod(0o600)
             print(f"generated TLS certificate {cert} (pin it with sine.fetch --tls-ca)")
-        ctx = server_tls_context(cert, key)
+        ctx = _load_tls(cert, key)
 
     async def run() -> None:
-        server = OriginServer(args.docroot)
+        server = OriginServer(docroot)
         ports = await server.start(args.host, args.port, tls=ctx, tls_port=args.tls_port)
-        print(f"serving {args.docroot} on http://{args.host}:{ports[0]}"
+        print(f"serving {docroot} on http://{args.host}:{ports[0]}"
               + (f" and https://{args.host}:{ports[1]}" if ports[1] else ""), flush=True)
         try:
             if args.duration:
@@ -359,9 +392,15 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         asyncio.run(run())
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C is how the server is meant to stop
         pass
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; bad input is one line on stderr and exit status 2 (1 when the port is in
+    use), never a traceback."""
+    return cli.run_main(build_parser(), _run, argv)
 
 
 if __name__ == "__main__":

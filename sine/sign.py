@@ -12,11 +12,15 @@ import os
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
+
+from tls12.cli import UsageError, describe_os_error, load_pem_arg, positive_int, run_main
 
 from .algorithms import HashAlg, SigAlg, SigningKey
+from .format import MAX_BLOCK_SIZE, MIN_BLOCK_SIZE
 from .site import sign_site
 
-__all__ = ["main", "load_or_create_key"]
+__all__ = ["main", "build_parser", "load_or_create_key"]
 
 _SIG_NAMES = {"rsa-pss": SigAlg.RSA_PSS_SHA256, "ed25519": SigAlg.ED25519,
               "ecdsa-p256": SigAlg.ECDSA_P256_SHA256}
@@ -35,7 +39,27 @@ def load_or_create_key(path: Path, alg: SigAlg = SigAlg.RSA_PSS_SHA256) -> Signi
     return key
 
 
-def main(argv: list[str] | None = None) -> int:
+def _block_size(text: str) -> int:
+    value = positive_int(text)
+    if not MIN_BLOCK_SIZE <= value <= MAX_BLOCK_SIZE:
+        raise argparse.ArgumentTypeError(
+            f"expected {MIN_BLOCK_SIZE} to {MAX_BLOCK_SIZE} bytes, got {text!r}")
+    return value
+
+
+def _origin(text: str) -> str:
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/"):
+        raise argparse.ArgumentTypeError(f"expected an origin http(s)://HOST[:PORT], got {text!r}")
+    try:
+        parts.port  # noqa: B018 -- urlsplit checks the port only when asked
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad port in origin {text!r}") from None
+    return text
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``python -m sine.sign`` argument parser."""
     p = argparse.ArgumentParser(
         prog="python -m sine.sign",
         description="Sign every document under DOCROOT with SINE tags (SINEX forward "
@@ -47,15 +71,30 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--alg", choices=sorted(_SIG_NAMES), default="rsa-pss",
                    help="signature scheme for a newly created key (default rsa-pss, 2048 bit)")
     p.add_argument("--hash", choices=sorted(_HASH_NAMES), default="sha256")
-    p.add_argument("--block-size", type=int, default=1024, help="bytes per block (default 1024)")
-    p.add_argument("--lifetime", type=int, default=86400, help="seconds until E (default 86400)")
+    p.add_argument("--block-size", type=_block_size, default=1024,
+                   help=f"bytes per block, {MIN_BLOCK_SIZE} to {MAX_BLOCK_SIZE} (default 1024)")
+    p.add_argument("--lifetime", type=positive_int, default=86400,
+                   help="seconds until E (default 86400)")
     p.add_argument("--no-sinex", action="store_true", help="no forward authenticators")
-    p.add_argument("--origin", action="append", default=[],
+    p.add_argument("--origin", type=_origin, action="append", default=[],
                    help="absolute origin (http://host:port) whose links count as same-site")
-    args = p.parse_args(argv)
+    return p
+
+
+def _key(path: Path, alg: SigAlg) -> SigningKey:
+    """The key at ``path`` (refusing anything but a PEM private key), or a new one there."""
+    if path.exists():
+        return load_pem_arg("--key", path, "private key", SigningKey.from_pem)
+    try:
+        return load_or_create_key(path, alg)
+    except OSError as exc:
+        raise UsageError(f"--key {path}: cannot create: {describe_os_error(exc)}") from None
+
+
+def _run(args: argparse.Namespace) -> int:
     if not args.docroot.is_dir():
-        p.error(f"{args.docroot} is not a directory")
-    key = load_or_create_key(args.key, _SIG_NAMES[args.alg])
+        raise UsageError(f"{args.docroot} is not a directory")
+    key = _key(args.key, _SIG_NAMES[args.alg])
     report = sign_site(
         args.docroot, key, time.time(), lifetime=args.lifetime, block_size=args.block_size,
         hash_alg=_HASH_NAMES[args.hash], sinex=not args.no_sinex,
@@ -65,6 +104,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{action:22} {path}")
     print(f"{len(report.signed())} signed, {len(report.actions) - len(report.signed())} unchanged")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; bad input is one line on stderr and exit status 2, never a traceback."""
+    return run_main(build_parser(), _run, argv)
 
 
 if __name__ == "__main__":

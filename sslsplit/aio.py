@@ -13,6 +13,17 @@ and gets ``200`` with the payload, or ``404``.  The same tiny server
 :class:`~sslsplit.store.RecordStore`) and, optionally, on proxies (backed by
 their caches).  Whatever arrives is checked against its id by the caller:
 sources are not trusted either.
+
+**Streams that keep what arrived before a reset** (:class:`ResetAwareReader`,
+:func:`open_connection`, :func:`start_server`).  asyncio's ``StreamReader``
+raises ``ConnectionResetError`` from ``read()`` as soon as the peer's RST has
+been seen, even when bytes that arrived *before* the RST are still in its
+buffer: they are lost to the application.  A relay cannot afford that.  A TCP
+peer sends an RST instead of a FIN when it closes its socket with received
+bytes still unread -- e.g. an HTTPS origin that finishes a response without
+reading the client's early close_notify -- and everything it sent before is
+part of the response.  These readers hand out every byte first and then
+report the end like an EOF, with the reset kept in ``reader.reset``.
 """
 
 from __future__ import annotations
@@ -23,6 +34,7 @@ import re
 import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from http import HTTPStatus
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -30,7 +42,16 @@ import h11
 
 from .wire import MAX_FIELD, IDEncoding
 
-__all__ = ["serve_payloads", "PayloadClient", "PayloadServerStats", "payload_path", "BackgroundLoop"]
+__all__ = [
+    "serve_payloads",
+    "PayloadClient",
+    "PayloadServerStats",
+    "payload_path",
+    "BackgroundLoop",
+    "ResetAwareReader",
+    "open_connection",
+    "start_server",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +103,7 @@ async def _handle(
                 headers = [("Content-Length", str(len(body))), ("Content-Type", "application/octet-stream")]
                 out = b"".join(
                     conn.send(e) or b""
-                    for e in (h11.Response(status_code=status, headers=headers), h11.Data(data=body), h11.EndOfMessage())
+                    for e in (h11.Response(status_code=status, headers=headers, reason=HTTPStatus(status).phrase.encode()), h11.Data(data=body), h11.EndOfMessage())
                 )
                 stats.bytes_out += len(out)
                 writer.write(out)
@@ -173,6 +194,47 @@ class PayloadClient:
                 return bytes(body) if status == 200 else None
             elif isinstance(event, h11.ConnectionClosed):
                 raise ConnectionError("source closed the connection")
+
+
+class ResetAwareReader(asyncio.StreamReader):
+    """A ``StreamReader`` that delivers every byte received before a reset, then EOF.
+
+    ``read()`` returns the buffered bytes, then ``b""``; ``reset`` holds the
+    ``ConnectionResetError`` (None after an orderly FIN).  Other errors are
+    raised as usual.
+    """
+
+    def __init__(self, limit: int = 1 << 16) -> None:
+        super().__init__(limit=limit)
+        self.reset: ConnectionResetError | None = None
+
+    def set_exception(self, exc: BaseException) -> None:
+        if isinstance(exc, ConnectionResetError):
+            self.reset = exc
+            self.feed_eof()
+        else:
+            super().set_exception(exc)
+
+
+async def open_connection(host: str, port: int) -> tuple[ResetAwareReader, asyncio.StreamWriter]:
+    """Like :func:`asyncio.open_connection`, with a :class:`ResetAwareReader`."""
+    loop = asyncio.get_running_loop()
+    reader = ResetAwareReader()
+    protocol = asyncio.StreamReaderProtocol(reader)
+    transport, _ = await loop.create_connection(lambda: protocol, host, port)
+    return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
+
+
+async def start_server(
+    handler: Callable[[ResetAwareReader, asyncio.StreamWriter], Coroutine[Any, Any, None]], host: str, port: int
+) -> asyncio.Server:
+    """Like :func:`asyncio.start_server`; ``handler`` gets a :class:`ResetAwareReader`."""
+    loop = asyncio.get_running_loop()
+    return await loop.create_server(
+        lambda: asyncio.StreamReaderProtocol(ResetAwareReader(), handler),  # type: ignore[arg-type]
+        host,
+        port,
+    )
 
 
 T = TypeVar("T")

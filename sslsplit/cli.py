@@ -1,21 +1,18 @@
-"""Small helpers shared by the command-line programs."""
+"""Small helpers shared by the command-line programs of :mod:`sslsplit`.
+
+Argument types and one-line error reporting are shared by every program of the testbed and
+live in :mod:`tls12.cli`; ``hostport`` is re-exported here for the existing imports.
+"""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import signal
 from collections.abc import Iterable
 
+from tls12.cli import hostport
+
 __all__ = ["hostport", "close_servers", "wait_for_signal"]
-
-
-def hostport(text: str) -> tuple[str, int]:
-    """Parse ``HOST:PORT`` (``:PORT`` means 127.0.0.1) for argparse."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
-    return host or "127.0.0.1", int(port)
 
 
 async def close_servers(servers: Iterable[asyncio.AbstractServer]) -> None:

@@ -7,10 +7,24 @@ function                    paper
 :func:`figure7`             Figure 7: bandwidth efficiency vs file size, with the paper's model
 :func:`figure8`             Figure 8: savings factor of warm splitting over HTTP and HTTPS
 :func:`calibrated_model`    §6.3's linear cost model, fitted to our measurements
+:func:`sweep_fit`           in-sample: the calibrated model against the runs it was fitted to
 :func:`figure10_11`         Figures 10/11: a trace chunk replayed through the real servers and
                             proxy, the same chunk and the full traces simulated
+:func:`agreement`           held-out: the calibrated model against replays it never saw
+:func:`held_out_agreement`  the same on fresh synthetic chunks, several seeds
 :func:`figure12`            Figure 12: latency vs size behind the ADSL model, real message sizes
+:func:`paper_comparison`    every published §6 number next to ours, measured and modelled
 =========================== ==================================================================
+
+**How the cost model is validated.** The model is the paper's: per request, a fixed plus a
+per-byte cost for each protocol, piecewise for warm splitting. It is *calibrated* on the
+single-file sweep (:func:`calibrated_model`) and then *validated* on trace replays that played
+no part in the fit -- other files, other sizes, another request mix (:func:`agreement`).
+Separately, :func:`paper_comparison` puts each number the paper publishes for §6
+(:mod:`sslsplit.paper_points`) beside our measurement and two models: the one calibrated here
+and :func:`netsim.costmodel.paper_model`, the model of the paper's own setup. Every row carries
+a ``kind``: ``measured`` (a real run), ``modelled`` or ``true by construction`` (see
+:mod:`netsim.experiments`).
 
 Bytes are counted on the origin's sockets (TCP payload), as the paper counted
 bytes on the server's interface; ``wire_bytes`` adds an estimate of TCP/IP
@@ -18,27 +32,17 @@ headers (:func:`ip_bytes`, same constants as :class:`netsim.costmodel.WireParams
 so that our numbers and the paper's are on the same footing.  Every function
 returns a pandas DataFrame and takes ``quick`` for CI-sized runs.
 
-The measurements run on a :class:`Testbed`: it runs, in a background event loop, the three servers the
-paper compares -- a plain HTTP server, the HTTPS server of
-:mod:`tls12.https_server` and the SSL-splitting server -- over one document
-root, and makes proxies on demand.  :meth:`Testbed.download` fetches a path
-with a real client (Python's ``http.client`` over ``ssl``) and returns the
-bytes **the origin sent** for it, counted on the origin's sockets as in the
-paper: for splitting, stubs to the proxy plus any payloads the proxy fetched
-on a cache miss.  The HTTP layer is the same code for all three servers, so
-differences come from the protocols alone.
+The measurements run on a :class:`~sslsplit.testbed.Testbed` (re-exported here): the three
+servers the paper compares -- plain HTTP, HTTPS and SSL splitting -- over one document root on
+loopback, with proxies made on demand and an unmodified client.
 """
 
 from __future__ import annotations
 
-import asyncio
-import http.client
 import random
-import ssl
 import tempfile
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -48,229 +52,58 @@ from tqdm import tqdm
 
 from netsim.costmodel import CostModel, LinearCost, Protocol, WireParams, paper_model
 from netsim.experiments import (
-    PAPER_BANDWIDTH,
+    BY_CONSTRUCTION,
+    MEASURED,
+    MODELLED,
     chunk_of,
     fig10_11_bandwidth,
     fig12_latency,
     load_workloads,
+    trace_kind,
+    trace_note,
 )
 from netsim.latency import AdslTestbed
 from netsim.replay import replay
-from tls12.certs import Credentials, generate_self_signed
-from tls12.config import ServerConfig
-from tls12.https_server import HTTPFileHandler, ServerStats, start_server
-from tls12.suites import SUITES, CipherSuite
+from netsim.synth import AMSTERDAM_LIKE, LCS_LIKE, generate, scaled
+from netsim.workload import daytime_chunks
 
-from .aio import BackgroundLoop, PayloadClient
-from .cache import CacheHierarchy, MemoryCache
-from .proxy import SplittingProxy
-from .server import SplittingServer
+from .paper_points import OUR_TRACE, PAPER_POINTS, paper_bandwidth
+from .testbed import Download, PlainStream, Testbed
 
 __all__ = [
     "Testbed",
     "Download",
     "PlainStream",
     "SWEEP_SIZES",
-    "PAPER_ANCHORS",
+    "PAPER_SIZES",
     "ip_bytes",
     "single_file_sweep",
     "figure7",
     "figure8",
     "calibrated_model",
+    "sweep_fit",
     "measured_wire_params",
     "replay_chunk",
     "figure10_11",
     "figure12",
     "agreement",
+    "HELD_OUT_SHAPES",
+    "held_out_chunk",
+    "held_out_agreement",
+    "paper_comparison",
+    "EST_MEASURED",
+    "EST_CALIBRATED",
+    "EST_SETUP",
+    "EST_TRACE",
 ]
-
-# --- the loopback testbed ---------------------------------------------------------
-
-class PlainStream:
-    """A TCP stream with the interface the HTTP layer expects of a TLS stream (the HTTP baseline)."""
-
-    handshake = None
-    error = None
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
-        self.bytes_in = 0
-        self.bytes_out = 0
-        self.alerts: list[Any] = []
-        self.app_data: dict[str, object] = {}
-        self.peername = writer.get_extra_info("peername")
-
-    async def read(self, max_bytes: int = 65536) -> bytes:
-        data = await self.reader.read(max_bytes)
-        self.bytes_in += len(data)
-        return data
-
-    def write(self, data: bytes) -> None:
-        self.bytes_out += len(data)
-        self.writer.write(data)
-
-    async def drain(self) -> None:
-        await self.writer.drain()
-
-
-@dataclass(frozen=True)
-class Download:
-    protocol: str
-    path: str
-    body_bytes: int
-    server_bytes: int
-    seconds: float
-
-
-class Testbed:
-    """HTTP, HTTPS and SSL-splitting servers over ``root`` on loopback, in a background loop."""
-
-    def __init__(
-        self,
-        root: str | Path,
-        credentials: Credentials | None = None,
-        suite: CipherSuite = CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA,
-    ) -> None:
-        self.root = Path(root)
-        self.credentials = credentials or generate_self_signed()
-        self.suite = suite
-        self.loop = BackgroundLoop()
-        self.http_stats = ServerStats()
-        self.https_stats = ServerStats()
-        self.split = SplittingServer(self.root, self.credentials, mode="auto", session_cache=False)
-        self.http_port = self.https_port = 0
-        self.http_closed = 0
-        self._servers: list[asyncio.AbstractServer] = []
-        self.proxy: SplittingProxy | None = None
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-        ctx.maximum_version = ssl.TLSVersion.TLSv1_2
-        params = SUITES[suite]
-        ctx.set_ciphers(params.openssl_name + (":@SECLEVEL=0" if params.cipher == "null" else ""))
-        self.client_context = ctx
-
-    async def _start(self) -> None:
-        stats = self.http_stats
-
-        async def plain(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            stream = PlainStream(reader, writer)
-            try:
-                await HTTPFileHandler(stream, self.root.resolve(), stats, 30.0).run()  # type: ignore[arg-type]
-            finally:
-                writer.close()
-                stats.bytes_out += stream.bytes_out
-                stats.bytes_in += stream.bytes_in
-                self.http_closed += 1
-
-        http_server = await asyncio.start_server(plain, "127.0.0.1", 0)
-        https_server = await start_server(
-            self.root, "127.0.0.1", 0, ServerConfig(credentials=self.credentials, cipher_suites=(self.suite,)),
-            stats=self.https_stats,
-        )
-        await self.split.start()
-        self._servers = [http_server, https_server]
-        self.http_port = http_server.sockets[0].getsockname()[1]
-        self.https_port = https_server.sockets[0].getsockname()[1]
-
-    def start(self) -> Testbed:
-        self.loop.start()
-        self.loop.run(self._start())
-        self.new_proxy()
-        return self
-
-    def new_proxy(self) -> SplittingProxy:
-        """Replace the proxy by one with an empty (cold) cache."""
-
-        async def make() -> SplittingProxy:
-            if self.proxy is not None:
-                await self.proxy.close()
-            hierarchy = CacheHierarchy([MemoryCache(4 << 30)], [PayloadClient("127.0.0.1", self.split.store_port, name="origin")])
-            proxy = SplittingProxy(("127.0.0.1", self.split.port), hierarchy)
-            await proxy.start()
-            return proxy
-
-        self.proxy = self.loop.run(make())
-        return self.proxy
-
-    def stop(self) -> None:
-        async def close() -> None:
-            if self.proxy is not None:
-                await self.proxy.close()
-            for s in self._servers:
-                s.close()
-                await s.wait_closed()
-            await self.split.close()
-
-        try:
-            self.loop.run(close())
-        finally:
-            self.loop.stop()
-
-    def __enter__(self) -> Testbed:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    # --- measuring -----------------------------------------------------------------
-
-    def _counter(self, protocol: str) -> Callable[[], int]:
-        if protocol == "http":
-            return lambda: self.http_stats.bytes_out
-        if protocol == "https":
-            return lambda: self.https_stats.bytes_out
-        return lambda: self.split.bytes_sent
-
-    def _closed(self, protocol: str) -> Callable[[], int]:
-        if protocol == "http":
-            return lambda: self.http_closed
-        if protocol == "https":
-            return lambda: len(self.https_stats.connections)
-        return lambda: self.split.totals.connections
-
-    def download(self, protocol: str, path: str, timeout: float = 120.0) -> Download:
-        """GET ``path`` with one new connection; ``protocol`` is http, https or split."""
-        if protocol not in ("http", "https", "split"):
-            raise ValueError(f"protocol must be http, https or split, not {protocol!r}")
-        counter = self._counter(protocol)
-        before = counter()
-        closed_before = self._closed(protocol)()
-        t0 = time.perf_counter()
-        if protocol == "http":
-            conn: http.client.HTTPConnection = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=timeout)
-        else:
-            port = self.https_port if protocol == "https" else self.proxy.port  # type: ignore[union-attr]
-            conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=timeout, context=self.client_context)
-        try:
-            conn.request("GET", path, headers={"Connection": "close"})
-            resp = conn.getresponse()
-            body = resp.read()
-            if resp.status != 200:
-                raise RuntimeError(f"{protocol} GET {path}: HTTP {resp.status}")
-        finally:
-            conn.close()
-        seconds = time.perf_counter() - t0
-        # byte counters are final once the server has seen the connection end
-        deadline = time.monotonic() + 10
-        while self._closed(protocol)() == closed_before and time.monotonic() < deadline:
-            time.sleep(0.002)
-        return Download(protocol, path, len(body), counter() - before, seconds)
-
 
 # --- the experiments ---------------------------------------------------------------
 
 WIRE = WireParams()
 SWEEP_SIZES: tuple[int, ...] = tuple(int(s) for s in np.unique(np.round(np.geomspace(100, 10_000_000, 25))))
 PROTOCOLS = ("http", "https", "split_cold", "split_warm")
-
-#: Numbers the paper states in its text about Figures 7 and 8 (§6.2).
-PAPER_ANCHORS = pd.DataFrame([
-    {"figure": 8, "size": 100, "quantity": "http_bytes / split_warm_bytes", "paper": 1 / 3,
-     "text": "for 100-byte files, plain HTTP has about one-third the cost of SSL splitting"},
-    {"figure": 8, "size": 1_000_000, "quantity": "1 - split_warm_bytes / http_bytes", "paper": 0.995,
-     "text": "for one-megabyte files, SSL splitting has a bandwidth savings of 99.5% over HTTP"},
-])
+#: File sizes at which the paper states a number (§6.2): the default sweeps include them.
+PAPER_SIZES: tuple[int, ...] = tuple(int(s) for s in PAPER_POINTS["size"].dropna())
 
 
 def ip_bytes(app_bytes: float | np.ndarray, connections: int = 1, params: WireParams = WIRE) -> np.ndarray:
@@ -295,14 +128,18 @@ def single_file_sweep(quick: bool = True, sizes: Sequence[int] | None = None, re
     ``split_cold``: a fresh proxy per file whose cache holds only the server's
     certificate (fetched once by a first, tiny download -- any proxy that has
     served the site before has it); ``split_warm``: the same file again
-    through that proxy.  Columns: ``size``, ``protocol``,
-    ``server_bytes`` (TCP payload), ``wire_bytes`` (with TCP/IP headers),
-    ``efficiency`` (size / wire_bytes, Figure 7's y axis) and ``seconds``.
+    through that proxy.  The default sizes include :data:`PAPER_SIZES` (100 B
+    and 1 MB), where the paper states numbers.  Columns: ``size``, ``protocol``,
+    ``server_bytes`` (TCP payload, counted on the origin's sockets),
+    ``wire_bytes`` (plus *estimated* TCP/IP headers, :func:`ip_bytes`),
+    ``efficiency`` (size / wire_bytes, Figure 7's y axis) and ``seconds``; every
+    row is ``measured``.
     """
     if sizes is None:
         sizes = SWEEP_SIZES[::3] if quick else SWEEP_SIZES
         if quick:
             sizes = [s for s in sizes if s <= 2_000_000]
+        sizes = sorted(set(sizes) | set(PAPER_SIZES))
     rows = []
     with tempfile.TemporaryDirectory() as tmp, Testbed(tmp) as tb:
         paths = _write_files(Path(tmp), sizes)
@@ -375,6 +212,23 @@ def calibrated_model(sweep: pd.DataFrame) -> CostModel:
     return CostModel.from_table(sizes, measured, header_split_bytes=4_000, large_file_bytes=large)
 
 
+def sweep_fit(sweep: pd.DataFrame, model: CostModel | None = None) -> pd.DataFrame:
+    """The calibrated model against the very runs it was fitted to (**in-sample**).
+
+    This is what the paper's "fits the microbenchmark results to within 5%" (§6.3) measures:
+    how well a line (piecewise for warm splitting) describes the size sweep. It says nothing
+    about predicting other workloads; :func:`agreement` does that. One row per size and
+    protocol: ``measured`` and ``model`` wire bytes, ``error`` = model / measured - 1.
+    """
+    model = model or calibrated_model(sweep)
+    df = sweep[["size", "protocol", "wire_bytes"]].rename(columns={"wire_bytes": "measured"})
+    df["model"] = [float(model.bytes(_paper_protocol(p), np.array([s]))[0])
+                   for s, p in zip(df["size"], df["protocol"], strict=True)]
+    df["error"] = df["model"] / df["measured"] - 1
+    df["fit"] = "in-sample"
+    return df.reset_index(drop=True)
+
+
 def measured_wire_params(sweep: pd.DataFrame) -> WireParams:
     """WireParams whose message sizes are the ones measured here (for the latency model)."""
     app = sweep.pivot(index="size", columns="protocol", values="server_bytes")
@@ -433,17 +287,34 @@ def replay_chunk(chunk: pd.DataFrame, protocols: Sequence[str] = PROTOCOLS, seed
 
 
 def figure10_11(
-    quick: bool = True, sweep: pd.DataFrame | None = None, traces: Sequence[str] | None = None, chunk_bytes: int | None = None
+    quick: bool = True,
+    sweep: pd.DataFrame | None = None,
+    traces: Sequence[str] | None = None,
+    chunk_bytes: int | None = None,
+    workloads: dict[str, pd.DataFrame] | None = None,
 ) -> pd.DataFrame:
-    """Figures 10/11: measured replay of a chunk, the calibrated simulation of it and of the full traces.
+    """Figures 10/11: measured replay of a chunk, the cost models' replay of it and of the full traces.
 
-    Columns: ``trace``, ``scope`` (chunk/full), ``protocol``, ``source``
-    (measured, simulated, paper), ``ratio`` (server bytes per file byte) and
-    ``vs_http``.  ``agreement`` rows give simulated / measured per protocol.
+    ``sweep`` calibrates the model (default: a new :func:`single_file_sweep`); ``workloads``
+    (default :func:`netsim.experiments.load_workloads` of ``traces``) are replayed.
+    Columns: ``trace``, ``scope`` (chunk/full), ``protocol``, ``source``, ``ratio`` (server
+    bytes per file byte), ``vs_http``, ``server_bytes``, ``file_bytes``, ``requests``,
+    ``kind`` and ``note``. ``source`` is
+
+    * ``measured`` -- the chunk replayed request by request through the real servers and proxy
+      (kind ``measured``);
+    * ``simulated`` -- the cost model calibrated on ``sweep`` (kind ``modelled``); the chunk
+      was not part of the calibration, so chunk rows are a held-out test (:func:`agreement`);
+    * ``simulated (paper setup)`` -- :func:`netsim.costmodel.paper_model` (``modelled``);
+    * ``paper`` -- the published bars as far as the text gives them (kind ``published``).
+
+    The ideal protocol (each unique byte once) is a trace statistic: ``true by construction``
+    on the synthetic traces, whose generator and chunk were chosen to match the paper.
     """
     sweep = sweep if sweep is not None else single_file_sweep(quick)
     model = calibrated_model(sweep)
-    workloads = load_workloads(quick, names=traces)
+    setup = paper_model()
+    workloads = workloads if workloads is not None else load_workloads(quick, names=traces)
     volume = chunk_bytes or (2_000_000 if quick else 10_000_000)
     parts = []
     for name, work in workloads.items():
@@ -452,29 +323,99 @@ def figure10_11(
             chunk = chunk.iloc[:400]
         measured = replay_chunk(chunk)
         measured.insert(0, "source", "measured")
-        simulated = replay(chunk, model)
-        simulated = simulated[simulated["protocol"].isin(list(PROTOCOLS) + ["ideal"])]
-        simulated.insert(0, "source", "simulated")
-        for df in (measured, simulated):
-            df.insert(0, "scope", "chunk")
-            df.insert(0, "trace", name)
-            parts.append(df)
-    full = fig10_11_bandwidth(quick, model=model, workloads=workloads)
-    full = full[full["scope"] == "full"].copy()
-    full.insert(2, "source", "simulated")
-    parts.append(full)
-    paper = PAPER_BANDWIDTH.copy()
+        measured["kind"] = MEASURED
+        for source, m in (("simulated", model), ("simulated (paper setup)", setup)):
+            sim = replay(chunk, m)
+            keep = list(PROTOCOLS) + (["ideal"] if source == "simulated" else [])
+            sim = sim[sim["protocol"].isin(keep)].copy()
+            sim.insert(0, "source", source)
+            sim["kind"] = np.where(sim["protocol"] == "ideal", trace_kind(name), MODELLED)
+            parts.append(_label(sim, name, "chunk"))
+        parts.append(_label(measured, name, "chunk"))
+    for source, m in (("simulated", model), ("simulated (paper setup)", setup)):
+        full = fig10_11_bandwidth(quick, model=m, workloads=workloads)
+        full = full[full["scope"] == "full"].copy()
+        if source != "simulated":
+            full = full[full["protocol"] != "ideal"]
+        full.insert(2, "source", source)
+        parts.append(full)
+    paper = paper_bandwidth().rename(columns={"paper_trace": "trace"})
+    paper["trace"] = paper["trace"] + " (paper)"
     paper["source"] = "paper"
+    paper["kind"] = "published"
+    paper["note"] = paper.pop("paper_value_source")
     parts.append(paper)
     out = pd.concat(parts, ignore_index=True)
-    return out[["trace", "scope", "protocol", "source", "ratio", "vs_http", "server_bytes", "file_bytes", "requests"]]
+    out["note"] = out["note"].fillna("")
+    cols = ["trace", "scope", "protocol", "source", "ratio", "vs_http", "server_bytes", "file_bytes",
+            "requests", "kind", "note"]
+    return out[cols]
+
+
+def _label(df: pd.DataFrame, trace: str, scope: str) -> pd.DataFrame:
+    df = df.copy()
+    df.insert(0, "scope", scope)
+    df.insert(0, "trace", trace)
+    df["note"] = np.where(df["protocol"] == "ideal", trace_note(trace, scope), "")
+    return df
+
+
+#: Trace shapes of the held-out replays.
+HELD_OUT_SHAPES = {"www.lcs-like": LCS_LIKE, "amsterdam-like": AMSTERDAM_LIKE}
+
+
+def held_out_chunk(shape: str, seed: int, quick: bool = True) -> pd.DataFrame:
+    """A fresh replay chunk for :func:`held_out_agreement` (see there)."""
+    params = replace(scaled(HELD_OUT_SHAPES[shape], 0.01 if quick else 0.05), days=2.0, seed=seed)
+    chunk = next(iter(daytime_chunks(generate(params), 1_500_000 if quick else 10_000_000)), None)
+    if chunk is None:
+        raise ValueError(f"seed {seed}: the {shape} trace has no daytime chunk")
+    return chunk.iloc[:150] if quick else chunk
+
+
+def held_out_agreement(sweep: pd.DataFrame, seeds: Sequence[int] = (31, 32, 33), quick: bool = True
+                       ) -> pd.DataFrame:
+    """The calibrated model against fresh replays, several per trace shape (**held-out**).
+
+    For each seed, a short synthetic trace of each shape (:data:`netsim.synth.LCS_LIKE` and
+    :data:`~netsim.synth.AMSTERDAM_LIKE`, 1 % of their requests and files, two days; 5 % when
+    not ``quick``) is generated and its first daytime chunk (~1.5 MB and at most 150 requests
+    quick, ~10 MB otherwise) replayed through the real servers and through the model
+    calibrated on ``sweep``. Neither the files (random bytes from the seed) nor their sizes nor the request
+    mix took part in the calibration. One row per chunk and protocol: ``measured``,
+    ``simulated``, ``error`` (= simulated / measured - 1), ``fit`` = ``held-out``.
+    """
+    model = calibrated_model(sweep)
+    rows = []
+    for seed in seeds:
+        for shape in HELD_OUT_SHAPES:
+            chunk = held_out_chunk(shape, seed, quick)
+            measured = replay_chunk(chunk, seed=seed).set_index("protocol")["server_bytes"]
+            simulated = replay(chunk, model).set_index("protocol")["server_bytes"]
+            for protocol in PROTOCOLS:
+                rows.append({"shape": shape, "seed": seed, "requests": len(chunk),
+                             "file_MB": chunk["size"].sum() / 1e6, "protocol": protocol,
+                             "measured": float(measured[protocol]),
+                             "simulated": float(simulated[protocol])})
+    df = pd.DataFrame(rows)
+    df["error"] = df["simulated"] / df["measured"] - 1
+    df["fit"] = "held-out"
+    return df
 
 
 def agreement(fig: pd.DataFrame) -> pd.DataFrame:
-    """Simulated / measured server bytes for each chunk and protocol (the paper: within 5 %)."""
+    """The calibrated model against measured replays it was not fitted to (**held-out**).
+
+    Per chunk and protocol: ``measured`` and ``simulated`` server bytes (from
+    :func:`figure10_11`), ``simulated_over_measured`` and ``error`` (= that - 1). The model was
+    calibrated on the single-file sweep only; these chunks -- other files, sizes and request
+    mixes -- played no part in it. The paper: "agree very closely" (§6.3, no number).
+    """
     chunk = fig[(fig["scope"] == "chunk") & fig["source"].isin(["measured", "simulated"])]
     wide = chunk.pivot_table(index=["trace", "protocol"], columns="source", values="server_bytes").dropna()
     wide["simulated_over_measured"] = wide["simulated"] / wide["measured"]
+    wide["error"] = wide["simulated_over_measured"] - 1
+    wide["fit"] = "held-out"
     return wide.reset_index()
 
 
@@ -486,3 +427,201 @@ def figure12(quick: bool = True, sweep: pd.DataFrame | None = None) -> pd.DataFr
     paper = fig12_latency(quick)
     paper.insert(0, "messages", "paper setup")
     return pd.concat([ours, paper], ignore_index=True)
+
+
+# --- the paper's numbers next to ours ----------------------------------------------------
+
+#: Names of the estimates in :func:`paper_comparison`.
+EST_MEASURED = "measured"
+EST_CALIBRATED = "model, calibrated here"
+EST_SETUP = "model, paper's setup"
+EST_TRACE = "trace statistic"
+
+#: Why our numbers can differ from the paper's, per (figure, x, protocol).
+_NOTES: dict[tuple[str, str, str], str] = {
+    ("8", "100 B", "split_warm"):
+        "our server gives the HTTP head a record of its own, so even a 100-byte body is a "
+        "cacheable record, and the proxy caches the certificate (§3.5): a warm download of a "
+        "tiny file costs less than with Apache, whose head and small body shared one record",
+    ("8", "1 MB", "split_warm"):
+        "one stub per 16 KiB record plus the handshake, as in the paper",
+    ("7", "4,000 B to 2^22 B", "split_warm"):
+        "one stub (~60-70 bytes with TCP/IP) per 16 KiB record",
+    ("7", "above 2^22 B", "split_warm"):
+        "Apache switched to 8 KiB records above 2^22 B, doubling the stubs; our server keeps "
+        "16 KiB records, so the marginal stays at ~1/250 (measured only in full runs, which "
+        "reach 10 MB)",
+    ("10", "chunk", "https"):
+        "our TLS 1.2 handshake (2048-bit certificate, no session reuse) against Apache's TLS 1.0 "
+        "one; the ratio depends on the chunk's mean file size",
+    ("10", "chunk", "split_cold"):
+        "close to the paper largely because the synthetic chunk was picked for the paper's "
+        "compressibility (true by construction); what is tested is the overhead above ideal",
+    ("10", "chunk", "split_warm"):
+        "warm cost is handshake + one stub per record, so it depends on the chunk's size mix, "
+        "which the paper does not publish (the generator's sizes are a guess); our warm "
+        "handshake is smaller (certificate cached)",
+    ("10", "chunk", "ideal"):
+        "true by construction: the chunk is the synthetic daytime chunk closest to 2.26",
+    ("10", "full trace", "split_cold"):
+        "modelled only (no seven-month replay); our cheaper warm requests (cached certificate, "
+        "cacheable small bodies) save more than Apache's would",
+    ("10", "full trace", "ideal"):
+        "true by construction: the generator is tuned to 109 GB from 10.6 GB (the paper's "
+        "ideal is read as relative to HTTP, ours is relative to our HTTP)",
+    ("§6.3", "chunk", "split_preload"):
+        "synthetic trace, not tuned to this number: its short-lived hot files are by design "
+        "new in the chunk",
+    ("11", "chunk", "https"):
+        "as for Figure 10; larger files make the handshake a smaller share",
+    ("11", "chunk", "split_cold"):
+        "close to the paper largely because the chunk was picked for compressibility 1.37 "
+        "(true by construction)",
+    ("11", "chunk", "split_warm"):
+        "the generator's amsterdam-like files are larger than the paper's (a guess), so stubs "
+        "are a smaller share",
+    ("11", "chunk", "ideal"):
+        "true by construction: the chunk is the synthetic daytime chunk closest to 1.37",
+    ("12", "small files", "split_cold"):
+        "in the model a cold proxy pays one more ADSL round trip for the miss handler; the "
+        "paper's small-file advantage is not explained there and not reproduced",
+    ("12", "large files", "split_cold"):
+        "store-and-forward through the proxy costs little once transfers are long",
+}
+
+
+def _single_file_value(quantity: str, http: float, split_warm: float) -> float:
+    if quantity == "http_over_split_warm":
+        return http / split_warm
+    if quantity == "split_warm_saving_vs_http":
+        return 1 - split_warm / http
+    raise ValueError(f"not a single-file quantity: {quantity}")
+
+
+def _model_value(quantity: str, model: CostModel, size: int) -> float:
+    http, warm = (float(model.bytes(p, np.array([size]))[0]) for p in (Protocol.HTTP, Protocol.SPLIT_HIT))
+    return _single_file_value(quantity, http, warm)
+
+
+def _marginal_range(x: str) -> tuple[float, float]:
+    return (4_000.0, float(1 << 22)) if x.startswith("4,000") else (float(1 << 22), np.inf)
+
+
+def _piece_marginal(model: CostModel, lo: float, hi: float) -> float:
+    """The marginal of the warm-splitting piece that covers (lo, hi], NaN if none starts there."""
+    cost = model.costs[Protocol.SPLIT_HIT]
+    for start, marginal in zip(cost.starts, cost.marginal, strict=True):
+        if lo <= start < hi:
+            return float(marginal)
+    return float("nan")
+
+
+def paper_comparison(
+    sweep: pd.DataFrame,
+    bw: pd.DataFrame,
+    latency: pd.DataFrame | None = None,
+    warmth: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """Every number the paper publishes for §6 next to ours: one row per (point, estimate).
+
+    Inputs are the outputs of :func:`single_file_sweep`, :func:`figure10_11` and, optionally,
+    :func:`figure12` and :func:`netsim.experiments.two_weeks_warmth`. The paper's points come
+    from :data:`sslsplit.paper_points.PAPER_POINTS`; the paper's ``www.lcs`` and ``amsterdam``
+    stand-ins are the synthetic traces. The estimates:
+
+    ``measured``
+        real runs of our servers: the single-file sweep or the chunk replayed through them;
+    ``model, calibrated here``
+        the linear cost model fitted to the sweep. ``fit`` says whether the point was part
+        of the fit (``in-sample``: the sweep's own sizes, the fitted marginals) or not
+        (``held-out``: the trace replays);
+    ``model, paper's setup``
+        :func:`netsim.costmodel.paper_model` (Apache 1.3 / OpenSSL 0.9.6 message sizes and the
+        §6.3 marginals, so its marginals equal the paper's by construction);
+    ``trace statistic``
+        properties of the trace alone (the ideal protocol, two-week warmth).
+
+    Columns: the point (``figure``, ``x``, ``paper_trace``, ``protocol``, ``quantity``,
+    ``paper_value``, ``paper_value_source``, ``paper_ref``), then ``estimate``, ``trace``
+    (ours), ``value``, ``kind`` (measured / modelled / true by construction), ``fit``,
+    ``model_vs_paper`` (value / paper value, for every estimate despite the name),
+    ``model_vs_measured`` (calibrated model / the measured estimate of the same point; the
+    paper-setup model describes Apache, not the servers measured here) and ``note``.
+    """
+    wire = sweep.pivot(index="size", columns="protocol", values="wire_bytes")
+    calibrated = calibrated_model(sweep)
+    setup = paper_model()
+    rows: list[dict[str, Any]] = []
+
+    def add(pt: Any, estimate: str, trace: str, value: float, kind: str, fit: str,
+            note: str = "") -> None:
+        if value is None or not np.isfinite(value):
+            return
+        why = _NOTES.get((pt.figure, pt.x, pt.protocol), "")
+        rows.append({**pt._asdict(), "estimate": estimate, "trace": trace, "value": float(value),
+                     "kind": kind, "fit": fit, "note": "; ".join(n for n in (note, why) if n)})
+
+    for pt in PAPER_POINTS.itertuples(index=False):
+        ours = OUR_TRACE[pt.paper_trace]
+        if pt.quantity in ("http_over_split_warm", "split_warm_saving_vs_http"):
+            size = int(pt.size)
+            swept = size in wire.index
+            if swept:
+                value = _single_file_value(pt.quantity, float(wire.loc[size, "http"]),
+                                           float(wire.loc[size, "split_warm"]))
+                add(pt, EST_MEASURED, "single-file sweep", value, MEASURED, "")
+            add(pt, EST_CALIBRATED, "single-file sweep", _model_value(pt.quantity, calibrated, size),
+                MODELLED, "in-sample" if swept else "interpolated")
+            add(pt, EST_SETUP, "single-file sweep", _model_value(pt.quantity, setup, size), MODELLED, "")
+        elif pt.quantity == "marginal":
+            lo, hi = _marginal_range(pt.x)
+            inside = wire[(wire.index > lo) & (wire.index <= hi)]
+            if len(inside) >= 2:
+                slope = np.polyfit(inside.index.to_numpy(float), inside["split_warm"].to_numpy(float), 1)[0]
+                add(pt, EST_MEASURED, "single-file sweep", slope, MEASURED, "")
+            add(pt, EST_CALIBRATED, "single-file sweep", _piece_marginal(calibrated, lo, hi), MODELLED,
+                "in-sample")
+            add(pt, EST_SETUP, "single-file sweep", _piece_marginal(setup, lo, hi), BY_CONSTRUCTION, "",
+                "paper_model() sets the §6.3 marginals")
+        elif pt.quantity in ("vs_http", "ratio"):
+            sub = bw[(bw["trace"] == ours) & (bw["scope"] == pt.scope) & (bw["protocol"] == pt.protocol)]
+            if pt.protocol == "ideal":
+                r = sub[sub["source"] == "simulated"]
+                if len(r):
+                    add(pt, EST_TRACE, ours, float(r[pt.quantity].iloc[0]), str(r["kind"].iloc[0]), "")
+                continue
+            for est, source in ((EST_MEASURED, "measured"), (EST_CALIBRATED, "simulated"),
+                                (EST_SETUP, "simulated (paper setup)")):
+                r = sub[sub["source"] == source]
+                if not len(r):
+                    continue
+                fit = ""
+                if est == EST_CALIBRATED:
+                    fit = "held-out" if pt.scope == "chunk" else "no measurement to compare"
+                add(pt, est, ours, float(r[pt.quantity].iloc[0]), str(r["kind"].iloc[0]), fit)
+        elif pt.quantity == "warm_bytes" and warmth is not None and len(warmth):
+            w = warmth[warmth["trace"] == ours]
+            if len(w):
+                add(pt, EST_TRACE, ours, float(w["warm_bytes"].median()), str(w["kind"].iloc[0]), "",
+                    "median over chunks")
+        elif pt.quantity == "latency_vs_https" and latency is not None and len(latency):
+            for est, messages in ((EST_CALIBRATED, "measured"), (EST_SETUP, "paper setup")):
+                lat = latency[(latency["messages"] == messages) & (latency["protocol"] == pt.protocol)]
+                if not len(lat):
+                    continue
+                size = lat["size"].min() if pt.x.startswith("small") else lat["size"].max()
+                value = float(lat.loc[lat["size"] == size, "vs_https"].iloc[0])
+                add(pt, est, f"ADSL model at {int(size):,} B", value, MODELLED, "")
+    key = ["figure", "x", "paper_trace", "protocol", "quantity"]
+    cols = key + ["paper_value", "paper_value_source", "estimate", "trace", "value", "kind", "fit",
+                  "model_vs_paper", "model_vs_measured", "note", "paper_ref"]
+    if not rows:
+        return pd.DataFrame(columns=cols)
+    df = pd.DataFrame(rows)
+    df["model_vs_paper"] = df["value"] / df["paper_value"]
+    measured = df[df["estimate"] == EST_MEASURED].set_index(key)["value"]
+    idx = pd.MultiIndex.from_frame(df[key])
+    # only the calibrated model describes the servers that were measured
+    df["model_vs_measured"] = np.where(df["estimate"] == EST_CALIBRATED,
+                                       df["value"].to_numpy() / measured.reindex(idx).to_numpy(), np.nan)
+    return df[cols]

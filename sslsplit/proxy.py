@@ -7,6 +7,25 @@ payloads from its cache hierarchy (:mod:`sslsplit.cache`).  The client talks
 ordinary HTTPS and cannot tell the proxy is there -- except that any change
 the proxy makes to a payload fails the record MAC.
 
+**How a connection ends.**  The two directions are independent, as in TCP
+and TLS.  When the client has said all it will -- its close_notify, a TCP
+half-close, or a reset after its last request -- the proxy passes that on to
+the server and *keeps relaying the response the server has already committed
+to*, until the server ends its side: a client that sends its request and
+close_notify at once still gets the whole file, exactly as from the server
+directly.  Every read from the server and every write to the client is
+bounded by ``idle_timeout``, so a silent server or a client that stops reading
+cannot hold a connection forever.  A server that resets the connection after
+its last message (it closed its socket with the client's close_notify still
+unread) has still sent everything: the proxy relays all of it
+(:class:`~sslsplit.aio.ResetAwareReader`), then ends the client's side with a
+FIN.  A reset inside a message is a failure; the client, lacking the
+server's close_notify, sees a truncation.  When the server has ended, the
+proxy waits for the client to close its side before closing the socket (a
+lingering close, bounded by ``idle_timeout``); after a failure the client
+gets only ``DRAIN_GRACE`` seconds (e.g. for its fatal alert after a bad
+record to reach the server).
+
 Run ``python -m sslsplit.proxy --help``.
 """
 
@@ -19,11 +38,11 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
+from tls12 import cli
 from tls12.errors import TLSError
 
-from .aio import PayloadClient, serve_payloads
+from .aio import PayloadClient, ResetAwareReader, open_connection, serve_payloads, start_server
 from .cache import CacheHierarchy, CacheMiss, DiskCache, LocalCache, MemoryCache
 from .cli import close_servers, hostport, wait_for_signal
 from .splicer import PayloadMismatch, Splicer
@@ -48,7 +67,7 @@ class SplittingProxy:
     """Accepts HTTPS clients and splices records from a splitting server's stubs and a cache."""
 
     DRAIN_GRACE = 2.0
-    """Seconds one direction may keep flowing after the other ended."""
+    """Seconds the client may keep sending after its connection failed."""
 
     def __init__(
         self,
@@ -79,17 +98,26 @@ class SplittingProxy:
 
     # --- the two directions -------------------------------------------------------
 
-    async def _client_to_server(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while data := await reader.read(READ_SIZE):
-                self.stats.bytes_from_client += len(data)
-                writer.write(data)  # client records are relayed verbatim
+    async def _client_to_server(self, reader: ResetAwareReader, writer: asyncio.StreamWriter) -> None:
+        """Relay the client's records verbatim until the client ends its side; then half-close.
+
+        Once the server is gone, what the client still sends is read and dropped: leaving it
+        unread would make the proxy's socket answer with a reset (see :meth:`_handle`).
+        """
+        server_gone = False
+        while data := await reader.read(READ_SIZE):
+            self.stats.bytes_from_client += len(data)
+            if server_gone:
+                continue
+            writer.write(data)  # client records are relayed verbatim
+            try:
                 await writer.drain()
-        except (ConnectionResetError, BrokenPipeError):
-            pass  # a client that resets after its last request is an ordinary end, not a failure
+            except (ConnectionResetError, BrokenPipeError):
+                server_gone = True  # the other direction reports how the server ended
         _write_eof(writer)
 
-    async def _server_to_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _server_to_client(self, reader: ResetAwareReader, writer: asyncio.StreamWriter) -> None:
+        """Splice the server's messages into records for the client until the server ends its side."""
         splicer = Splicer(self.rng)
         while True:
             async with asyncio.timeout(self.idle_timeout):
@@ -109,25 +137,36 @@ class SplittingProxy:
                 self.stats.bytes_to_client += len(out)
                 writer.write(bytes(out))
                 try:
-                    await writer.drain()
+                    async with asyncio.timeout(self.idle_timeout):
+                        await writer.drain()
                 except (ConnectionResetError, BrokenPipeError):
                     return  # the client went away
-
+        if reader.reset is not None:
+            if splicer.pending:
+                raise ConnectionResetError(f"server reset the connection inside a message ({splicer.pending} B of it)")
+            logger.info("server reset the connection after its last message; all of it was relayed")
         _write_eof(writer)
 
-    async def _handle(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+    async def _handle(self, client_reader: ResetAwareReader, client_writer: asyncio.StreamWriter) -> None:
         self.stats.connections += 1
         server_writer: asyncio.StreamWriter | None = None
         tasks: list[asyncio.Task[None]] = []
         try:
-            server_reader, server_writer = await asyncio.wait_for(asyncio.open_connection(*self.server), 10)
+            server_reader, server_writer = await asyncio.wait_for(open_connection(*self.server), 10)
             up = asyncio.create_task(self._client_to_server(client_reader, server_writer))
             down = asyncio.create_task(self._server_to_client(server_reader, client_writer))
             tasks = [up, down]
             await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-            # Let the other direction drain briefly: e.g. the client's fatal alert after a bad
-            # record still reaches the server, which logs why the client gave up.
-            await asyncio.wait(tasks, timeout=self.DRAIN_GRACE)
+            if not down.done() and up.exception() is None:
+                # Half-close: the client has said all it will, but the server may still be sending
+                # a response it committed to.  Relay it to the end (each step has a timeout).
+                await asyncio.wait([down])
+            # The server has ended.  After a clean end the client has a FIN behind the last record:
+            # wait for it to close its side (a lingering close -- closing first, with its last bytes
+            # unread, would reset the connection and destroy records still queued for it).  After a
+            # failure, only a short grace, e.g. for the client's fatal alert to reach the server.
+            clean = down.done() and not down.cancelled() and down.exception() is None
+            await asyncio.wait(tasks, timeout=self.idle_timeout if clean else self.DRAIN_GRACE)
             for task in tasks:
                 if task.done() and not task.cancelled() and task.exception() is not None:
                     raise task.exception()  # type: ignore[misc]
@@ -146,7 +185,7 @@ class SplittingProxy:
 
     async def start(self, host: str = "127.0.0.1", port: int = 0, cache_port: int | None = None) -> None:
         """Listen for clients; with ``cache_port`` also serve the local caches to other proxies."""
-        server = await asyncio.start_server(self._handle, host, port)
+        server = await start_server(self._handle, host, port)
         self._servers = [server]
         self.port = server.sockets[0].getsockname()[1]
         if cache_port is not None:
@@ -178,10 +217,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--server", required=True, type=hostport, help="splitting server HOST:PORT")
     p.add_argument("--store", required=True, type=hostport, help="the server's record store HOST:PORT (cache misses)")
     p.add_argument("--listen", type=hostport, default=("127.0.0.1", 4433), help="HOST:PORT for clients (default 127.0.0.1:4433)")
-    p.add_argument("--memory-mb", type=float, default=256.0, help="memory cache size in MiB (default 256)")
-    p.add_argument("--disk-cache", type=Path, help="directory of an on-disk cache level")
+    p.add_argument("--memory-mb", type=cli.non_negative_float, default=256.0, help="memory cache size in MiB (default 256)")
+    p.add_argument("--disk-cache", type=cli.directory, help="directory of an on-disk cache level")
     p.add_argument("--peer", type=hostport, action="append", default=[], help="another proxy's cache HOST:PORT (repeatable)")
-    p.add_argument("--serve-cache", type=int, metavar="PORT", help="serve this proxy's caches to peers on PORT")
+    p.add_argument("--serve-cache", type=cli.port, metavar="PORT", help="serve this proxy's caches to peers on PORT")
     p.add_argument("-v", "--verbose", action="store_true", help="log every connection")
     return p
 
@@ -202,15 +241,15 @@ async def _run(args: argparse.Namespace) -> None:
           f"{s.bytes_to_client} B to clients; cache hits {h.hits}, poisoned {h.poisoned}, misses {h.misses}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def _main(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(asctime)s %(name)s %(message)s")
-    try:
-        asyncio.run(_run(args))
-    except OSError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    asyncio.run(_run(args))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; bad input is one line on stderr and status 2 (1 when a port is in use)."""
+    return cli.run_main(build_parser(), _main, argv)
 
 
 if __name__ == "__main__":

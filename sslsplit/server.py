@@ -23,9 +23,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tls12 import ServerConnection
+from tls12 import ServerConnection, cli
 from tls12.aio import TLSStream, serve
-from tls12.certs import Credentials, generate_self_signed, load_credentials
+from tls12.certs import Credentials, generate_self_signed
 from tls12.config import ServerConfig
 from tls12.https_server import ServerStats, start_server
 from tls12.session import InMemorySessionStore
@@ -139,7 +139,7 @@ class SplittingServer:
         if self.root is not None:
             tls = await start_server(
                 self.root, host, port, self.config, stats=self.stats, idle_timeout=self.idle_timeout,
-                connection_factory=self._connection, on_close=self._closed,
+                connection_factory=self._connection, on_close=self._closed, coalesce=False,  # header-free payload records
             )
         else:
             upstream = self.upstream
@@ -172,17 +172,17 @@ def build_parser() -> argparse.ArgumentParser:
         "(handshakes, MACs and payload ids) and publishes payloads for cache misses.",
     )
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--root", type=Path, help="document root to serve")
+    src.add_argument("--root", type=cli.existing_directory, help="document root to serve")
     src.add_argument("--upstream", type=hostport, metavar="HOST:PORT",
                      help="forward requests to this plain HTTP server instead (like the paper's STunnel setup)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8443, help="port proxies connect to (default 8443)")
-    p.add_argument("--store-port", type=int, default=8444, help="port of the record store for cache misses (default 8444)")
+    p.add_argument("--port", type=cli.port, default=8443, help="port proxies connect to (default 8443)")
+    p.add_argument("--store-port", type=cli.port, default=8444, help="port of the record store for cache misses (default 8444)")
     p.add_argument("--cert", type=Path, help="PEM certificate chain (default: a fresh self-signed one)")
     p.add_argument("--key", type=Path, help="PEM RSA private key matching --cert")
     p.add_argument("--mode", choices=MODES, default="auto", help="suites to accept (default auto: NULL if offered, else key-expose)")
     p.add_argument("--encoding", choices=("sha256", "sha1"), default="sha256", help="payload id digest (sha1 = the paper's)")
-    p.add_argument("--store-max-mb", type=float, default=256.0, help="unpinned record store bound in MiB (default 256)")
+    p.add_argument("--store-max-mb", type=cli.non_negative_float, default=256.0, help="unpinned record store bound in MiB (default 256)")
     p.add_argument("-v", "--verbose", action="store_true", help="log every connection and request")
     return p
 
@@ -201,26 +201,18 @@ async def _run(args: argparse.Namespace, creds: Credentials) -> None:
     print(f"{t.connections} connections, {t.bytes_to_proxies} B sent to proxies for {t.payload_bytes} B of payload")
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def _main(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(asctime)s %(name)s %(message)s")
-    if args.root is not None and not args.root.is_dir():
-        print(f"error: --root {args.root} is not a directory", file=sys.stderr)
-        return 2
     if (args.cert is None) != (args.key is None):
-        print("error: give both --cert and --key, or neither", file=sys.stderr)
-        return 2
-    try:
-        creds = load_credentials(args.cert, args.key) if args.cert else generate_self_signed()
-    except (OSError, ValueError) as exc:
-        print(f"error: cannot load credentials: {exc}", file=sys.stderr)
-        return 2
-    try:
-        asyncio.run(_run(args, creds))
-    except OSError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+        raise cli.UsageError("give both --cert and --key, or neither")
+    creds = cli.load_credentials_arg(args.cert, args.key) if args.cert else generate_self_signed()
+    asyncio.run(_run(args, creds))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; bad input is one line on stderr and status 2 (1 when a port is in use)."""
+    return cli.run_main(build_parser(), _main, argv)
 
 
 if __name__ == "__main__":

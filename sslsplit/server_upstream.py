@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from http import HTTPStatus
 
 import h11
 
@@ -120,6 +121,6 @@ class UpstreamForwarder:
 
     async def _error(self, status: int, text: bytes) -> None:
         headers = [("Content-Length", str(len(text))), ("Content-Type", "text/plain"), ("Connection", "close")]
-        await self._send(h11.Response(status_code=status, headers=headers))
+        await self._send(h11.Response(status_code=status, headers=headers, reason=HTTPStatus(status).phrase.encode()))
         await self._send(h11.Data(data=text))
         await self._send(h11.EndOfMessage())

@@ -66,6 +66,11 @@ class Splicer:
     def feed(self, data: bytes) -> None:
         self._reader.feed(data)
 
+    @property
+    def pending(self) -> int:
+        """Bytes of an incomplete message waiting for the rest (0 at a message boundary)."""
+        return self._reader.buffered
+
     def next_message(self) -> Message | None:
         """The next whole message from the server, or None; DecodeError/RecordOverflow on garbage."""
         msg = self._reader.next_message()

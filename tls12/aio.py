@@ -332,6 +332,8 @@ class TLSStream:
         With ``wait_for_peer`` the stream first waits (up to ``timeout``) for
         the peer's close_notify, discarding data that still arrives, so that
         both sides have seen -- and counted -- every byte of the connection.
+        Then it half-closes TCP and waits (within the same ``timeout``) for the
+        peer to close its side, so that late bytes never reset the connection.
         """
         if not self._socket_closed and not self.writer.is_closing():
             try:
@@ -346,6 +348,14 @@ class TLSStream:
                     while wait_for_peer and self.close_event is None and not self._socket_closed:
                         await self._pump()
                         self._plaintext.clear()
+                    # Lingering close: send a FIN, then drop what still arrives until the peer
+                    # closes.  A socket closed with bytes unread (a close_notify the peer sent
+                    # while still receiving) answers with a reset, and the kernel throws away
+                    # the records still queued for the peer: a truncated response.
+                    if not self._socket_closed and self.writer.can_write_eof():
+                        self.writer.write_eof()
+                        while await self.reader.read(self.read_size):
+                            pass
             except (ConnectionError, OSError, TimeoutError, TLSError):
                 pass
         self._abort()

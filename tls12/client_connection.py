@@ -160,10 +160,32 @@ class ClientConnection(Connection):
             self.state = HandshakeState.EXPECT_CERTIFICATE
 
     def _resume(self, session: Session, hello: ServerHello) -> None:
+        """Continue with the abbreviated handshake the server chose.
+
+        RFC 7627 §5.3, client side: the ServerHello that accepts resumption
+        must agree with the session on the extended master secret.  If the
+        session used EMS and the ServerHello lacks it, or the session did not
+        and the ServerHello has it, the client MUST abort: ``handshake_failure``
+        (a server that mixes them up, e.g. a farm sharing one session cache
+        across old and new front ends, would otherwise resume a master secret
+        under the wrong guarantees).  An EMS extension the client did not
+        offer at all was already refused as ``unsupported_extension``.
+
+        The client offers whatever ``ClientConfig.session`` holds, as
+        OpenSSL's client does.  A session without EMS, offered together with
+        EMS, is never resumed by a conforming server (§5.3) and costs only the
+        session ID bytes; a session with EMS, offered by a client configured
+        with ``offer_extended_master_secret=False``, makes a conforming server
+        abort with ``handshake_failure``.
+        """
         if hello.cipher_suite != session.cipher_suite:
             raise IllegalParameter("resumed session with a different cipher suite")
         if session.extended_master_secret != self.extended_master_secret:
-            raise HandshakeFailure("extended_master_secret differs from the resumed session (RFC 7627 §5.3)")
+            raise HandshakeFailure(
+                f"server resumed a session {'with' if session.extended_master_secret else 'without'} "
+                f"extended_master_secret by a ServerHello {'with' if self.extended_master_secret else 'without'} "
+                "it (RFC 7627 §5.3)"
+            )
         self.resumed = True
         self.session = session
         self.master_secret = session.master_secret

@@ -228,7 +228,19 @@ class Connection:
                 self._events.append(ApplicationData(fragment))
 
     def _drain_handshake(self) -> None:
-        while self.state is not HandshakeState.CLOSED:
+        """Reassemble handshake messages from the buffered fragments and dispatch them.
+
+        A message is judged as early as its bytes allow, so that a peer cannot
+        make the connection buffer what it will refuse anyway: its type as
+        soon as the first byte is in (``unexpected_message`` if the state
+        does not expect it, the order OpenSSL checks in), its length as soon
+        as the 4-byte header is in (``decode_error`` above
+        :func:`tls12.messages.max_handshake_body`).  At most one message of
+        at most that size is buffered.
+        """
+        while self.state is not HandshakeState.CLOSED and self._hs_buffer:
+            if not self._expects_handshake(self._hs_buffer[0]):
+                raise self._unexpected_handshake(self._hs_buffer[0])
             header = pull_handshake_header(self._hs_buffer)
             if header is None:
                 return
@@ -238,6 +250,18 @@ class Connection:
             raw = bytes(self._hs_buffer[: 4 + length])
             del self._hs_buffer[: 4 + length]
             self._handle_handshake_message(msg_type, raw)
+
+    def _expects_handshake(self, msg_type: int) -> bool:
+        """Whether a handshake message of ``msg_type`` may arrive in the current state."""
+        if msg_type == HandshakeType.HELLO_REQUEST and self.is_client:
+            return True
+        if self.state is HandshakeState.ESTABLISHED and not self.is_client and msg_type == HandshakeType.CLIENT_HELLO:
+            return True
+        return (self.state, msg_type) in self.TRANSITIONS
+
+    def _unexpected_handshake(self, msg_type: int) -> UnexpectedMessage:
+        name = HandshakeType(msg_type).name if msg_type in HandshakeType._value2member_map_ else msg_type
+        return UnexpectedMessage(f"handshake message {name} in state {self.state.value}")
 
     def _handle_handshake_message(self, msg_type: int, raw: bytes) -> None:
         if msg_type == HandshakeType.HELLO_REQUEST and self.is_client:
@@ -251,8 +275,7 @@ class Connection:
             return
         handler = self.TRANSITIONS.get((self.state, msg_type))
         if handler is None:
-            name = HandshakeType(msg_type).name if msg_type in HandshakeType._value2member_map_ else msg_type
-            raise UnexpectedMessage(f"handshake message {name} in state {self.state.value}")
+            raise self._unexpected_handshake(msg_type)
         getattr(self, handler)(raw)
 
     def _send_handshake(self, *messages: tuple[int, bytes]) -> None:
@@ -266,8 +289,16 @@ class Connection:
         self._write_records(ContentType.HANDSHAKE, chunks)
 
     def _handle_change_cipher_spec(self, fragment: bytes) -> None:
+        """Switch the read side to the pending keys (RFC 5246 §7.1).
+
+        The record must hold exactly the single byte 1.  Anything else --
+        empty, longer, another value -- is not the message §7.1 defines but
+        an inappropriate one, so ``unexpected_message``: what OpenSSL 3 and
+        GnuTLS send for it (BoringSSL sends ``illegal_parameter``).  It is
+        not ``decode_error``: no length field inside a message is wrong.
+        """
         if fragment != b"\x01":
-            raise DecodeError("ChangeCipherSpec must be the single byte 1")
+            raise UnexpectedMessage(f"ChangeCipherSpec record of {len(fragment)} bytes is not the single byte 1")
         if self.state is not HandshakeState.EXPECT_CHANGE_CIPHER_SPEC or self._hs_buffer:
             raise UnexpectedMessage(f"ChangeCipherSpec in state {self.state.value}")
         if self._pending_read is None:

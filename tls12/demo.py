@@ -30,6 +30,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from . import cli
 from .certs import generate_self_signed
 from .config import ServerConfig
 from .https_server import BackgroundServer
@@ -208,25 +209,30 @@ def main(argv: list[str] | None = None) -> int:
         default=":".join(p.openssl_name for p in SUITES.values()),
         help="colon-separated OpenSSL suite names (default: all implemented)",
     )
-    parser.add_argument("--out", type=Path, default=Path("results/tls12_demo"), help="output folder (default %(default)s)")
+    parser.add_argument("--out", type=cli.directory, default=Path("results/tls12_demo"), help="output folder (default %(default)s)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     try:
         sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
+    except (ValueError, OverflowError) as exc:
+        parser.error(f"--sizes {args.sizes!r}: {exc}")
+    if not sizes:
+        parser.error(f"--sizes {args.sizes!r}: no size given")
+    try:
         suites = parse_suite_list(args.suites)
     except ValueError as exc:
-        parser.error(str(exc))
+        parser.error(f"--suites: {exc}")
     try:
         results = run_demo(sizes, suites, show_progress=not args.no_progress)
-    except (FileNotFoundError, RuntimeError, subprocess.TimeoutExpired) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (OSError, RuntimeError, subprocess.TimeoutExpired) as exc:
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 1
     print(format_table(results))
     csv_path, png_path = write_outputs(results, args.out)
     print(f"wrote {csv_path} and {png_path}")
     bad = [r for r in results if not r.sha256_ok]
     if bad:
-        print(f"error: {len(bad)} download(s) did not match the served file", file=sys.stderr)
+        print(f"{parser.prog}: error: {len(bad)} download(s) did not match the served file", file=sys.stderr)
         return 1
     return 0
 

@@ -13,8 +13,10 @@ unknown extensions are preserved (and ignored by the handshake); the helpers
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
+from types import MappingProxyType
 
 from .buffer import Buffer, Writer
 from .errors import DecodeError, IllegalParameter
@@ -49,6 +51,8 @@ __all__ = [
     "pull_handshake_header",
     "frame_handshake",
     "MAX_HANDSHAKE_MESSAGE",
+    "MAX_HANDSHAKE_BODY",
+    "max_handshake_body",
     "encode_server_name",
     "decode_server_name",
     "encode_u16_list",
@@ -59,7 +63,10 @@ __all__ = [
 TLS12 = 0x0303
 SCSV_RENEGOTIATION = 0x00FF  # TLS_EMPTY_RENEGOTIATION_INFO_SCSV (RFC 5746 §3.3)
 MAX_HANDSHAKE_MESSAGE = 1 << 17
-"""Largest handshake message accepted (certificate chains included); bounds memory."""
+"""Largest handshake message body accepted (certificate chains included); bounds memory.
+
+The messages with a smaller bound are listed in :data:`MAX_HANDSHAKE_BODY`.
+"""
 
 
 class HandshakeType(IntEnum):
@@ -314,14 +321,54 @@ def push_finished(msg: Finished) -> bytes:
     return msg.verify_data
 
 
+MAX_HANDSHAKE_BODY: Mapping[int, int] = MappingProxyType({
+    HandshakeType.HELLO_REQUEST: 0,
+    # version, random, session_id<0..32>, cipher_suite, compression_method, extensions<0..2^16-1>
+    HandshakeType.SERVER_HELLO: 2 + 32 + 1 + 32 + 2 + 1 + 2 + 0xFFFF,
+    # ECDHE (the only ServerKeyExchange here): curve_type, named_curve, point<1..2^8-1>,
+    # signature scheme, signature<0..2^16-1> (RFC 4492 §5.4, RFC 5246 §7.4.1.4.1)
+    HandshakeType.SERVER_KEY_EXCHANGE: 1 + 2 + 1 + 0xFF + 2 + 2 + 0xFFFF,
+    HandshakeType.SERVER_HELLO_DONE: 0,
+    # RSA: EncryptedPreMasterSecret<0..2^16-1> under a modulus of at most 16384 bits, OpenSSL's
+    # OPENSSL_RSA_MAX_MODULUS_BITS; ECDHE: ECPoint<1..2^8-1> is smaller
+    HandshakeType.CLIENT_KEY_EXCHANGE: 2 + 16384 // 8,
+    HandshakeType.FINISHED: 12,  # verify_data is 12 bytes in TLS 1.2 (RFC 5246 §7.4.9)
+})
+"""Per-type bounds on a handshake message body, below :data:`MAX_HANDSHAKE_MESSAGE`.
+
+Each is the largest body the message's grammar allows (for fixed-size messages
+the size itself; for an RSA ClientKeyExchange, under the largest modulus
+OpenSSL accepts), so no valid message is refused.  A connection checks the
+bound as soon as the 4-byte header has arrived and before it buffers the body:
+a peer cannot make it hold 128 KiB for a Finished.  Types not listed
+(ClientHello, whose grammar allows 131,396 bytes, Certificate,
+CertificateRequest, and protocol variants' own types) get
+:data:`MAX_HANDSHAKE_MESSAGE`.
+"""
+
+
+def max_handshake_body(msg_type: int) -> int:
+    """The largest body accepted for a handshake message of type ``msg_type``."""
+    return MAX_HANDSHAKE_BODY.get(msg_type, MAX_HANDSHAKE_MESSAGE)
+
+
 def pull_handshake_header(data: bytes | bytearray) -> tuple[int, int] | None:
-    """(type, body length) of the message at the start of ``data``, or None if incomplete."""
+    """(type, body length) of the message at the start of ``data``, or None if incomplete.
+
+    A length above :func:`max_handshake_body` for the type is a malformed
+    message -- the 24-bit length field is out of the accepted range -- so
+    :class:`DecodeError` (``decode_error``, RFC 5246 §7.2.2).  OpenSSL 3.0
+    sends ``illegal_parameter`` for an excessive message size instead; both
+    are fatal and the peer sees the handshake end at the header.
+    """
     if len(data) < 4:
         return None
+    msg_type = data[0]
     length = int.from_bytes(data[1:4], "big")
-    if length > MAX_HANDSHAKE_MESSAGE:
-        raise IllegalParameter(f"handshake message of {length} bytes exceeds {MAX_HANDSHAKE_MESSAGE}")
-    return data[0], length
+    limit = max_handshake_body(msg_type)
+    if length > limit:
+        raise DecodeError(f"handshake message type {msg_type} of {length} bytes exceeds {limit}")
+    return msg_type, length
 
 
 def frame_handshake(msg_type: int, body: bytes) -> bytes:

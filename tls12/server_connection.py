@@ -13,6 +13,22 @@ Abbreviated handshake (resumption by session ID): ServerHello, CCS and
 Finished come from the server first.  The states and the transition table
 are in ``ServerConnection.TRANSITIONS``.
 
+Extended master secret (RFC 7627).  The server negotiates EMS whenever the
+client offers it and, to interoperate with legacy clients, continues a full
+handshake without it (§5.2 allows this; ``HandshakeComplete`` reports which
+one the connection got).  Resumption follows §5.3: a session created with EMS
+is never resumed without it (the handshake is aborted with
+``handshake_failure``), a session created without EMS is never resumed by a
+ClientHello that offers EMS (a full handshake follows).  When *neither* the
+session nor the ClientHello uses EMS, §5.3 says the server SHOULD abort; this
+server resumes such sessions, as OpenSSL 3.0 and BoringSSL do.  The attacks
+that rule prevents (the triple handshake, §1) need what §5.4 then forbids --
+renegotiation, ``tls-unique`` channel bindings, keying-material exporters --
+and this core offers none of them (renegotiation is refused).  A session
+created without EMS is no stronger than the legacy full handshake that made
+it; a deployment that wants only EMS sessions can give the server a
+:class:`tls12.session.SessionStore` whose ``put`` drops the others.
+
 Customisation points (seam 4) -- override in a subclass:
 
 * :meth:`ServerConnection._select_cipher_suite` -- suite choice;
@@ -189,16 +205,31 @@ class ServerConnection(Connection):
         raise HandshakeFailure("no cipher suite in common")
 
     def _find_session(self, hello: ClientHello, client_ems: bool) -> Session | None:
+        """The stored session to resume, or None for a full handshake.
+
+        RFC 7627 §5.3 decides on the extended master secret first, as soon as
+        the session is known (before the cipher suite, as OpenSSL does):
+
+        * session with EMS, ClientHello without it: the server MUST abort
+          the abbreviated handshake -- ``handshake_failure``;
+        * session without EMS, ClientHello with it: MUST NOT resume; a full
+          handshake follows, in which EMS is negotiated;
+        * neither uses EMS: the RFC says SHOULD abort; this server resumes
+          (legacy insecure resumption, see the module docstring).
+        """
         store = self.config.session_store
         if store is None or not hello.session_id:
             return None
         session = store.get(hello.session_id)
-        if session is None or session.cipher_suite not in hello.cipher_suites:
+        if session is None:
             return None
-        if session.cipher_suite not in self.config.cipher_suites:
+        if session.extended_master_secret and not client_ems:
+            raise HandshakeFailure(
+                "ClientHello resumes an extended-master-secret session without the extension (RFC 7627 §5.3)"
+            )
+        if client_ems and not session.extended_master_secret:
             return None
-        if session.extended_master_secret != client_ems:
-            # RFC 7627 §5.3: never resume across an EMS mismatch; fall back to a full handshake
+        if session.cipher_suite not in hello.cipher_suites or session.cipher_suite not in self.config.cipher_suites:
             return None
         return session
 

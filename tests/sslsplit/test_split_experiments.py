@@ -1,17 +1,32 @@
-"""The experiment functions on small inputs: real runs, relations the paper's figures rest on."""
+"""The experiment functions on small inputs: real runs, relations the paper's figures rest on,
+the calibrated cost model tested on replays it was not fitted to, and the paper comparison."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from netsim import experiments as nex
+from netsim.replay import replay
+from netsim.synth import AMSTERDAM_LIKE, LCS_LIKE, generate, scaled
 from sslsplit import experiments as ex
+from sslsplit.paper_points import PAPER_POINTS, SOURCES, paper_bandwidth
+
+KINDS = {"measured", "modelled", "true by construction"}
 
 
 @pytest.fixture(scope="module")
 def sweep() -> pd.DataFrame:
     return ex.single_file_sweep(sizes=[100, 3_000, 20_000, 300_000, 1 << 20])
+
+
+@pytest.fixture(scope="module")
+def calibration() -> pd.DataFrame:
+    """The sweep the notebook calibrates on in quick runs (includes the paper's 100 B and 1 MB)."""
+    return ex.single_file_sweep(quick=True)
 
 
 def test_sweep_relations(sweep: pd.DataFrame) -> None:
@@ -63,3 +78,86 @@ def test_replay_chunk_through_real_servers() -> None:
     # cold: repeats hit the proxy, so about one copy of each object (70.7 kB) leaves the origin
     assert df.loc["split_cold", "server_bytes"] < 0.5 * df.loc["https", "server_bytes"]
     assert df.loc["split_cold", "server_bytes"] > 70_700
+
+
+def test_calibrated_model_predicts_held_out_replay(calibration: pd.DataFrame) -> None:
+    """The README's claim: the model calibrated on single-file downloads predicts the bytes of
+    trace replays through the real servers and proxy that played no part in the calibration.
+
+    Measured on 24 synthetic chunks (seeds 31-36, both shapes, 17-150 requests): HTTP within
+    0.05 %, HTTPS 0.2 %, cold splitting 0.3 %, warm splitting 1.6 %. Warm splitting is the
+    loosest because its true cost is a step (one stub per 16 KiB record) that the paper's model
+    draws as a line; hence 2 % for it here and 1 % for the others.
+    """
+    chunks = [ex.held_out_chunk(shape, 31) for shape in ex.HELD_OUT_SHAPES]
+    # held out: sizes the sweep never downloaded, other file bytes, a mix with repeats
+    for chunk in chunks:
+        assert not set(chunk["size"]) & set(calibration["size"])
+        assert chunk["size"].max() > 16_384 and chunk["size"].min() < 4_000
+    assert any(chunk["obj"].duplicated().any() for chunk in chunks)
+    df = ex.held_out_agreement(calibration, seeds=(31,))
+    assert set(df["fit"]) == {"held-out"} and len(df) == 2 * len(ex.PROTOCOLS)
+    worst = df.groupby("protocol")["error"].agg(lambda e: e.abs().max())
+    tolerance = {"http": 0.01, "https": 0.01, "split_cold": 0.01, "split_warm": 0.02}
+    for protocol, tol in tolerance.items():
+        assert worst[protocol] < tol, (protocol, worst[protocol])
+    # the test can fail: the model of the paper's Apache setup does not describe our server
+    chunk = chunks[0]
+    measured = df[(df["shape"] == "www.lcs-like") & (df["protocol"] == "split_warm")]["measured"].iloc[0]
+    paper = replay(chunk, ex.paper_model()).set_index("protocol")["server_bytes"]
+    assert paper["split_warm"] / measured - 1 > 0.5
+
+
+def test_sweep_fit_is_in_sample(calibration: pd.DataFrame) -> None:
+    fit = ex.sweep_fit(calibration)
+    assert set(fit["fit"]) == {"in-sample"} and len(fit) == len(calibration)
+    assert np.allclose(fit["error"], fit["model"] / fit["measured"] - 1)
+    # the paper's "fits the microbenchmark results to within 5%" holds in-sample here too
+    assert fit["error"].abs().max() < 0.05
+
+
+def test_paper_points_provenance() -> None:
+    pts = PAPER_POINTS
+    assert set(pts["paper_value_source"]) <= set(SOURCES)  # no value read off a figure
+    assert not pts.duplicated(["figure", "x", "paper_trace", "protocol", "quantity"]).any()
+    assert pts["paper_ref"].str.startswith("§").all() and pts["paper_ref"].str.contains('"').all()
+    assert (np.isfinite(pts["paper_value"]) & (pts["paper_value"] > 0)).all()
+    assert set(pts["figure"]) >= {"7", "8", "10", "11", "12"}
+    bars = paper_bandwidth()
+    assert (bars.loc[bars["protocol"] == "http", "vs_http"] == 1.0).all()
+    assert set(bars["paper_trace"]) == {"www.lcs", "amsterdam"}
+
+
+def test_paper_comparison(calibration: pd.DataFrame) -> None:
+    works = {nex.SYNTHETIC: generate(replace(scaled(LCS_LIKE, 0.02), days=20.0, seed=5)),
+             nex.SYNTHETIC_AMSTERDAM: generate(replace(scaled(AMSTERDAM_LIKE, 0.02), days=20.0, seed=6))}
+    bw = ex.figure10_11(True, calibration, workloads=works, chunk_bytes=600_000)
+    assert set(bw["kind"]) == KINDS | {"published"}
+    assert set(bw.loc[bw["source"] == "measured", "kind"]) == {"measured"}
+    assert set(bw.loc[bw["protocol"] == "ideal", "kind"]) == {"true by construction", "published"}
+    held = ex.agreement(bw)
+    assert set(held["fit"]) == {"held-out"} and (held["error"].abs() < 0.02).all()
+
+    cmp = ex.paper_comparison(calibration, bw)
+    assert set(cmp["kind"]) == KINDS
+    assert np.allclose(cmp["model_vs_paper"], cmp["value"] / cmp["paper_value"])
+    est = cmp.set_index(["figure", "x", "protocol", "estimate"])
+    # every Figure 7, 8, 10 and 11 point has an estimate, each chunk point a measured one
+    for pt in PAPER_POINTS[PAPER_POINTS["figure"].isin(["7", "8", "10", "11"])].itertuples():
+        have = cmp[(cmp["figure"] == pt.figure) & (cmp["x"] == pt.x) & (cmp["protocol"] == pt.protocol)]
+        assert len(have), (pt.figure, pt.x, pt.protocol)
+        if pt.scope == "chunk" and pt.protocol != "ideal" or pt.figure == "8":
+            assert (have["estimate"] == ex.EST_MEASURED).any()
+    # the model-vs-measured ratio exists for the calibrated model only, labelled in- or held-out
+    cal = cmp[cmp["estimate"] == ex.EST_CALIBRATED]
+    assert cmp.loc[cmp["estimate"] != ex.EST_CALIBRATED, "model_vs_measured"].isna().all()
+    assert set(cal.loc[cal["figure"].isin(["7", "8"]), "fit"]) == {"in-sample"}
+    chunk_cal = cal[cal["x"] == "chunk"]
+    assert set(chunk_cal["fit"]) == {"held-out"}
+    assert (chunk_cal["model_vs_measured"] - 1).abs().max() < 0.02
+    # what is true by construction says so: the ideal on the picked chunks, the set marginals
+    assert set(cmp.loc[cmp["protocol"] == "ideal", "kind"]) == {"true by construction"}
+    assert est.loc[("7", "4,000 B to 2^22 B", "split_warm", ex.EST_SETUP), "kind"] == "true by construction"
+    # a measured value is a real run: warm splitting of 1 MB saves >99 % over HTTP
+    assert est.loc[("8", "1 MB", "split_warm", ex.EST_MEASURED), "value"] > 0.99
+    assert est.loc[("8", "100 B", "split_warm", ex.EST_MEASURED), "kind"] == "measured"

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from split_helpers import Chain
 
 from sslsplit.splicer import PayloadMismatch
-from sslsplit.wire import IDEncoding, MessageReader, Stub
+from sslsplit.wire import IDEncoding, KeyExpose, Message, MessageReader, Stub
 from tls12.errors import BadRecordMAC
 from tls12.events import ApplicationData, HandshakeComplete
 from tls12.record import OutgoingRecord
@@ -74,44 +76,99 @@ def test_key_expose_off_sends_verbatim_records() -> None:
     assert chain.writer.stats.verbatim > 0 and not chain.writer.stats.key_exposed
 
 
-def test_server_never_sends_mac_or_client_keys() -> None:
-    suite = CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA256
-    chain = Chain(suite)
-    captured = b""
+@pytest.mark.parametrize("expose_keys", [True, False], ids=["key-expose", "no-expose"])
+@pytest.mark.parametrize("suite", SPLIT_SUITES, ids=lambda s: s.name)
+def test_server_never_sends_mac_or_client_keys(suite: CipherSuite, expose_keys: bool) -> None:
+    """Everything the proxy gets -- the message stream and every payload it looks up -- holds no secret.
+
+    The interop counterpart (``tests/interop/test_sslsplit_keyleak.py``) taps real sockets.
+    """
+    chain = Chain(suite, expose_keys=expose_keys)
+    streams: list[bytes] = []  # the server's message stream to the proxy
+    payloads: list[bytes] = []  # what the proxy looked up on the server's record store
     original = chain.to_client
 
-    def capture(stream: bytes, lookup=None) -> bytes:
-        nonlocal captured
-        captured += stream
+    def lookup(ident: bytes) -> bytes:
+        payload = chain.store.get(ident)
+        assert payload is not None
+        payloads.append(payload)
+        return payload
+
+    def capture(stream: bytes, lookup_: object = None) -> bytes:
+        streams.append(stream)
         return original(stream, lookup)
 
     chain.to_client = capture  # type: ignore[method-assign]
     chain.pump()
+    chain.server.send_data(b"HTTP/1.1 200 OK\r\nContent-Length: 40000\r\n\r\n")
     chain.server.send_data(_body(40_000))
     chain.client.receive_data(chain.to_client(chain.server.data_to_send()))
-    server_keys = chain.server.write_protection.keys
-    client_keys = chain.server._reader.keys
+    server_keys, client_keys = chain.server.write_protection.keys, chain.server._reader.keys
     assert server_keys is not None and client_keys is not None
-    assert server_keys.enc_key in captured  # the exposed key, by design
-    for secret in (server_keys.mac_key, client_keys.mac_key, client_keys.enc_key, chain.server.master_secret):
-        assert secret not in captured
+    secrets = [chain.server.master_secret, server_keys.mac_key, client_keys.mac_key, client_keys.enc_key, client_keys.iv]
+    if not (expose_keys or server_keys.params.cipher == "null"):
+        secrets += [server_keys.enc_key, server_keys.iv]  # nothing is exposed: records travel sealed
+    for secret in filter(None, secrets):
+        for i in range(len(secret) - 7):  # no 8-byte window of any secret, anywhere
+            assert not any(secret[i : i + 8] in c for c in streams + payloads)
+    exposed = [m for c in streams for m in _messages(c) if isinstance(m, KeyExpose)]
+    if expose_keys or server_keys.params.cipher == "null":
+        assert [(m.key, m.iv) for m in exposed] == [(server_keys.enc_key, server_keys.iv)]
+        assert len(payloads) == 4  # the certificate and the three body records came from the store
+    else:
+        assert exposed == [] and len(payloads) == 1  # only the (plaintext) certificate was split
 
 
-@pytest.mark.parametrize("suite", [CipherSuite.TLS_RSA_WITH_NULL_SHA, CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA])
-def test_proxy_cannot_forge_a_client_record(suite: CipherSuite) -> None:
-    """With everything the proxy sees (the exposed server-write key, all MACs), a forged request fails."""
-    from tls12.record import record_header
+def _messages(stream: bytes) -> list[Message]:
+    reader = MessageReader()
+    reader.feed(stream)
+    out = []
+    while (m := reader.next_message()) is not None:
+        out.append(m)
+    return out
+
+
+@pytest.mark.parametrize("forgery", ["modify", "wrong-keys"])
+@pytest.mark.parametrize("suite", SPLIT_SUITES, ids=lambda s: s.name)
+def test_proxy_cannot_forge_a_client_record(suite: CipherSuite, forgery: str) -> None:
+    """The best client-direction forgeries a proxy can build reach the server's MAC check and fail it.
+
+    ``modify`` retargets the genuine request (CBC: flip explicit-IV bits, which flip the same bits of
+    the first plaintext block; NULL: edit the visible plaintext, keep the genuine MAC).  ``wrong-keys``
+    seals the retargeted request under keys the proxy has or invents -- the exposed server-write key,
+    a made-up MAC key -- and, for CBC, keeps the genuine last two blocks so the padding stays valid.
+    With the MAC check disabled every case here fails (no BadRecordMAC).  Real sockets and clients:
+    ``tests/interop/test_sslsplit_forgery.py``.
+    """
     from tls12.recordcrypto import RecordCipher
 
     chain = Chain(suite)
     chain.pump()
     params = SUITES[suite]
-    exposed = chain.server.write_protection.enc_key
-    cipher = RecordCipher(params.cipher, params.mac, exposed, b"")
-    forged_mac = bytes(params.mac_length)  # the proxy never learns a MAC key
-    body = cipher.seal_with_mac(b"GET /secret HTTP/1.1\r\n\r\n", forged_mac, bytes(16) if params.block_size else b"")
+    chain.client.send_data(b"GET /file_200000.bin HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    genuine = chain.client.data_to_send()
+    head, fragment = genuine[:5], genuine[5:]
+    known, target = b"GET /file_200000", b"GET /file_100000"
+    if forgery == "modify" and params.block_size:
+        iv = bytes(x ^ a ^ b for x, a, b in zip(fragment[:16], known, target, strict=True))
+        forged = iv + fragment[16:]
+    elif forgery == "modify":
+        forged = target + fragment[16:]
+    else:
+        mac_key = os.urandom(params.mac_length)
+        exposed = chain.server.write_protection.enc_key  # all the proxy holds: the server-write key
+        length = len(fragment) - params.block_size - params.mac_length - (1 if params.block_size else 0)
+        plaintext = target + fragment[16:length] if not params.block_size else target + bytes(length - 16)
+        cipher = RecordCipher(params.cipher, params.mac, exposed, mac_key)
+        forged = cipher.seal(1, 23, 0x0303, plaintext, os.urandom(params.block_size))
+        if params.block_size:
+            forged = forged[:-32] + fragment[-32:]
+    assert len(forged) == len(fragment) and forged != fragment
     with pytest.raises(BadRecordMAC):
-        chain.server.receive_data(record_header(23, 0x0303, len(body)) + body)
+        chain.server.receive_data(head + forged)
+    alert = _messages(chain.server.data_to_send())
+    assert alert == [Stub(21, 0x0303, IDEncoding.LITERAL, b"\x02\x14", alert[0].mac)]  # fatal bad_record_mac
+    assert len(alert[0].mac) == params.mac_length
 
 
 def _tampered_session() -> Chain:

@@ -15,6 +15,7 @@ from tls12_helpers import credentials, seeded_rng
 
 from tls12 import ClientConfig, ClientConnection, ServerConfig, ServerConnection
 from tls12.errors import RemoteProtocolError
+from tls12.messages import max_handshake_body
 from tls12.record import MAX_CIPHERTEXT
 from tls12.suites import SUITES, CipherSuite
 
@@ -48,8 +49,10 @@ def _feed(conn: ServerConnection | ClientConnection, data: bytes, chunk: int = 0
         out = conn.data_to_send()
         assert out[:1] == b"\x15" and conn.closed  # a fatal alert record, then closed
         return
-    # absorbed: nothing buffered beyond one partial record
+    # absorbed: nothing buffered beyond one partial record and one partial handshake message
     assert len(conn._reader.pending) < 5 + MAX_CIPHERTEXT
+    if conn._hs_buffer:
+        assert len(conn._hs_buffer) < 4 + max_handshake_body(conn._hs_buffer[0])
 
 
 @FUZZ

@@ -11,14 +11,18 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import http.client
+import math
 import os
 import selectors
+import shutil
 import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
 import tracemalloc
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
@@ -26,17 +30,23 @@ from pathlib import Path
 
 import h11
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tls12 import ClientConfig, ServerConfig
 from tls12.aio import connect
 from tls12.certs import Credentials, generate_self_signed, write_credentials
 from tls12.errors import LocalProtocolError
-from tls12.https_server import BackgroundServer, resolve_target
+from tls12.https_server import BackgroundServer, resolve_following_links, resolve_target
 from tls12.suites import CipherSuite
 
 REPO = Path(__file__).resolve().parents[2]
 SUITE = CipherSuite.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA
 BIG = 24 << 20
+PAGE30 = bytes(range(65, 95))  # a 30-byte page
+MEDIUM = os.urandom(3 * 16384 + 1000)  # spans four records with or without its head
+RECORD = 16384
+APPLICATION_DATA = 23
 
 
 @lru_cache(maxsize=1)
@@ -61,10 +71,14 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (www / "hello.txt").write_bytes(b"hello, world\n")
     (www / "sub" / "index.html").write_bytes(b"<p>index</p>\n")
     (www / "big.bin").write_bytes(os.urandom(BIG))
+    (www / "page30.bin").write_bytes(PAGE30)
+    (www / "medium.bin").write_bytes(MEDIUM)
     (base / "secret.txt").write_bytes(b"outside the root\n")
     (www / "escape").symlink_to(base / "secret.txt")
     (www / "leaky").mkdir()
     (www / "leaky" / "index.html").symlink_to(base / "secret.txt")
+    (www / "alias").symlink_to(www / "sub")  # symlinks that stay inside the root are followed
+    (www / "sub" / "hello-link.txt").symlink_to(www / "hello.txt")
     return www
 
 
@@ -72,6 +86,14 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def server(root: Path) -> Iterator[BackgroundServer]:
     config = ServerConfig(credentials=credentials(), cipher_suites=(SUITE,))
     with BackgroundServer(root, config, handshake_timeout=2.0, idle_timeout=1.0) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def separate_server(root: Path) -> Iterator[BackgroundServer]:
+    """The same server with ``coalesce=False``: the response head in a record of its own (SSL splitting's mode)."""
+    config = ServerConfig(credentials=credentials(), cipher_suites=(SUITE,))
+    with BackgroundServer(root, config, handshake_timeout=2.0, idle_timeout=1.0, coalesce=False) as srv:
         yield srv
 
 
@@ -150,6 +172,12 @@ def fetch(server: BackgroundServer, *requests: h11.Request, keep_body: bool = Tr
         (b"/a%00b", 400),
         (b"/a\\..\\b", 400),
         (b"/%ff", 400),
+        (b"/alias/", 200),
+        (b"/alias/hello-link.txt", 200),
+        (b"/hello.txt/x", 404),
+        (b"/escape/x", 403),
+        (b"/" + b"x" * 300, 404),  # ENAMETOOLONG: a 404, not an exception
+        (b"/alias/" + b"x" * 300, 404),
     ],
 )
 def test_resolve_target(root: Path, target: bytes, status: int) -> None:
@@ -158,6 +186,48 @@ def test_resolve_target(root: Path, target: bytes, status: int) -> None:
     assert (path is not None) == (status == 200)
     if path is not None:
         assert path.is_relative_to(root.resolve())
+
+
+def _reference_resolve(root: Path, target: bytes) -> tuple[int, Path | None]:
+    """The obviously-correct resolver: resolve every path with all symlinks, then check it."""
+    try:
+        path = urllib.parse.unquote(target.decode("ascii").split("?", 1)[0].split("#", 1)[0], errors="strict")
+    except (UnicodeDecodeError, ValueError):
+        return 400, None
+    if not path.startswith("/") or "\x00" in path or "\\" in path:
+        return 400, None
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        return 403, None
+    return resolve_following_links(root, parts)
+
+
+SEGMENTS = [
+    "", ".", "..", "%2e%2e", "%2E", "sub", "alias", "escape", "leaky", "empty-dir", "hello.txt", "hello-link.txt",
+    "index.html", "missing", "%00", "\\", "%ff", "a%2fb", "%", "x" * 300, "?q=1", "#frag", "%2F..",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(segments=st.lists(st.sampled_from(SEGMENTS), max_size=5), lead=st.sampled_from(["/", "", "//"]))
+def test_resolve_target_agrees_with_full_resolution(root: Path, segments: list[str], lead: str) -> None:
+    """The one-lstat-per-segment fast path answers exactly as resolving every symlink would."""
+    target = (lead + "/".join(segments)).encode()
+    status, path = resolve_target(root.resolve(), target)
+    want_status, want_path = _reference_resolve(root.resolve(), target)
+    assert status == want_status, target
+    assert (path is None) == (want_path is None)
+    if path is not None and want_path is not None:
+        assert path.resolve() == want_path
+        assert path.resolve().is_relative_to(root.resolve())
+
+
+@settings(max_examples=200, deadline=None)
+@given(target=st.binary(max_size=64))
+def test_resolve_target_never_raises(root: Path, target: bytes) -> None:
+    status, path = resolve_target(root.resolve(), target)
+    assert status in (200, 400, 403, 404)
+    assert (path is None) != (status == 200)
 
 
 # -- over the wire --------------------------------------------------------------------
@@ -187,6 +257,12 @@ def test_404_403_and_head(server: BackgroundServer) -> None:
     assert head.status == 200
     assert head.headers[b"content-length"] == b"13"
     assert head.body == b""
+
+
+def test_overlong_file_name_gets_404_and_keep_alive_goes_on(server: BackgroundServer) -> None:
+    long_name, after = fetch(server, get(b"/" + b"x" * 300), get("/hello.txt"))
+    assert long_name.status == 404
+    assert after.body == b"hello, world\n"
 
 
 def test_other_methods_get_405_with_allow(server: BackgroundServer) -> None:
@@ -301,6 +377,188 @@ def test_large_file_is_streamed_not_loaded(server: BackgroundServer, root: Path)
     assert peak < 8 << 20, f"peak traced memory {peak / 2**20:.1f} MiB for a {BIG >> 20} MiB file"
 
 
+# -- records on the wire: coalescing the head with the body ----------------------------
+
+
+class RecordTap:
+    """A loopback relay for one connection that records ``(content type, length)`` of every server record.
+
+    Bytes pass through unchanged both ways; only the server->client direction
+    is cut into TLS records (5-byte header + fragment) to count them.
+    """
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(30)
+        self.port: int = self.listener.getsockname()[1]
+        self.records: list[tuple[int, int]] = []
+        self._threads = [threading.Thread(target=self._run, daemon=True)]
+
+    def __enter__(self) -> RecordTap:
+        self._threads[0].start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.listener.close()
+        for t in self._threads:
+            t.join(30)
+
+    def app_records(self) -> list[int]:
+        """Fragment lengths of the application-data records the server sent."""
+        return [n for kind, n in self.records if kind == APPLICATION_DATA]
+
+    def _run(self) -> None:
+        client, _ = self.listener.accept()
+        upstream = socket.create_connection(("127.0.0.1", self.upstream_port), timeout=30)
+        client.settimeout(30)
+
+        def up() -> None:
+            try:
+                while data := client.recv(65536):
+                    upstream.sendall(data)
+                upstream.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+
+        t = threading.Thread(target=up, daemon=True)
+        t.start()
+        self._threads.append(t)
+        buf = b""
+        try:
+            while data := upstream.recv(65536):
+                client.sendall(data)
+                buf += data
+                while len(buf) >= 5 and len(buf) >= 5 + (n := int.from_bytes(buf[3:5], "big")):
+                    self.records.append((buf[0], n))
+                    buf = buf[5 + n :]
+            client.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+        finally:
+            t.join(30)
+            client.close()
+            upstream.close()
+
+
+def _python_ssl_get_raw(port: int, path: str) -> bytes:
+    """One GET over Python's ``ssl`` on a raw socket (``Connection: close``): the response bytes, head included."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    ctx.set_ciphers("ECDHE-RSA-AES128-SHA")
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as raw, ctx.wrap_socket(raw) as tls:
+        tls.sendall(f"GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".encode())
+        parts = []
+        while chunk := tls.recv(65536):
+            parts.append(chunk)
+    return b"".join(parts)
+
+
+def _split(raw: bytes) -> tuple[bytes, bytes]:
+    head, sep, body = raw.partition(b"\r\n\r\n")
+    assert sep and head.startswith(b"HTTP/1.1 200 "), raw[:200]
+    return head + sep, body
+
+
+@pytest.mark.parametrize("coalesce", [True, False], ids=["coalesced", "separate"])
+def test_small_page_records_with_python_ssl(
+    server: BackgroundServer, separate_server: BackgroundServer, coalesce: bool
+) -> None:
+    """A 30-byte page is one application-data record when coalescing, head + body records otherwise."""
+    srv = server if coalesce else separate_server
+    with RecordTap(srv.port) as tap:
+        raw = _python_ssl_get_raw(tap.port, "/page30.bin")
+    head, body = _split(raw)
+    assert body == PAGE30
+    records = tap.app_records()
+    assert len(records) == (1 if coalesce else 2), records
+    if not coalesce:  # the head alone: 16 IV + head + 20 MAC + 1..16 padding
+        assert 16 + len(head) + 20 < records[0] <= 16 + len(head) + 20 + 16
+
+
+@pytest.mark.parametrize("coalesce", [True, False], ids=["coalesced", "separate"])
+def test_small_page_records_with_curl(
+    server: BackgroundServer, separate_server: BackgroundServer, coalesce: bool, tmp_path: Path
+) -> None:
+    curl = shutil.which("curl")
+    if curl is None:
+        pytest.fail("curl is required (apt-get install curl)")
+    srv = server if coalesce else separate_server
+    out = tmp_path / "page"
+    with RecordTap(srv.port) as tap:
+        proc = subprocess.run(
+            [curl, "--silent", "--show-error", "--insecure", "--ciphers", "ECDHE-RSA-AES128-SHA",
+             f"https://127.0.0.1:{tap.port}/page30.bin", "--output", str(out)],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_bytes() == PAGE30
+    assert len(tap.app_records()) == (1 if coalesce else 2), tap.records
+
+
+def _cbc_sha1_record(plaintext: int) -> int:
+    """Wire bytes of one AES-CBC + HMAC-SHA1 record: header, IV, data, MAC, minimal padding (1..16)."""
+    return 5 + 16 + plaintext + 20 + (16 - (plaintext + 20) % 16)
+
+
+def test_coalescing_saves_one_record_of_overhead(server: BackgroundServer, separate_server: BackgroundServer) -> None:
+    """Same page, same suite: the wire bytes are exactly one record (head + body) vs two."""
+    wire, heads = {}, {}
+    for name, srv in (("coalesced", server), ("separate", separate_server)):
+        with RecordTap(srv.port) as tap:
+            heads[name] = len(_split(_python_ssl_get_raw(tap.port, "/page30.bin"))[0])
+        wire[name] = sum(5 + n for n in tap.app_records())
+    head = heads["coalesced"]
+    assert heads["separate"] == head
+    assert wire["coalesced"] == _cbc_sha1_record(head + len(PAGE30))
+    assert wire["separate"] == _cbc_sha1_record(head) + _cbc_sha1_record(len(PAGE30))
+    assert wire["separate"] - wire["coalesced"] >= 5 + 16 + 20 - 15  # header, IV, MAC; padding may differ
+
+
+@pytest.mark.parametrize("coalesce", [True, False], ids=["coalesced", "separate"])
+def test_larger_file_records_are_full_and_body_exact(
+    server: BackgroundServer, separate_server: BackgroundServer, coalesce: bool
+) -> None:
+    """Coalesced: the head fills the first record with file bytes, every record but the last is full.
+
+    Separate: a head-only record, then the body from its first byte in full records
+    (the split SSL splitting caches).
+    """
+    srv = server if coalesce else separate_server
+    with RecordTap(srv.port) as tap:
+        raw = _python_ssl_get_raw(tap.port, "/medium.bin")
+    head, body = _split(raw)
+    assert_equal = body == MEDIUM
+    assert assert_equal, f"body differs: {len(body)} bytes, want {len(MEDIUM)}"
+    records = tap.app_records()
+    full = 16 + RECORD + 20 + 12  # IV + 16 KiB + HMAC-SHA1 + padding to the AES block
+    if coalesce:
+        assert len(records) == math.ceil((len(head) + len(MEDIUM)) / RECORD), records
+        assert records[:-1] == [full] * (len(records) - 1)
+    else:
+        assert len(records) == 1 + math.ceil(len(MEDIUM) / RECORD), records
+        assert records[0] < 16 + len(head) + 20 + 16 + 1
+        assert records[1:-1] == [full] * (len(records) - 2)
+
+
+def test_separate_records_large_file_is_byte_exact(separate_server: BackgroundServer, root: Path) -> None:
+    want = hashlib.sha256((root / "big.bin").read_bytes()).hexdigest()
+    (resp,) = fetch(separate_server, get("/big.bin"), keep_body=False)
+    assert (resp.status, resp.body_sha256) == (200, want)
+
+
+def test_keep_alive_mixed_responses_without_coalescing(separate_server: BackgroundServer) -> None:
+    """404, HEAD, an empty-bodied 405 path and files on one connection, head and body written apart."""
+    missing, head, page, post, again = fetch(
+        separate_server, get("/nope"), get("/page30.bin", b"HEAD"), get("/page30.bin"),
+        get("/page30.bin", b"POST", body=b"x"), get("/hello.txt"),
+    )  # fmt: skip
+    assert (missing.status, head.status, head.body, page.body) == (404, 200, b"", PAGE30)
+    assert (post.status, again.body) == (405, b"hello, world\n")
+
+
 # -- command line ---------------------------------------------------------------------
 
 
@@ -311,7 +569,7 @@ def _env() -> dict[str, str]:
 def test_cli_help() -> None:
     proc = subprocess.run([sys.executable, "-m", "tls12.https_server", "--help"], capture_output=True, text=True, timeout=60, env=_env())
     assert proc.returncode == 0
-    for option in ("--root", "--port", "--host", "--cert", "--key", "--ciphers", "--session-cache"):
+    for option in ("--root", "--port", "--host", "--cert", "--key", "--ciphers", "--session-cache", "--no-coalesce"):
         assert option in proc.stdout
 
 

@@ -1,0 +1,225 @@
+"""P3b: full and resumed RSA-2048 TLS 1.2 handshakes per second, tls12.https_server vs openssl s_server.
+
+Both servers run in their own process on loopback with the same self-signed
+RSA-2048 certificate and key, TLS 1.2 only, one suite (default AES128-SHA,
+RSA key exchange: the server's private-key operation is the cost the paper
+era's servers paid per full handshake) and a session cache keyed by session
+ID (``--session-cache`` for ours; ``openssl s_server -no_ticket``, so that
+neither side resumes with tickets).  They are measured alternately in the same
+run with the same load generator:
+
+* ``openssl s_time -new`` -- a full handshake per connection;
+* ``openssl s_time -reuse`` -- the first connection gets a session, every
+  later one resumes it (abbreviated handshake, no RSA).
+
+``--clients`` copies of ``s_time`` (default 4) run at once to keep the
+server busy.  The client side of a handshake is cheap (an RSA *public*-key
+operation) but not free: ``s_time`` spends roughly as much CPU per
+connection as ``openssl s_server`` does, so on a machine with few cores the
+clients, not the server, set the wall-clock rate of the faster server.  That
+is why the server's own user + system CPU time is read from Linux
+``/proc/<pid>/stat`` before and after each run, and two rates are printed:
+
+* handshakes per **server CPU second** -- the cost of a handshake in each
+  implementation, independent of how fast the clients are; the ratio
+  tls12 / openssl of this figure is P3b (target: >= 0.5);
+* handshakes per **wall second** -- what the clients saw; it equals the first
+  figure only when the server was saturated (``busy`` close to 100 %).
+  ``openssl s_server`` handles one connection at a time, so it is rarely
+  saturated; our asyncio server overlaps connections.
+
+Each (server, mode) is measured ``--rounds`` times, interleaved, and the
+median is kept.  Usage::
+
+    python benchmarks/bench_handshake.py                     # 3 rounds of 3 s
+    python benchmarks/bench_handshake.py --seconds 5 --rounds 5 --json results/benchmarks/handshake.json
+
+Requires openssl (``apt-get install openssl``) and the built C extension.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (  # noqa: E402
+    REPO,
+    fail,
+    repo_env,
+    require_c_extension,
+    require_tools,
+    start_and_read_port,
+    tls12_server,
+    tree_cpu_seconds,
+)
+
+sys.path.insert(0, str(REPO))
+
+BENCH = "bench_handshake"
+MODES = ("new", "reuse")
+TARGET = 0.5
+MIN_RESUMED = 0.9
+"""Fraction of ``-reuse`` connections that must really resume, or the run is wrong."""
+
+
+@dataclass(frozen=True)
+class Run:
+    server: str
+    mode: str
+    handshakes: int
+    resumed: int
+    wall_s: float
+    server_cpu_s: float
+
+    @property
+    def per_wall_s(self) -> float:
+        return self.handshakes / self.wall_s
+
+    @property
+    def per_cpu_s(self) -> float:
+        return self.handshakes / max(self.server_cpu_s, 1e-9)
+
+    @property
+    def busy(self) -> float:
+        """Server CPU seconds per wall second (1.0: the server was saturated)."""
+        return self.server_cpu_s / self.wall_s
+
+
+def s_time(openssl: str, port: int, mode: str, seconds: int, cipher: str, clients: int) -> tuple[int, int, float]:
+    """Run ``clients`` copies of ``openssl s_time -<mode>`` at once: ``(connections, resumed, wall seconds)``.
+
+    ``s_time`` prints one character per connection (``*`` full, ``r``
+    resumed) and a summary ``N connections in T s``.
+    """
+    cmd = [
+        openssl, "s_time", "-connect", f"127.0.0.1:{port}", f"-{mode}", "-time", str(seconds),
+        "-cipher", cipher, "-tls1_2",
+    ]  # fmt: skip
+    start = time.perf_counter()
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(clients)]
+    outputs = [p.communicate(timeout=seconds + 60) for p in procs]
+    wall = time.perf_counter() - start
+    total = resumed = 0
+    for proc, (out, err) in zip(procs, outputs, strict=True):
+        m = re.search(r"^(\d+) connections in [\d.]+s;", out, re.M)
+        if proc.returncode != 0 or m is None:
+            lines = (err or out).strip().splitlines()
+            raise RuntimeError(f"s_time -{mode} failed ({proc.returncode}): {lines[-1] if lines else 'no output'}")
+        total += int(m.group(1))
+        resumed += sum(line.count("r") for line in out.splitlines() if line and set(line) <= {"*", "r"})
+    return total, resumed, wall
+
+
+def measure(server: str, pid: int, port: int, mode: str, args: argparse.Namespace, openssl: str) -> Run:
+    before = tree_cpu_seconds(pid)
+    handshakes, resumed, wall = s_time(openssl, port, mode, args.seconds, args.cipher, args.clients)
+    after = tree_cpu_seconds(pid)
+    if before is None or after is None:
+        fail(BENCH, f"cannot read the CPU time of the {server} server from /proc (Linux only)")
+    if mode == "reuse" and resumed < MIN_RESUMED * handshakes:
+        fail(BENCH, f"{server}: only {resumed} of {handshakes} -reuse connections resumed; is its session cache on?")
+    return Run(server, mode, handshakes, resumed, wall, after - before)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Both rates are medians over --rounds; the ratio is tls12 / openssl.",
+    )
+    parser.add_argument("--seconds", type=int, default=3, help="seconds per s_time run (default %(default)s)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per server and mode (default %(default)s)")
+    parser.add_argument("--clients", type=int, default=4, help="s_time processes at once (default %(default)s)")
+    parser.add_argument("--cipher", default="AES128-SHA", help="OpenSSL name of the TLS 1.2 suite (default %(default)s)")
+    parser.add_argument("--json", type=Path, help="also write the results and run configuration as JSON here")
+    args = parser.parse_args(argv)
+    if args.seconds < 1 or args.rounds < 1 or args.clients < 1:
+        parser.error("--seconds, --rounds and --clients must be positive")
+    openssl = require_tools(BENCH, {"openssl": "openssl"})["openssl"]
+    require_c_extension(BENCH)
+
+    from tls12.certs import generate_self_signed, write_credentials
+    from tls12.suites import SUITES, suite_by_name
+
+    try:
+        suite = SUITES[suite_by_name(args.cipher)]
+    except ValueError as exc:
+        parser.error(str(exc))
+    if suite.cipher == "null":
+        parser.error("pick an encrypting suite: openssl s_server refuses NULL suites at the default security level")
+
+    runs: list[Run] = []
+    with tempfile.TemporaryDirectory(prefix="bench-handshake-") as tmp:
+        base = Path(tmp)
+        root = base / "www"
+        root.mkdir()
+        (root / "index.html").write_text("hello\n")
+        cert, key = base / "cert.pem", base / "key.pem"
+        write_credentials(generate_self_signed(key_size=2048), cert, key)
+        ours_cmd = tls12_server(root, cert, key, suite.openssl_name, "--session-cache")
+        openssl_cmd = [
+            openssl, "s_server", "-accept", "127.0.0.1:0", "-cert", str(cert), "-key", str(key),
+            "-tls1_2", "-cipher", suite.openssl_name, "-no_ticket", "-www",
+        ]  # fmt: skip
+        print(f"RSA-2048, TLS 1.2 {suite.openssl_name}, {args.clients} s_time clients x {args.seconds} s, "
+              f"{args.rounds} interleaved rounds", flush=True)
+        with start_and_read_port(ours_cmd, r"listening on https://[^\s:]+:(\d+)", env=repo_env()) as (ours_port, ours_pid), \
+                start_and_read_port(openssl_cmd, r"^ACCEPT .*:(\d+)$", cwd=base) as (ossl_port, ossl_pid):
+            servers = (("tls12", ours_pid, ours_port), ("openssl", ossl_pid, ossl_port))
+            for _, _, port in servers:  # warm-up: imports, first session in the cache
+                s_time(openssl, port, "reuse", 1, suite.openssl_name, 1)
+            for i in range(args.rounds):
+                for mode in MODES:
+                    # alternate who goes first: bursts of background load must not always hit the same server
+                    for name, pid, port in servers if i % 2 == 0 else servers[::-1]:
+                        run = measure(name, pid, port, mode, args, openssl)
+                        runs.append(run)
+                        print(f"  round {i + 1} {mode:<5} {name:<7} {run.handshakes:6d} handshakes "
+                              f"{run.per_wall_s:8.0f}/s wall {run.per_cpu_s:8.0f}/server-CPU-s  busy {run.busy:4.0%}",
+                              flush=True)
+
+    summary: dict[str, dict[str, float]] = {}
+    print(f"\n{'mode':<7} {'server':<8} {'per wall s':>11} {'per CPU s':>10} {'busy':>5}")
+    for mode in MODES:
+        for name in ("tls12", "openssl"):
+            mine = [r for r in runs if r.server == name and r.mode == mode]
+            row = {
+                "per_wall_s": statistics.median(r.per_wall_s for r in mine),
+                "per_cpu_s": statistics.median(r.per_cpu_s for r in mine),
+                "busy": statistics.median(r.busy for r in mine),
+            }
+            summary[f"{name}_{mode}"] = row
+            print(f"{mode:<7} {name:<8} {row['per_wall_s']:>11.0f} {row['per_cpu_s']:>10.0f} {row['busy']:>5.0%}")
+    ratios = {}
+    for mode in MODES:
+        ours, ref = summary[f"tls12_{mode}"], summary[f"openssl_{mode}"]
+        ratios[mode] = {"per_cpu_s": ours["per_cpu_s"] / ref["per_cpu_s"], "per_wall_s": ours["per_wall_s"] / ref["per_wall_s"]}
+        label = "full (s_time -new)" if mode == "new" else "resumed (s_time -reuse)"
+        verdict = "met" if ratios[mode]["per_cpu_s"] >= TARGET else "NOT met"
+        print(f"{label:<24} tls12 / openssl: {ratios[mode]['per_cpu_s']:.2f} per server CPU second "
+              f"(target >= {TARGET}: {verdict}), {ratios[mode]['per_wall_s']:.2f} per wall second")
+
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        version = subprocess.run([openssl, "version"], capture_output=True, text=True, check=False).stdout.strip()
+        config = {
+            "suite": suite.openssl_name, "key": "RSA-2048", "seconds": args.seconds, "rounds": args.rounds,
+            "clients": args.clients, "python": platform.python_version(), "machine": platform.machine(),
+            "openssl": version,
+        }  # fmt: skip
+        runs_json = [{**asdict(r), "per_wall_s": r.per_wall_s, "per_cpu_s": r.per_cpu_s} for r in runs]
+        args.json.write_text(json.dumps({"config": config, "median": summary, "ratio": ratios, "runs": runs_json}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

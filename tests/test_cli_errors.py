@@ -1,0 +1,431 @@
+"""Every command-line program turns bad input into one line on stderr, never a traceback.
+
+The sweep runs each program of the testbed as a user would (``python -m PACKAGE.MODULE`` or
+``python SCRIPT``) with unknown flags, missing and malformed arguments, files of the wrong kind
+(a private key where a public key belongs, garbage PEM, a folder instead of a file), bad
+``HOST:PORT`` syntax, busy ports and unreachable servers (a closed port on the loopback
+interface).  Each case states the exit status it expects -- 2 for bad usage, as argparse does,
+1 for a failure at run time such as a refused connection -- and words that the last line of
+stderr must contain, so the user learns *what* was wrong.  ``--help`` exits 0 for every program.
+
+``--help`` runs as ``python -m PROGRAM --help`` in a fresh interpreter.  The bad command lines
+(about 150) run as processes forked from one interpreter that has imported the programs'
+dependencies (``cli_forkserver.py``): each still executes the program as ``__main__`` in a
+process of its own, with its own exit status and stderr, but without paying a second of
+interpreter start and imports each, so the sweep takes seconds on two cores.  The module also
+checks the argument parsers of :mod:`tls12.cli` with Hypothesis.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sine.algorithms import SigAlg, SigningKey
+from sine.site import sign_site
+from tls12 import cli
+from tls12.certs import generate_self_signed, write_credentials
+
+REPO = Path(__file__).resolve().parent.parent
+TIMEOUT = 20.0  # per program; a program that hangs on bad input fails here instead of blocking
+
+MODULES = (
+    "tls12.https_server",
+    "tls12.demo",
+    "sslsplit.server",
+    "sslsplit.proxy",
+    "netsim.traces",
+    "sine.sign",
+    "sine.server",
+    "sine.fetch",
+    "reverse_ssl.server",
+    "reverse_ssl.client",
+)
+SCRIPTS = tuple(sorted(str(p.relative_to(REPO)) for pattern in ("benchmarks/bench_*.py", "notebooks/*.py")
+                       for p in REPO.glob(pattern)))
+# what each module needs before argparse looks at an unknown flag
+REQUIRED = {
+    "tls12.https_server": "--root {docroot}",
+    "sslsplit.server": "--root {docroot}",
+    "sslsplit.proxy": "--server 127.0.0.1:1 --store 127.0.0.1:2",
+    "netsim.traces": "list",
+    "sine.sign": "{docroot} --key {rsa}",
+    "sine.server": "{signed}",
+    "sine.fetch": "http://127.0.0.1:1/",
+    "reverse_ssl.client": "--port 1",
+}
+FORKSERVER = REPO / "tests" / "cli_forkserver.py"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One invocation: ``program`` with ``args`` (``{name}`` fields are filled from the fixture
+    files), the exit status it must return and words its last stderr line must contain."""
+
+    program: str
+    args: tuple[str, ...]
+    status: int
+    words: tuple[str, ...]
+
+    @property
+    def id(self) -> str:
+        return f"{self.program} {' '.join(self.args)}".strip()
+
+
+def case(program: str, args: str, status: int, *words: str) -> Case:
+    return Case(program, tuple(args.split()), status, words)
+
+
+# fmt: off
+CASES: tuple[Case, ...] = (
+    *(case(m, f"{REQUIRED.get(m, '')} --no-such-flag", 2, "unrecognized arguments", "--no-such-flag")
+      for m in MODULES),
+    *(case(s, "--no-such-flag", 2) for s in SCRIPTS),  # or a required option is missing
+    # tls12.https_server
+    case("tls12.https_server", "", 2, "required", "--root"),
+    case("tls12.https_server", "--root {missing}", 2, "--root", "not a directory"),
+    case("tls12.https_server", "--root {text} --port 1", 2, "--root", "not a directory"),
+    case("tls12.https_server", "--root {docroot} --port abc", 2, "--port", "abc"),
+    case("tls12.https_server", "--root {docroot} --port 70000", 2, "--port", "70000"),
+    case("tls12.https_server", "--root {docroot} --cert {cert}", 2, "--cert", "--key"),
+    case("tls12.https_server", "--root {docroot} --cert {cert} --key {missing}", 2, "--key", "no such file"),
+    case("tls12.https_server", "--root {docroot} --cert {cert} --key {pub}", 2, "--key", "private key", "public key"),
+    case("tls12.https_server", "--root {docroot} --cert {garbage} --key {rsa}", 2, "--cert", "certificate"),
+    case("tls12.https_server", "--root {docroot} --cert {docroot} --key {rsa}", 2, "--cert", "directory"),
+    case("tls12.https_server", "--root {docroot} --cert {cert} --key {ec}", 2, "--key", "rsa"),
+    case("tls12.https_server", "--root {docroot} --ciphers NO-SUCH-SUITE", 2, "no-such-suite"),
+    case("tls12.https_server", "--root {docroot} --port {busy}", 1, "address already in use"),
+    # tls12.demo (every case fails before the first download)
+    case("tls12.demo", "--sizes abc", 2, "--sizes", "abc"),
+    case("tls12.demo", "--sizes inf", 2, "--sizes", "inf"),
+    case("tls12.demo", "--sizes ,", 2, "--sizes", "no size"),
+    case("tls12.demo", "--suites NO-SUCH-SUITE", 2, "no-such-suite"),
+    case("tls12.demo", "--out {text}", 2, "--out", "not a directory"),
+    # sslsplit.server
+    case("sslsplit.server", "", 2, "--root", "--upstream", "required"),
+    case("sslsplit.server", "--root {missing}", 2, "--root", "not a directory"),
+    case("sslsplit.server", "--root {text}", 2, "--root", "not a directory"),
+    case("sslsplit.server", "--upstream no-port-here", 2, "--upstream", "host:port"),
+    case("sslsplit.server", "--upstream 127.0.0.1:99999", 2, "--upstream", "host:port"),
+    case("sslsplit.server", "--root {docroot} --port abc", 2, "--port", "abc"),
+    case("sslsplit.server", "--root {docroot} --port 70000", 2, "--port", "70000"),
+    case("sslsplit.server", "--root {docroot} --store-port -1", 2, "--store-port", "-1"),
+    case("sslsplit.server", "--root {docroot} --store-max-mb -5", 2, "--store-max-mb", "-5"),
+    case("sslsplit.server", "--root {docroot} --cert {cert}", 2, "--cert", "--key"),
+    case("sslsplit.server", "--root {docroot} --cert {cert} --key {missing}", 2, "--key", "no such file"),
+    case("sslsplit.server", "--root {docroot} --cert {cert} --key {pub}", 2, "--key", "private key", "public key"),
+    case("sslsplit.server", "--root {docroot} --cert {text} --key {rsa}", 2, "--cert", "certificate"),
+    case("sslsplit.server", "--root {docroot} --port {busy}", 1, "address already in use"),
+    # sslsplit.proxy
+    case("sslsplit.proxy", "", 2, "required", "--server", "--store"),
+    case("sslsplit.proxy", "--server no-port-here --store 127.0.0.1:1", 2, "--server", "host:port"),
+    case("sslsplit.proxy", "--server 127.0.0.1:1 --store 127.0.0.1:abc", 2, "--store", "host:port"),
+    case("sslsplit.proxy", "--server 127.0.0.1:1 --store 127.0.0.1:2 --serve-cache 70000", 2, "--serve-cache", "70000"),
+    case("sslsplit.proxy", "--server 127.0.0.1:1 --store 127.0.0.1:2 --memory-mb -1", 2, "--memory-mb", "-1"),
+    case("sslsplit.proxy", "--server 127.0.0.1:1 --store 127.0.0.1:2 --disk-cache {text}", 2, "--disk-cache", "not a directory"),
+    case("sslsplit.proxy", "--server 127.0.0.1:1 --store 127.0.0.1:2 --listen 127.0.0.1:{busy}", 1, "address already in use"),
+    # netsim.traces
+    case("netsim.traces", "", 2, "required", "command"),
+    case("netsim.traces", "stats", 2, "required", "path_or_name"),
+    case("netsim.traces", "stats {missing}", 2, "not found", "no-such-file"),
+    case("netsim.traces", "stats {docroot}", 2, "directory"),
+    case("netsim.traces", "stats {text} --chunk-lines 0", 2, "--chunk-lines", "0"),
+    case("netsim.traces", "--manifest {missing} list", 2, "manifest", "not found"),
+    case("netsim.traces", "--manifest {text} list", 2, "manifest", "json"),
+    case("netsim.traces", "--manifest {docroot} list", 2, "manifest", "directory"),
+    case("netsim.traces", "--manifest {bad_manifest} list", 2, "manifest", "filename"),
+    case("netsim.traces", "fetch no-such-trace", 2, "unknown trace", "no-such-trace"),
+    case("netsim.traces", "verify no-such-trace", 2, "unknown trace", "no-such-trace"),
+    case("netsim.traces", "fetch EPA-HTTP --dest {scratch} --from {missing}", 2, "not found"),
+    case("netsim.traces", "fetch EPA-HTTP --dest {scratch} --from http://127.0.0.1:{closed}/x", 1, "refused"),
+    case("netsim.traces", "fetch EPA-HTTP --dest {scratch} --timeout 0", 2, "--timeout", "0"),
+    # sine.sign (every case fails before anything is written)
+    case("sine.sign", "", 2, "required", "docroot"),
+    case("sine.sign", "{docroot}", 2, "required", "--key"),
+    case("sine.sign", "{missing} --key {rsa}", 2, "not a directory"),
+    case("sine.sign", "{docroot} --key {pub}", 2, "--key", "expected a pem private key, got a public key"),
+    case("sine.sign", "{docroot} --key {cert}", 2, "--key", "expected a pem private key, got a certificate"),
+    case("sine.sign", "{docroot} --key {garbage}", 2, "--key", "public key"),
+    case("sine.sign", "{docroot} --key {bad_private}", 2, "--key", "malformed private key"),
+    case("sine.sign", "{docroot} --key {text}", 2, "--key", "no pem data"),
+    case("sine.sign", "{docroot} --key {docroot}", 2, "--key", "directory"),
+    case("sine.sign", "{docroot} --key {text}/sub/key.pem", 2, "--key", "cannot create"),
+    case("sine.sign", "{docroot} --key {rsa} --block-size 0", 2, "--block-size", "0"),
+    case("sine.sign", "{docroot} --key {rsa} --block-size abc", 2, "--block-size", "abc"),
+    case("sine.sign", "{docroot} --key {rsa} --lifetime -5", 2, "--lifetime", "-5"),
+    case("sine.sign", "{docroot} --key {rsa} --hash md5", 2, "--hash", "invalid choice"),
+    case("sine.sign", "{docroot} --key {rsa} --origin not-a-url", 2, "--origin", "not-a-url"),
+    # sine.server
+    case("sine.server", "", 2, "required", "docroot"),
+    case("sine.server", "{missing}", 2, "not a directory"),
+    case("sine.server", "{text}", 2, "not a directory"),
+    case("sine.server", "{docroot} --no-tls", 2, "not signed", "sine.sign"),
+    case("sine.server", "{signed} --port abc", 2, "--port", "abc"),
+    case("sine.server", "{signed} --port 70000", 2, "--port", "70000"),
+    case("sine.server", "{signed} --tls-port -1", 2, "--tls-port", "-1"),
+    case("sine.server", "{signed} --duration -1", 2, "--duration", "-1"),
+    case("sine.server", "{signed} --tls-cert {cert}", 2, "--tls-cert", "--tls-key"),
+    case("sine.server", "{signed} --tls-cert {cert} --tls-key {missing}", 2, "--tls-key", "no such file"),
+    case("sine.server", "{signed} --tls-cert {cert} --tls-key {pub}", 2, "--tls-key", "private key", "public key"),
+    case("sine.server", "{signed} --tls-cert {garbage} --tls-key {rsa}", 2, "--tls-cert", "certificate"),
+    case("sine.server", "{signed} --tls-cert {cert} --tls-key {ec}", 2, "--tls-key", "does not match"),
+    case("sine.server", "{signed} --no-tls --port {busy}", 1, "address already in use"),
+    # sine.fetch
+    case("sine.fetch", "", 2, "required", "url"),
+    case("sine.fetch", "http://127.0.0.1:{closed}/", 2, "--key", "mode sine"),
+    case("sine.fetch", "--key {rsa} http://127.0.0.1:{closed}/", 2, "--key", "expected a pem public key, got a private key"),
+    case("sine.fetch", "--key {cert} http://127.0.0.1:{closed}/", 2, "--key", "expected a pem public key, got a certificate"),
+    case("sine.fetch", "--key {garbage} http://127.0.0.1:{closed}/", 2, "--key", "malformed public key"),
+    case("sine.fetch", "--key {text} http://127.0.0.1:{closed}/", 2, "--key", "no pem data"),
+    case("sine.fetch", "--key {missing} http://127.0.0.1:{closed}/", 2, "--key", "no such file"),
+    case("sine.fetch", "--key {docroot} http://127.0.0.1:{closed}/", 2, "--key", "directory"),
+    case("sine.fetch", "--mode http not-a-url", 2, "url", "not-a-url"),
+    case("sine.fetch", "--mode http ftp://127.0.0.1/x", 2, "url", "http://"),
+    case("sine.fetch", "--mode http http://127.0.0.1:99999/", 2, "url", "port"),
+    case("sine.fetch", "--mode http http://127.0.0.1:1/a http://127.0.0.1:2/b", 2, "one origin"),
+    case("sine.fetch", "--mode http --proxy not-a-url http://127.0.0.1:1/", 2, "--proxy", "not-a-url"),
+    case("sine.fetch", "--mode sineb http://127.0.0.1:{closed}/", 2, "--tls-origin", "--tls-ca"),
+    case("sine.fetch", "--mode sineb --tls-origin https://127.0.0.1:{closed} --tls-ca {garbage} http://127.0.0.1:{closed}/", 2, "--tls-ca", "certificate"),
+    case("sine.fetch", "--mode http --output {docroot} http://127.0.0.1:{closed}/", 2, "--output", "directory"),
+    case("sine.fetch", "--mode http http://127.0.0.1:{closed}/", 1, "127.0.0.1:{closed}", "refused"),
+    case("sine.fetch", "--mode http --proxy http://127.0.0.1:{closed} http://127.0.0.1:1/", 1, "127.0.0.1:{closed}", "refused"),
+    case("sine.fetch", "--mode sineb --tls-origin https://127.0.0.1:{closed} --tls-ca {cert} http://127.0.0.1:{closed}/", 1, "refused"),
+    # reverse_ssl.server
+    case("reverse_ssl.server", "--host 192.0.2.1", 2, "--host", "loopback"),
+    case("reverse_ssl.server", "--port abc", 2, "--port", "abc"),
+    case("reverse_ssl.server", "--port 70000", 2, "--port", "70000"),
+    case("reverse_ssl.server", "--modes bogus", 2, "--modes", "unknown mode"),
+    case("reverse_ssl.server", "--ots bogus", 2, "--ots", "invalid choice"),
+    case("reverse_ssl.server", "--pool -1", 2, "--pool", "-1"),
+    case("reverse_ssl.server", "--key-bits 100", 2, "--key-bits", "100"),
+    case("reverse_ssl.server", "--duration abc", 2, "--duration", "abc"),
+    case("reverse_ssl.server", "--stats-json {docroot}", 2, "--stats-json", "directory"),
+    case("reverse_ssl.server", "--cert {cert}", 2, "--cert", "--key"),
+    case("reverse_ssl.server", "--cert {cert} --key {missing}", 2, "--key", "no such file"),
+    case("reverse_ssl.server", "--cert {cert} --key {pub}", 2, "--key", "private key", "public key"),
+    case("reverse_ssl.server", "--cert {garbage} --key {rsa}", 2, "--cert", "certificate"),
+    case("reverse_ssl.server", "--cert {cert} --key {rsa} --port {busy} --pool 0", 1, "address already in use"),
+    # reverse_ssl.client
+    case("reverse_ssl.client", "", 2, "required", "--port"),
+    case("reverse_ssl.client", "--port abc", 2, "--port", "abc"),
+    case("reverse_ssl.client", "--port 70000", 2, "--port", "70000"),
+    case("reverse_ssl.client", "--host 192.0.2.1 --port 1", 2, "--host", "loopback"),
+    case("reverse_ssl.client", "--port 1 --mode bogus", 2, "--mode", "invalid choice"),
+    case("reverse_ssl.client", "--port 1 --mode client-auth --key-bits 100", 2, "--key-bits", "100"),
+    case("reverse_ssl.client", "--port 1 --load --concurrency 0", 2, "--concurrency", "0"),
+    case("reverse_ssl.client", "--port 1 --timeout 0", 2, "--timeout", "0"),
+    case("reverse_ssl.client", "--port {closed}", 1, "127.0.0.1:{closed}", "refused"),
+    case("reverse_ssl.client", "--port {closed} --load --concurrency 2 --duration 0.3", 1, "127.0.0.1:{closed}", "no handshake"),
+)
+# fmt: on
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+
+def _python_m(program: str, args: list[str], env: dict[str, str]) -> Outcome:
+    """``python -m PROGRAM ARGS`` in a fresh interpreter, exactly as a user types it."""
+    start = time.monotonic()
+    out = subprocess.run([sys.executable, "-m", program, *args], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=TIMEOUT,
+                         stdin=subprocess.DEVNULL)
+    return Outcome(out.returncode, out.stdout, out.stderr, time.monotonic() - start)
+
+
+def _forked(runs: dict[str, tuple[str, list[str]]], env: dict[str, str]) -> dict[str, Outcome]:
+    """Every run as its own process forked from one interpreter that imported the programs'
+    dependencies once (see ``cli_forkserver.py``): the same code path as ``python -m``."""
+    request = [{"key": k, "target": prog, "argv": argv} for k, (prog, argv) in runs.items()]
+    out = subprocess.run([sys.executable, str(FORKSERVER)], input=json.dumps(request),
+                         cwd=REPO, env=env, capture_output=True, text=True,
+                         timeout=TIMEOUT * len(runs))
+    assert out.returncode == 0, out.stderr
+    return {r["key"]: Outcome(r["status"], r["stdout"], r["stderr"], r["seconds"])
+            for r in json.loads(out.stdout)}
+
+
+def _write_fixtures(root: Path) -> dict[str, str]:
+    """The files and folders the cases refer to, by ``{name}``."""
+    creds = generate_self_signed(key_size=2048)
+    write_credentials(creds, root / "cert.pem", root / "rsa.pem")
+    (root / "pub.pem").write_bytes(creds.private_key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    (root / "ec.pem").write_bytes(ec.generate_private_key(ec.SECP256R1()).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption()))
+    (root / "garbage.pem").write_bytes(
+        b"-----BEGIN PUBLIC KEY-----\nnot*base64*at*all\n-----END PUBLIC KEY-----\n")
+    (root / "bad_private.pem").write_bytes(
+        b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
+    (root / "text.txt").write_text("just some text, no PEM here\n")
+    (root / "bad_manifest.json").write_text('{"traces": [{"name": "x", "format": "clf", "files": [{}]}]}')
+    docroot = root / "docroot"
+    docroot.mkdir()
+    (docroot / "index.html").write_text("<html>unsigned</html>\n")
+    signed = root / "signed"
+    signed.mkdir()
+    (signed / "index.html").write_text("<html>signed</html>\n")
+    sign_site(signed, SigningKey.generate(SigAlg.ED25519), time.time())
+    (root / "scratch").mkdir()
+    names = ("cert", "rsa", "pub", "ec", "garbage", "bad_private")
+    files = {name: str(root / f"{name}.pem") for name in names}
+    return {**files, "text": str(root / "text.txt"), "bad_manifest": str(root / "bad_manifest.json"),
+            "docroot": str(docroot), "signed": str(signed), "scratch": str(root / "scratch"),
+            "missing": str(root / "no-such-file")}
+
+
+@dataclass(frozen=True)
+class Sweep:
+    fields: dict[str, str]
+    outcomes: dict[str, Outcome]
+
+
+def _run_sweep(root: Path) -> Sweep:
+    """Run every case (and ``--help`` of every program); outcomes by case id."""
+    fields = _write_fixtures(root)
+    closed = socket.socket()  # bound but not listening: connecting to it is refused
+    closed.bind(("127.0.0.1", 0))
+    busy = socket.socket()  # listening: binding it again fails with "address already in use"
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    fields["closed"] = str(closed.getsockname()[1])
+    fields["busy"] = str(busy.getsockname()[1])
+    env = {**os.environ, "XDG_CACHE_HOME": str(root / "cache"), "TRACES_DIR": str(root / "traces")}
+    env.pop("TESTBED_TRACEBACK", None)
+    runs = {c.id: (c.program, [a.format(**fields) for a in c.args]) for c in CASES}
+    runs.update({f"{p} --help": (p, ["--help"]) for p in SCRIPTS})
+    try:
+        with ThreadPoolExecutor(max_workers=3) as pool:  # --help: real interpreters
+            helps = {m: pool.submit(_python_m, m, ["--help"], env) for m in MODULES}
+            outcomes = _forked(runs, env)
+            outcomes.update({f"{m} --help": f.result() for m, f in helps.items()})
+    finally:
+        closed.close()
+        busy.close()
+    return Sweep(fields, outcomes)
+
+
+@pytest.fixture(scope="session")
+def sweep(tmp_path_factory: pytest.TempPathFactory) -> Sweep:
+    """The sweep, run once per test session: under pytest-xdist the first worker runs it and
+    the others read its outcomes from the run's shared temporary folder."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return _run_sweep(tmp_path_factory.mktemp("cli"))
+    shared = tmp_path_factory.getbasetemp().parent  # one folder per run, common to the workers
+    saved = shared / "cli-sweep.json"
+    with open(shared / "cli-sweep.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not saved.is_file():
+            root = shared / "cli-sweep"
+            root.mkdir()
+            result = _run_sweep(root)
+            saved.write_text(json.dumps({"fields": result.fields, "outcomes": {
+                k: asdict(o) for k, o in result.outcomes.items()}}))
+    data = json.loads(saved.read_text())
+    return Sweep(data["fields"], {k: Outcome(**o) for k, o in data["outcomes"].items()})
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+@pytest.mark.parametrize("c", CASES, ids=[c.id for c in CASES])
+def test_bad_input_gives_one_clear_line(sweep: Sweep, c: Case) -> None:
+    out = sweep.outcomes[c.id]
+    assert "Traceback" not in out.stderr, out.stderr
+    assert "internal error" not in out.stderr, out.stderr
+    assert out.status == c.status, out.stderr
+    last = _last_line(out.stderr)
+    assert ": error: " in last, out.stderr
+    for word in c.words:
+        assert word.format(**sweep.fields).lower() in last.lower(), out.stderr
+
+
+@pytest.mark.parametrize("program", [*MODULES, *SCRIPTS])
+def test_help_exits_zero(sweep: Sweep, program: str) -> None:
+    out = sweep.outcomes[f"{program} --help"]
+    assert out.status == 0, out.stderr
+    assert out.stdout.startswith("usage: ") and "--help" in out.stdout
+    assert out.stderr == ""
+
+
+@pytest.mark.parametrize("program", MODULES)
+def test_module_errors_are_prefixed_with_the_program(sweep: Sweep, program: str) -> None:
+    """Usage and run-time errors alike start with ``python -m PROGRAM: error:`` (or
+    ``python -m PROGRAM SUBCOMMAND: error:`` for a subcommand's arguments, as argparse has it)."""
+    outs = [sweep.outcomes[c.id] for c in CASES if c.program == program]
+    assert len(outs) >= 5
+    prefix = re.compile(rf"python -m {re.escape(program)}( [a-z]+)?: error: ")
+    for out in outs:
+        assert prefix.match(_last_line(out.stderr)), out.stderr
+
+
+# -- the shared argument types, with Hypothesis -------------------------------------------------
+
+
+@given(st.integers(0, 65535))
+def test_port_accepts_every_port(n: int) -> None:
+    assert cli.port(str(n)) == n
+
+
+@given(st.text(max_size=12))
+def test_port_rejects_everything_else_with_a_message(text: str) -> None:
+    try:
+        value = cli.port(text)
+    except argparse.ArgumentTypeError as exc:
+        assert repr(text) in str(exc)
+    else:
+        assert 0 <= value <= 65535 and int(text) == value
+
+
+@given(st.sampled_from(["127.0.0.1", "localhost", "::1", "example.org", ""]),
+       st.integers(1, 65535))
+def test_hostport_round_trips(host: str, port: int) -> None:
+    text = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    assert cli.hostport(text) == (host or "127.0.0.1", port)
+
+
+@given(st.text(max_size=24))
+def test_hostport_never_crashes(text: str) -> None:
+    try:
+        host, port = cli.hostport(text)
+    except argparse.ArgumentTypeError as exc:
+        assert "HOST:PORT" in str(exc)
+    else:
+        assert host and 1 <= port <= 65535 and int(text.rpartition(":")[2]) == port
+
+
+@given(st.binary(max_size=200))
+def test_pem_kind_never_crashes(data: bytes) -> None:
+    assert isinstance(cli.pem_kind(data), str)
+
+
+def test_pem_kind_names_the_block() -> None:
+    assert cli.pem_kind(b"-----BEGIN PUBLIC KEY-----\n") == "a public key"
+    assert cli.pem_kind(b"x\n-----BEGIN RSA PRIVATE KEY-----\n") == "a private key"
+    assert cli.pem_kind(b"-----BEGIN ENCRYPTED PRIVATE KEY-----\n") == "an encrypted private key"
+    assert cli.pem_kind(b"-----BEGIN CERTIFICATE-----\n") == "a certificate"
+    assert cli.pem_kind(b"-----BEGIN X509 CRL-----\n") == "a PEM 'X509 CRL' block"
+    assert cli.pem_kind(b"hello") == "no PEM data"
