@@ -89,6 +89,8 @@ def bench_replay(quick: bool) -> dict[str, float]:
         n, name, work = max(sized, key=lambda x: x[0])
         secs = best_of(lambda: replay(work, model), 3 if quick else 5)
         out["replay_real_req_per_s"] = n / secs
+        out["replay_real_trace"] = name  # type: ignore[assignment]
+        out["replay_real_requests"] = float(n)
         print(f"replay  {name:24s} {n:>10,} requests {n / secs:>12,.0f} req/s "
               f"({n / secs / TARGET_REQ_PER_S:.2f} x target)")
     n_req = 1e6 if quick else 1e7
