@@ -658,3 +658,17 @@ def test_cli_serves_with_given_certificate(root: Path, tmp_path: Path) -> None:
     finally:
         err = _stop_cli(proc)
     assert '"GET /hello.txt HTTP/1.1" 200 body=13' in err
+
+
+@pytest.mark.parametrize(
+    ("path", "status_line"),
+    [
+        ("/hello.txt", b"HTTP/1.1 200 OK"),
+        ("/nope.txt", b"HTTP/1.1 404 Not Found"),
+        ("/escape", b"HTTP/1.1 403 Forbidden"),
+    ],
+)
+def test_status_line_has_the_standard_reason_phrase(server: BackgroundServer, path: str, status_line: bytes) -> None:
+    """An empty reason phrase (``HTTP/1.1 200 ``) is legal but no server in the field sends one."""
+    raw = _python_ssl_get_raw(server.port, path)
+    assert raw.split(b"\r\n", 1)[0] == status_line
