@@ -80,8 +80,8 @@ from _common import (  # noqa: E402
 
 sys.path.insert(0, str(REPO))
 
+from tls12.apps.demo import curl_cipher_arg, parse_size  # noqa: E402
 from tls12.certs import generate_self_signed, write_credentials  # noqa: E402
-from tls12.demo import curl_cipher_arg, parse_size  # noqa: E402
 from tls12.suites import SUITES, suite_by_name  # noqa: E402
 
 BENCH = "bench_https"

@@ -1,208 +1,395 @@
-"""SSL-splitting benchmarks: proxy splice throughput and server CPU per warm download.
+"""SSL-splitting proxy throughput, as deployed and in-process, and the origin's CPU per warm download.
 
-1. **Proxy splice throughput** in key-expose mode (AES-128-CBC-SHA, 16 KiB
-   records, warm cache): the proxy's per-record work -- parse a stub, look
-   the payload up in its memory cache, check its SHA-256 id, encrypt payload +
-   MAC -- measured in-process on a stub stream captured from a real splitting
-   server connection, in MB of payload per second of CPU time, and as a ratio
-   of ``openssl speed -evp aes-128-cbc`` (16 KiB blocks) measured in the same
-   run (target >= 0.5).  The end-to-end figure (curl through a warm proxy on
-   loopback, wall clock, client decryption on the same two cores) is shown too.
-2. **Server CPU per warm 1 MiB download**: CPU seconds the origin process
-   spends per download of a 1 MiB file through a warm proxy, against
-   ``tls12.https_server`` serving the same file directly (both measured from
-   ``/proc/<pid>/stat`` of the server processes, same suite).
+All figures use key-expose mode with TLS_RSA_WITH_AES_128_CBC_SHA and 16 KiB
+records; MB = 10^6 bytes of HTTP body (payload); CPU = user + system time.
 
-Usage: ``python benchmarks/bench_splice.py [--seconds S] [--downloads N] [--json PATH]``.
+**1. The deployed proxy.**  Three programs in separate processes on loopback:
+the origin ``python -m sslsplit.server --mode key-expose``, the proxy
+``python -m sslsplit.proxy`` and curl downloading a ``--mib`` MiB file through
+it.  The proxy's CPU seconds over each download are read from
+``/proc/<pid>/stat`` (all its threads): the figures are MB of payload per
+proxy CPU-second and proxy CPU-seconds per GB, each over as many downloads
+as it takes the proxy to spend half a CPU-second (``/proc`` counts 10 ms
+ticks).  Two proxies:
+
+* *warm* -- its memory cache holds every payload.  The ids were checked with
+  SHA-256 when the cache was filled; the memory level is trusted on read, so a
+  warm download hashes nothing: per record the proxy parses a stub, looks the
+  payload up, encrypts payload + MAC (AES-128-CBC, C extension) and writes it.
+* *verify-on-fill* -- ``--memory-mb 0``: it keeps nothing, so every payload
+  comes from the origin's record store over HTTP (the cache-miss protocol) and
+  its SHA-256 id is checked before use -- a cold proxy's work on every record.
+
+The download's wall-clock MB/s is shown too; it includes curl's decryption and
+the origin, which share the same cores.
+
+**2. The proxy's per-record code in this process**, on a stub stream captured
+from a real splitting-server connection: ``SplittingProxy.payload_for`` (the
+cache hierarchy) and ``record_for`` (``Splicer.rebuild``), without sockets,
+in CPU seconds of this process.  Three cases: *warm memory* (as deployed: no
+hash in the loop); *warm memory, verify on read* (``MemoryCache(verify_on_read=
+True)``: SHA-256 of every payload in the loop); *verify-on-fill* (every
+payload comes from an untrusted source -- a dict standing in for the origin's
+store -- is checked with SHA-256, put into the memory cache, then encrypted).
+
+**3. The origin's CPU per warm 1 MiB download** through the proxy, against
+``tls12.https_server`` serving the same file directly (``/proc`` of both,
+over ``--downloads`` downloads each).
+
+References, measured in the same run: ``openssl speed -evp aes-128-cbc`` and
+``openssl speed -evp sha256`` at 16 KiB, in MB per CPU second.  Every proxy
+figure is shown as a ratio of AES-128-CBC; the hashing cases also as a ratio
+of ``1 / (1/aes + 1/sha256)``, the rate at which OpenSSL alone encrypts *and*
+hashes each byte once.  Each measurement runs ``--rounds`` times, interleaved
+with the references, and the best round is kept.
+
+Usage: ``python benchmarks/bench_splice.py [--seconds S] [--rounds R] [--mib N] [--downloads N] [--json PATH]``.
+Without openssl, curl or the built C extension it exits with status 1 and one
+line saying what is missing.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
+import platform
 import re
-import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sslsplit.cache import MemoryCache  # noqa: E402
+from _common import (  # noqa: E402
+    fail,
+    free_port,
+    repo_env,
+    require_c_extension,
+    require_tools,
+    start_and_read_port,
+    tls12_server,
+    tree_cpu_seconds,
+)
+
+from sslsplit.cache import CacheHierarchy, MemoryCache  # noqa: E402
+from sslsplit.proxy import SplittingProxy  # noqa: E402
 from sslsplit.splicer import Splicer  # noqa: E402
 from sslsplit.store import RecordStore  # noqa: E402
-from sslsplit.wire import Stub  # noqa: E402
+from sslsplit.wire import IDEncoding, KeyExpose, Stub  # noqa: E402
 from sslsplit.writer import SplittingRecordWriter  # noqa: E402
 from tls12 import ClientConfig, ClientConnection, ServerConfig, ServerConnection  # noqa: E402
 from tls12.certs import generate_self_signed, write_credentials  # noqa: E402
 from tls12.suites import CipherSuite  # noqa: E402
+from tls12.testing import pipe  # noqa: E402
 
+BENCH = "bench_splice"
 SUITE = CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA
+CURL_CIPHERS = "AES128-SHA"
+RECORD = 16384
 
 
-def openssl_speed_aes(seconds: int) -> float | None:
-    """MB/s of ``openssl speed -evp aes-128-cbc`` at 16 KiB (per CPU second, as openssl reports)."""
-    exe = shutil.which("openssl")
-    if exe is None:
-        return None
-    out = subprocess.run([exe, "speed", "-evp", "aes-128-cbc", "-bytes", "16384", "-seconds", str(seconds)],
-                         capture_output=True, text=True, check=False).stdout
-    m = re.search(r"^aes-128-cbc\s+([\d.]+)k\s*$", out, re.M | re.I)
-    return float(m.group(1)) / 1000.0 if m else None
+# --- references ------------------------------------------------------------------
 
 
-def captured_stream(mib: int) -> tuple[bytes, MemoryCache]:
-    """A warm proxy's input: the stub stream of a real connection sending ``mib`` MiB, and the cache."""
-    store = RecordStore()
-    writer = SplittingRecordWriter(store)
-    server = ServerConnection(ServerConfig(credentials=generate_self_signed(), cipher_suites=(SUITE,)), record_writer=writer)
+def openssl_speed(exe: str, algorithm: str, seconds: float) -> float:
+    """MB per CPU second of ``openssl speed -evp ALGORITHM`` on 16 KiB blocks."""
+    cmd = [exe, "speed", "-evp", algorithm, "-bytes", str(RECORD), "-seconds", str(max(1, round(seconds)))]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    match = re.search(rf"^{re.escape(algorithm)}\s+([\d.]+)k\s*$", proc.stdout, re.I | re.M)
+    if match is None:
+        lines = (proc.stderr + proc.stdout).strip().splitlines()
+        fail(BENCH, f"openssl speed -evp {algorithm} gave no figure ({lines[-1] if lines else 'no output'})")
+    return float(match.group(1)) / 1000.0  # 1000s of bytes per second -> MB/s
+
+
+# --- 2. in-process splice --------------------------------------------------------
+
+
+class _StoreSource:
+    """An untrusted payload source held in memory: the origin's record store without the HTTP."""
+
+    name = "store"
+
+    def __init__(self, store: RecordStore) -> None:
+        self.store = store
+
+    async def fetch(self, encoding: IDEncoding, ident: bytes) -> bytes | None:
+        return self.store.get(ident)
+
+    async def close(self) -> None:
+        pass
+
+
+def captured_stream(mib: int) -> tuple[bytes, RecordStore]:
+    """What a splitting server sends a proxy for ``mib`` MiB of body after the handshake, and its store."""
+    store = RecordStore()  # the writer's records stay pinned while it lives
+    server = ServerConnection(
+        ServerConfig(credentials=generate_self_signed(), cipher_suites=(SUITE,)),
+        record_writer=SplittingRecordWriter(store),
+    )
     client = ClientConnection(ClientConfig(cipher_suites=(SUITE,)))
     splicer = Splicer(os.urandom)  # splices the handshake for the client
-    for _ in range(4):
-        if data := client.data_to_send():
-            server.receive_data(data)
-        if data := server.data_to_send():
-            splicer.feed(data)
-            records = b""
-            while (msg := splicer.next_message()) is not None:
-                rec = splicer.handle(msg)
-                records += rec if rec is not None else splicer.rebuild(msg, store.get(msg.ident))  # type: ignore[union-attr, arg-type]
-            client.receive_data(records)
+
+    def splice(data: bytes) -> bytes:
+        splicer.feed(data)
+        records = b""
+        while (msg := splicer.next_message()) is not None:
+            record = splicer.handle(msg)
+            if record is None:
+                assert isinstance(msg, Stub)
+                payload = store.get(msg.ident)
+                assert payload is not None
+                record = splicer.rebuild(msg, payload)
+            records += record
+        return records
+
+    pipe(client, server, to_client=splice, max_rounds=4)
     assert client.handshake_complete
     server.send_data(os.urandom(mib << 20))
-    stream = server.data_to_send()
-    cache = MemoryCache(2 * mib << 20)
-    for ident in list(store._entries):
-        cache.put(writer.encoding, ident, store.get(ident))  # type: ignore[arg-type]
-    return stream, cache
+    return server.data_to_send(), store
 
 
-def splice_throughput(seconds: float, mib: int = 16) -> float:
-    """MB of payload spliced per CPU second by the proxy's core (warm memory cache)."""
-    from sslsplit.cache import CacheHierarchy
-    from sslsplit.wire import KeyExpose
+async def _splice(proxy: SplittingProxy, stream: bytes, key: bytes) -> int:
+    """The proxy's work on ``stream`` (as in ``SplittingProxy._server_to_client``); returns payload bytes."""
+    splicer = Splicer(os.urandom)
+    splicer.expose(KeyExpose(0x0303, key, os.urandom(16)))
+    splicer.feed(stream)
+    payload = 0
+    while (msg := splicer.next_message()) is not None:
+        record = splicer.handle(msg)
+        if record is None:
+            assert isinstance(msg, Stub)
+            data = await proxy.payload_for(msg)
+            proxy.record_for(splicer, msg, data)
+            payload += len(data)
+    return payload
 
-    stream, cache = captured_stream(mib)
-    hierarchy = CacheHierarchy([cache])
+
+def in_process(case: str, stream: bytes, store: RecordStore, mib: int, seconds: float) -> float:
+    """MB of payload per CPU second of this process for ``case`` (see the module docstring)."""
+    source = _StoreSource(store)
     key = os.urandom(16)
-    total_bytes, cpu = 0, 0.0
-    start = time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        splicer = Splicer(os.urandom)
-        splicer.expose(KeyExpose(0x0303, key, os.urandom(16)))
-        t0 = time.process_time()
-        splicer.feed(stream)
-        out = 0
-        while (msg := splicer.next_message()) is not None:
-            if isinstance(msg, Stub) and msg.encoding.digest_name:
-                payload = hierarchy.lookup_local(msg.encoding, msg.ident, count=True)  # the proxy's warm path
-                out += len(splicer.rebuild(msg, payload, checked=True))  # type: ignore[arg-type]
-        cpu += time.process_time() - t0
-        total_bytes += mib << 20
-    return total_bytes / cpu / 1e6
+
+    def hierarchy() -> CacheHierarchy:
+        memory = MemoryCache((mib + 1) << 20, verify_on_read=case == "verify-on-read")
+        return CacheHierarchy([memory], [source])  # type: ignore[list-item]
+
+    async def run() -> float:
+        proxy = SplittingProxy(("127.0.0.1", 9), hierarchy())  # never started: its per-record methods only
+        if case != "verify-on-fill":
+            await _splice(proxy, stream, key)  # fill the memory level (ids checked), untimed
+        total, cpu = 0, 0.0
+        start = time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            if case == "verify-on-fill":
+                proxy.hierarchy = hierarchy()  # empty again: every payload is fetched and checked
+            t0 = time.process_time()
+            total += await _splice(proxy, stream, key)
+            cpu += time.process_time() - t0
+        return total / cpu / 1e6
+
+    return asyncio.run(run())
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# --- 1 and 3. deployed -----------------------------------------------------------
 
 
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+MIN_CPU = 0.5
+"""CPU seconds a deployed measurement accumulates at least (``/proc`` counts in 10 ms ticks)."""
 
 
-def _start(cmd: list[str], ready: str) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()  # type: ignore[union-attr]
-        if ready in line:
-            return proc
-    proc.kill()
-    raise RuntimeError(f"{cmd} did not start")
+def curl_get(curl: str, url: str, size: int) -> None:
+    """curl ``url`` to /dev/null; stops the benchmark unless exactly ``size`` body bytes arrived."""
+    proc = subprocess.run(
+        [curl, "-sk", "--ciphers", CURL_CIPHERS, "-o", os.devnull, "-w", "%{size_download}", url],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    if proc.returncode != 0 or proc.stdout.strip() != str(size):
+        fail(BENCH, f"download of {url} failed: curl exit {proc.returncode}, {proc.stdout.strip()} B, {proc.stderr.strip()}")
 
 
-def _curl(url: str, out: Path) -> float:
-    t0 = time.perf_counter()
-    subprocess.run(["curl", "-sk", "--ciphers", "AES128-SHA", url, "-o", str(out)], check=True, timeout=300)
-    return time.perf_counter() - t0
+def cpu_of(pid: int) -> float:
+    cpu = tree_cpu_seconds(pid)
+    if cpu is None:
+        fail(BENCH, f"cannot read the CPU time of process {pid} from /proc")
+    return cpu
 
 
-def server_cpu(downloads: int, big_mib: int) -> dict[str, float]:
-    py = sys.executable
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp) / "www"
-        root.mkdir()
-        (root / "f1m").write_bytes(os.urandom(1 << 20))
-        (root / "big").write_bytes(os.urandom(big_mib << 20))
-        cert, key = Path(tmp) / "c.pem", Path(tmp) / "k.pem"
-        write_credentials(generate_self_signed(), cert, key)
-        sport, store, pport, hport = (_free_port() for _ in range(4))
-        procs = [
-            _start([py, "-m", "sslsplit.server", "--root", str(root), "--port", str(sport), "--store-port", str(store),
-                    "--cert", str(cert), "--key", str(key), "--mode", "key-expose"], "splitting server"),
-            _start([py, "-m", "tls12.https_server", "--root", str(root), "--port", str(hport), "--cert", str(cert),
-                    "--key", str(key), "--ciphers", "AES128-SHA"], "listening"),
-        ]
-        procs.append(_start([py, "-m", "sslsplit.proxy", "--server", f"127.0.0.1:{sport}", "--store", f"127.0.0.1:{store}",
-                             "--listen", f"127.0.0.1:{pport}"], "splitting proxy"))
-        try:
-            out = Path(tmp) / "out"
-            _curl(f"https://127.0.0.1:{pport}/f1m", out)  # warm the proxy
-            _curl(f"https://127.0.0.1:{pport}/big", out)
-            results = {}
-            for name, pid, url in (("split", procs[0].pid, f"https://127.0.0.1:{pport}/f1m"),
-                                   ("https", procs[1].pid, f"https://127.0.0.1:{hport}/f1m")):
-                c0 = _cpu_seconds(pid)
-                for _ in range(downloads):
-                    _curl(url, out)
-                results[f"{name}_cpu_ms_per_download"] = (_cpu_seconds(pid) - c0) / downloads * 1000
-            t = min(_curl(f"https://127.0.0.1:{pport}/big", out) for _ in range(2))
-            results["end_to_end_warm_proxy_MBps"] = (big_mib << 20) / t / 1e6
-            t = min(_curl(f"https://127.0.0.1:{hport}/big", out) for _ in range(2))
-            results["end_to_end_https_MBps"] = (big_mib << 20) / t / 1e6
-            return results
-        finally:
-            for p in procs:
-                p.send_signal(signal.SIGTERM)
-            for p in procs:
-                try:
-                    p.wait(10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+def downloads(curl: str, url: str, size: int, pid: int, *, at_least: int = 1, max_count: int = 100) -> tuple[float, float, int]:
+    """Download ``url`` until process ``pid`` has spent :data:`MIN_CPU` (and ``at_least`` downloads).
+
+    Returns (CPU seconds of ``pid``, wall seconds, downloads), each over the whole batch.
+    """
+    c0, t0, n = cpu_of(pid), time.perf_counter(), 0
+    while n < at_least or (cpu_of(pid) - c0 < MIN_CPU and n < max_count):
+        curl_get(curl, url, size)
+        n += 1
+    return cpu_of(pid) - c0, time.perf_counter() - t0, n
+
+
+@dataclass
+class Deployment:
+    curl: str
+    warm_port: int
+    warm_pid: int
+    fill_port: int
+    fill_pid: int
+    origin_pid: int
+    https_port: int
+    https_pid: int
+
+
+# --- the run ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    mb_per_cpu_s: float
+    cpu_s_per_gb: float
+    wall_mb_per_s: float | None
+    x_aes: float
+    x_aes_sha: float | None
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seconds", type=float, default=3.0, help="seconds per throughput measurement (default 3)")
-    ap.add_argument("--downloads", type=int, default=20, help="1 MiB downloads per server for the CPU figure (default 20)")
-    ap.add_argument("--big-mib", type=int, default=64, help="file size of the end-to-end run in MiB (default 64)")
-    ap.add_argument("--json", type=Path, help="also write the results as JSON")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="Exits with status 1 and one line when openssl, curl or the C extension is missing.")
+    ap.add_argument("--seconds", type=float, default=2.0, help="seconds per in-process and openssl measurement (default 2)")
+    ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds, best kept (default 2)")
+    ap.add_argument("--mib", type=int, default=64, help="size in MiB of the file downloaded through the proxies (default 64)")
+    ap.add_argument("--stream-mib", type=int, default=16, help="MiB of body in the in-process stub stream (default 16)")
+    ap.add_argument("--downloads", type=int, default=50, help="1 MiB downloads per server for the origin CPU figure (default 50)")
+    ap.add_argument("--json", type=Path, help="also write the results and run configuration as JSON")
     args = ap.parse_args(argv)
-    ref = openssl_speed_aes(max(1, round(args.seconds)))
-    splice = splice_throughput(args.seconds)
-    cpu = server_cpu(args.downloads, args.big_mib)
-    ratio = splice / ref if ref else None
-    print(f"{'measurement':58} {'value':>12}")
-    print(f"{'openssl speed -evp aes-128-cbc (16 KiB), MB/s':58} {ref or float('nan'):12.1f}")
-    print(f"{'proxy splice, key-expose, warm, MB/s (CPU time)':58} {splice:12.1f}")
-    print(f"{'  ratio to openssl aes-128-cbc (target >= 0.5)':58} {ratio or float('nan'):12.2f}")
-    print(f"{'server CPU per warm 1 MiB download via proxy, ms':58} {cpu['split_cpu_ms_per_download']:12.2f}")
-    print(f"{'https_server CPU per 1 MiB download, ms':58} {cpu['https_cpu_ms_per_download']:12.2f}")
-    print(f"{'  ratio split / https':58} {cpu['split_cpu_ms_per_download'] / cpu['https_cpu_ms_per_download']:12.2f}")
-    print(f"{'end to end: curl via warm proxy, MB/s (wall)':58} {cpu['end_to_end_warm_proxy_MBps']:12.1f}")
-    print(f"{'end to end: curl from https_server, MB/s (wall)':58} {cpu['end_to_end_https_MBps']:12.1f}")
+    if args.seconds <= 0 or min(args.rounds, args.mib, args.stream_mib, args.downloads) < 1:
+        ap.error("--seconds, --rounds, --mib, --stream-mib and --downloads must be positive")
+    tools = require_tools(BENCH, {"openssl": "openssl", "curl": "curl"})
+    require_c_extension(BENCH)
+
+    stream, store = captured_stream(args.stream_mib)
+    size = args.mib << 20
+    best: dict[str, float] = {}  # MB per CPU second, best round
+    best_wall: dict[str, float] = {}
+    refs: dict[str, float] = {}
+
+    def keep(name: str, value: float, table: dict[str, float] = best) -> None:
+        table[name] = max(table.get(name, 0.0), value)
+
+    with tempfile.TemporaryDirectory() as tmp, deployment(Path(tmp), args, tools["curl"]) as dep:
+        curl_get(dep.curl, f"https://127.0.0.1:{dep.warm_port}/big", size)  # fills the warm proxy (ids checked)
+        for _ in range(args.rounds):
+            keep("aes-128-cbc", openssl_speed(tools["openssl"], "aes-128-cbc", args.seconds), refs)
+            keep("sha256", openssl_speed(tools["openssl"], "sha256", args.seconds), refs)
+            for case in ("warm", "verify-on-read", "verify-on-fill"):
+                keep(f"in-process {case}", in_process(case, stream, store, args.stream_mib, args.seconds))
+            for name, port, pid in (("deployed warm", dep.warm_port, dep.warm_pid),
+                                    ("deployed verify-on-fill", dep.fill_port, dep.fill_pid)):
+                cpu, wall, n = downloads(dep.curl, f"https://127.0.0.1:{port}/big", size, pid)
+                keep(name, n * size / max(cpu, 1e-9) / 1e6)
+                keep(name, n * size / wall / 1e6, best_wall)
+        origin = origin_cpu(dep, args.downloads)
+
+    aes, sha = refs["aes-128-cbc"], refs["sha256"]
+    both = 1 / (1 / aes + 1 / sha)
+    labels = {
+        "deployed warm": "proxy process, warm memory cache",
+        "deployed verify-on-fill": "proxy process, verify-on-fill (--memory-mb 0)",
+        "in-process warm": "in-process splice, warm memory (no hash)",
+        "in-process verify-on-read": "in-process splice, warm memory, verify on read",
+        "in-process verify-on-fill": "in-process splice, verify-on-fill",
+    }
+    hashing = {"deployed verify-on-fill", "in-process verify-on-read", "in-process verify-on-fill"}
+    rows = {
+        k: Row(labels[k], best[k], 1e3 / best[k], best_wall.get(k), best[k] / aes, best[k] / both if k in hashing else None)
+        for k in labels  # deployed first
+    }
+
+    print(f"SSL-splitting proxy, key-expose AES128-SHA, 16 KiB records; best of {args.rounds} rounds; "
+          f"downloads of {args.mib} MiB by curl; MB = 1e6 B of payload")
+    width = max(len(r.name) for r in rows.values()) + 2
+    print(f"{'reference / case':<{width}} {'MB/s cpu':>9} {'CPU s/GB':>9} {'MB/s wall':>9} {'x aes':>6} {'x aes+sha':>9}")
+    print(f"{'openssl speed -evp aes-128-cbc':<{width}} {aes:9.1f} {1e3 / aes:9.2f}")
+    print(f"{'openssl speed -evp sha256':<{width}} {sha:9.1f} {1e3 / sha:9.2f}")
+    print(f"{'  both, once per byte: 1/(1/aes+1/sha256)':<{width}} {both:9.1f} {1e3 / both:9.2f}")
+
+    def cell(value: float | None, spec: str, width: int) -> str:
+        return format(value, spec) if value is not None else format("-", f">{width}")
+
+    for r in rows.values():
+        print(f"{r.name:<{width}} {r.mb_per_cpu_s:9.1f} {r.cpu_s_per_gb:9.2f} {cell(r.wall_mb_per_s, '9.1f', 9)}"
+              f" {r.x_aes:6.2f} {cell(r.x_aes_sha, '9.2f', 9)}")
+    print(f"origin CPU per warm 1 MiB download via proxy: {origin['split_cpu_ms_per_download']:.2f} ms; "
+          f"tls12.https_server: {origin['https_cpu_ms_per_download']:.2f} ms; "
+          f"ratio {origin['split_cpu_ms_per_download'] / origin['https_cpu_ms_per_download']:.2f}")
+
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"openssl_aes_128_cbc_MBps": ref, "splice_MBps": splice, "ratio": ratio, **cpu}, indent=2))
+        config = {
+            "seconds": args.seconds, "rounds": args.rounds, "mib": args.mib, "stream_mib": args.stream_mib,
+            "downloads": args.downloads, "suite": SUITE.name, "python": sys.version.split()[0],
+            "machine": platform.machine(), "cpus": os.cpu_count(),
+            "openssl": subprocess.run([tools["openssl"], "version"], capture_output=True, text=True, check=False).stdout.strip(),
+        }  # fmt: skip
+        result = {
+            "config": config,
+            "references_MBps": {"openssl_aes_128_cbc": aes, "openssl_sha256": sha, "aes_plus_sha256": both},
+            "rows": {k: asdict(r) for k, r in rows.items()},
+            "origin": origin,
+        }
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
     return 0
+
+
+def origin_cpu(dep: Deployment, count: int) -> dict[str, float]:
+    """Origin CPU milliseconds per 1 MiB download: splitting server through the warm proxy vs https_server."""
+    warm = f"https://127.0.0.1:{dep.warm_port}/f1m"
+    curl_get(dep.curl, warm, 1 << 20)  # warm the proxy for this file
+    out = {}
+    for name, url, pid in (("split", warm, dep.origin_pid), ("https", f"https://127.0.0.1:{dep.https_port}/f1m", dep.https_pid)):
+        cpu, _, n = downloads(dep.curl, url, 1 << 20, pid, at_least=count, max_count=count)
+        out[f"{name}_cpu_ms_per_download"] = cpu / n * 1000
+    return out
+
+
+@contextmanager
+def deployment(tmp: Path, args: argparse.Namespace, curl: str) -> Iterator[Deployment]:
+    """Origin, two proxies (warm; ``--memory-mb 0``) and tls12.https_server, each in its own process."""
+    root = tmp / "www"
+    root.mkdir()
+    (root / "big").write_bytes(os.urandom(args.mib << 20))
+    (root / "f1m").write_bytes(os.urandom(1 << 20))
+    cert, key = tmp / "cert.pem", tmp / "key.pem"
+    write_credentials(generate_self_signed(), cert, key)
+    py, env, store = sys.executable, repo_env(), free_port()
+    store_mb = str(2 * args.mib + 16)
+    with ExitStack() as stack:
+        port, origin = stack.enter_context(start_and_read_port(
+            [py, "-m", "sslsplit.server", "--root", str(root), "--port", "0", "--store-port", str(store),
+             "--cert", str(cert), "--key", str(key), "--mode", "key-expose", "--store-max-mb", store_mb],
+            r"splitting server on \S+:(\d+),", env=env,
+        ))  # fmt: skip
+        proxies = [
+            stack.enter_context(start_and_read_port(
+                [py, "-m", "sslsplit.proxy", "--server", f"127.0.0.1:{port}", "--store", f"127.0.0.1:{store}",
+                 "--listen", f"127.0.0.1:{free_port()}", "--memory-mb", memory],
+                r"splitting proxy on \S+:(\d+) ", env=env,
+            ))  # fmt: skip
+            for memory in (store_mb, "0")
+        ]
+        https_port, https_pid = stack.enter_context(
+            start_and_read_port(tls12_server(root, cert, key, CURL_CIPHERS), r"listening on https://\S+:(\d+)", env=env)
+        )
+        (warm_port, warm_pid), (fill_port, fill_pid) = proxies
+        yield Deployment(curl, warm_port, warm_pid, fill_port, fill_pid, origin, https_port, https_pid)
 
 
 if __name__ == "__main__":

@@ -14,60 +14,64 @@ Workloads (no SimPy):
 
 Models:
 
-* :mod:`netsim.costmodel` — server bytes and round trips per request for HTTP, HTTPS and SSL
-  splitting (structural and paper-style linear);
 * :mod:`netsim.cache` — infinite and byte-bounded LRU caches (sans-IO);
-* :mod:`netsim.replay` — vectorised trace replay through a cost model (cold / warm / preloaded);
 * :mod:`netsim.host` — SimPy hosts with a CPU queue (service times from measurements);
 * :mod:`netsim.link`, :mod:`netsim.tcp` — SimPy links (bandwidth, delay, FIFO queue, loss) and
-  a TCP transfer model (set-up, slow start, ACK clocking, timeouts); ADSL and LAN presets;
-* :mod:`netsim.latency` — per-request latency over the paper's ADSL testbed (Figure 12);
-* :mod:`netsim.experiments` — the §6.3 figures as DataFrames.
+  a byte-accurate TCP (sequence numbers, byte-counted windows, cumulative ACKs, timeouts,
+  FIN/RST); ADSL and LAN presets;
+* :mod:`netsim.drive` — runs real sans-IO protocol objects (``receive_data`` /
+  ``data_to_send``) over that TCP in simulated time, charging host CPU per operation;
+* :mod:`netsim.cpu` — the per-operation CPU cost table (measured from the real code, plus a
+  frozen default) and the TLS 1.2 model that charges it.
+
+The SSL-splitting cost model, trace replay, ADSL latency model and §6.3 experiments built on
+these blocks live in :mod:`sslsplit` (``sslsplit.costmodel``, ``sslsplit.replay``,
+``sslsplit.latency``, ``sslsplit.trace_experiments``).
 """
 
 from .cache import InfiniteCache, LRUCache
-from .costmodel import CostModel, LinearCost, Protocol, WireModel, WireParams, paper_model
+from .cpu import DEFAULT_COSTS, CostTable, Tls12Cpu, measure_costs
+from .drive import Driver, run_pair
 from .host import Host, HostParams
 from .link import ADSL_DOWN, ADSL_UP, LAN, Duplex, Link, LinkParams
 from .logparse import LogFormat, ParseReport, iter_log, read_log
-from .replay import replay
 from .synth import LCS_LIKE, SynthParams, fit_params, generate
-from .tcp import TcpConnection, TcpParams
+from .tcp import SeqState, TcpConnection, TcpParams
 from .tracestats import compressibility, trace_stats
 from .workload import canonical_url, daytime_chunks, preprocess, select_chunk
 
 __all__ = [
     "ADSL_DOWN",
     "ADSL_UP",
+    "DEFAULT_COSTS",
     "LAN",
     "LCS_LIKE",
-    "CostModel",
+    "CostTable",
+    "Driver",
     "Duplex",
     "Host",
     "HostParams",
     "InfiniteCache",
     "LRUCache",
-    "LinearCost",
     "Link",
     "LinkParams",
     "LogFormat",
     "ParseReport",
-    "Protocol",
+    "SeqState",
     "SynthParams",
     "TcpConnection",
     "TcpParams",
-    "WireModel",
-    "WireParams",
+    "Tls12Cpu",
     "canonical_url",
     "compressibility",
     "daytime_chunks",
     "fit_params",
     "generate",
     "iter_log",
-    "paper_model",
+    "measure_costs",
     "preprocess",
     "read_log",
-    "replay",
+    "run_pair",
     "select_chunk",
     "trace_stats",
 ]

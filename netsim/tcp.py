@@ -1,45 +1,77 @@
-"""A TCP transfer model for SimPy, good enough for the latency of small and large objects.
+"""A byte-accurate TCP model for SimPy: real payload bytes, sequence numbers, windows.
 
 What it models:
 
-* connection set-up (SYN / SYN-ACK round trip, :meth:`TcpConnection.open`);
-* segmentation (``mss`` bytes of payload plus ``header`` bytes per segment);
-* slow start from ``init_cwnd`` segments, congestion avoidance above ``ssthresh``
-  (per-ACK increase of 1 and 1/cwnd segments), a receive window cap;
-* ACK clocking: every delivered in-order segment sends a cumulative ACK back over the reverse
-  route, so the sender is paced by the bottleneck and competing flows share its FIFO queue;
-* loss recovery by timeout (go-back-N with a fixed ``rto``; halve ssthresh, cwnd back to 1).
+* connection set-up (SYN / SYN-ACK round trip, :meth:`TcpConnection.open`) with initial
+  sequence numbers (ISNs) that a model may seed and read;
+* a byte stream per direction: every segment carries ``seq`` (the sequence number of its first
+  byte), its payload (real bytes, or a *phantom* payload that has only a length) and the FIN
+  and RST flags; ``mss`` bytes of payload at most plus ``header`` bytes on the wire. Each
+  application write starts a new segment (writes are not coalesced, as with ``TCP_NODELAY``
+  and a sender that never holds a partial segment back);
+* sequence state in RFC 793's names (:class:`SeqState`: ``isn``, ``snd_una``, ``snd_nxt``,
+  ``rcv_nxt``), absolute integers (not wrapped modulo 2**32; ``seq % 2**32`` is the wire value);
+* byte-counted windows: a segment is sent only while the bytes in flight plus its length fit
+  in ``min(cwnd, rwnd)`` (RFC 5681 §3.1); ``cwnd`` starts at ``init_cwnd`` segments of
+  ``mss`` bytes, grows by one ``mss`` per acknowledged segment in slow start and by
+  ``mss * mss / cwnd`` above ``ssthresh`` (congestion avoidance);
+* cumulative ACKs: the receiver accepts the segment that starts at (or straddles) ``rcv_nxt``,
+  hands its new bytes to the application in order, drops out-of-order segments and answers
+  every segment with an ACK of ``rcv_nxt`` (or less: :meth:`HalfConnection.set_ack_limit`
+  lets a model withhold the acknowledgement of bytes the application has not committed yet);
+  the ACK clock paces the sender by the bottleneck, and competing flows share its FIFO queue;
+* loss recovery by timeout (go-back-N with a fixed ``rto``; ssthresh becomes half the flight,
+  cwnd one segment);
+* end of stream: :meth:`HalfConnection.close` queues a FIN after the data (one sequence
+  number); the receiver's application sees ``b""`` once every byte before it has arrived.
+  :meth:`HalfConnection.abort` sends a RST at once (unless ``send_rst`` is off, for models
+  of a node that must stay silent); the receiver's ``on_reset`` callback runs.
 
-What it leaves out: fast retransmit, SACK, delayed ACKs, Nagle, RTT estimation. Those matter
-for lossy or long-fat paths, not for the paper's question (latency of one HTTP(S) request over
-an idle 160 kbit/s line).
+What it leaves out: fast retransmit, SACK, delayed ACKs, Nagle, RTT estimation, window
+scaling, the TIME-WAIT state, ISN wrap-around, RSTs in answer to segments for an unknown
+connection. Those matter for lossy or long-fat paths, not for the papers' questions (latency
+of one HTTP(S) request over an idle 160 kbit/s line; the bytes a real protocol puts on it).
 
 Use: make a :class:`TcpConnection` over two routes (tuples of :class:`~netsim.link.Link`),
-``yield conn.open()`` in a SimPy process, then ``yield conn.a.send(nbytes)`` (a → b) or
-``conn.b.send(nbytes)`` (b → a): the returned event fires when the *receiver* has all bytes.
-Flights are therefore serialised exactly as the application protocol dictates.
+``yield conn.open()`` in a SimPy process, then ``yield conn.a.send(data)`` (a → b) or
+``conn.b.send(data)`` (b → a), where ``data`` is ``bytes`` or, for a size-only model, an
+``int`` (a phantom payload of that many bytes): the returned event fires when the *receiver*
+has all bytes, so flights are serialised exactly as the application protocol dictates. To
+consume the bytes, set ``conn.a.on_data`` (called at b's end with each in-order chunk, and
+with ``b""`` at FIN); :mod:`netsim.drive` does this for sans-IO protocol objects.
 
 Closed forms checked in the tests: with a window larger than the transfer, ``N`` bytes take
 ``delay + wire_bytes(N) * 8 / bandwidth`` after the first byte is sent; with unlimited
 bandwidth, ``k`` segments reach the receiver after ``R - 1/2`` round trips of slow start, where
-``R = ceil(log2(k / init_cwnd + 1))`` is the number of windows needed.
+``R = ceil(log2(k / init_cwnd + 1))`` is the number of windows needed. A phantom payload and
+real bytes of the same size take exactly the same time.
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import simpy
 
 from .link import Link, Packet, send_on
 
-__all__ = ["TcpParams", "TcpConnection", "HalfConnection", "wire_bytes"]
+__all__ = ["TcpParams", "TcpConnection", "HalfConnection", "SeqState", "Segment", "Ack",
+           "TcpStateError", "wire_bytes"]
+
+#: Trim the retransmission queue once this many segments are acknowledged.
+_TRIM = 256
+
+
+class TcpStateError(RuntimeError):
+    """Local misuse: writing after FIN or RST, seeding an ISN after data was queued."""
 
 
 @dataclass(frozen=True)
 class TcpParams:
-    """TCP constants. Sizes in bytes, windows in segments, times in seconds."""
+    """TCP constants. Sizes in bytes, windows in segments of ``mss`` bytes, times in seconds."""
 
     mss: int = 1448
     header: int = 52
@@ -59,47 +91,188 @@ class TcpParams:
 
 
 def wire_bytes(nbytes: int, params: TcpParams = TcpParams()) -> int:
-    """Bytes on the wire for ``nbytes`` of payload: payload + one header per segment."""
+    """Bytes on the wire for ``nbytes`` of payload in one write: payload + a header per segment."""
     return nbytes + math.ceil(nbytes / params.mss) * params.header
 
 
+@dataclass
+class SeqState:
+    """Sequence numbers of one direction of a connection (sender at one end, receiver at the other).
+
+    The SYN takes sequence number ``isn``; the first data byte is ``isn + 1``. Sender side:
+    ``snd_una`` (oldest unacknowledged), ``snd_nxt`` (next to send), ``snd_end`` (one past the
+    last byte, or FIN, the application queued). Receiver side: ``rcv_nxt`` (next expected),
+    ``ack_limit`` (the highest acknowledgement the receiver may send; ``None``: no limit).
+    ``fin_sent`` / ``fin_received`` record an orderly end; ``rst_sent`` that this direction's
+    sender aborted (set even when the RST itself is suppressed), ``rst_received`` that a RST
+    (from either end) was delivered: it ends both directions, senders stop, receivers drop.
+
+    """
+
+    isn: int = 0
+    snd_una: int = 1
+    snd_nxt: int = 1
+    snd_end: int = 1
+    rcv_nxt: int = 1
+    ack_limit: int | None = None
+    fin_sent: bool = False
+    fin_received: bool = False
+    rst_sent: bool = False
+    rst_received: bool = False
+
+    @property
+    def reset(self) -> bool:
+        """The stream was reset at either end."""
+        return self.rst_sent or self.rst_received
+
+    @classmethod
+    def starting_at(cls, isn: int) -> SeqState:
+        """Fresh state for a direction whose SYN carries ``isn``."""
+        if isn < 0:
+            raise ValueError(f"ISN must be >= 0, got {isn}")
+        return cls(isn, isn + 1, isn + 1, isn + 1, isn + 1)
+
+    @property
+    def in_flight(self) -> int:
+        """Sequence space sent but not acknowledged (bytes, plus one for a FIN)."""
+        return self.snd_nxt - self.snd_una
+
+    @property
+    def stream_offset(self) -> int:
+        """Data bytes (not counting a FIN) the receiver has accepted, from the stream's start."""
+        return self.rcv_nxt - self.isn - 1 - (1 if self.fin_received else 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """A data segment: ``length`` payload bytes from ``seq``; ``data`` is ``None`` if phantom."""
+
+    seq: int
+    length: int
+    data: bytes | None = None
+    fin: bool = False
+    rst: bool = False
+
+    @property
+    def end(self) -> int:
+        """One past the last sequence number it occupies (a FIN takes one)."""
+        return self.seq + self.length + (1 if self.fin else 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """A pure cumulative acknowledgement: every sequence number below ``ack`` arrived."""
+
+    ack: int
+
+
 class HalfConnection:
-    """One direction of a connection: a sender at one end, a receiver at the other."""
+    """One direction of a connection: a sender at one end, a receiver at the other.
+
+    Application side: :meth:`send`, :meth:`close`, :meth:`abort`; at the receiving end the
+    ``on_data(chunk)`` and ``on_reset()`` callbacks. Model side: :attr:`seq` (a
+    :class:`SeqState`), :meth:`seed_isn`, :meth:`set_ack_limit`, ``send_rst``. Metrics:
+    ``packets_sent``, ``retransmits``, ``timeouts``, ``payload_sent`` (bytes, retransmissions
+    included), ``delivered`` (bytes handed to the receiver) and ``expected`` (segments
+    accepted in order).
+    """
 
     def __init__(self, env: simpy.Environment, fwd: tuple[Link, ...], rev: tuple[Link, ...],
-                 params: TcpParams, name: str) -> None:
+                 params: TcpParams, name: str, isn: int = 0) -> None:
         self.env = env
         self.fwd = fwd
         self.rev = rev
         self.p = params
         self.name = name
-        self.cwnd = params.init_cwnd
-        self.ssthresh = params.ssthresh
-        self.segments: list[int] = []      # payload size of segment i
-        self.acked = 0                     # segments acknowledged (cumulative)
-        self.next_seq = 0                  # next segment to (re)send
-        self.expected = 0                  # receiver: next in-order segment
-        self._deliveries: list[tuple[int, simpy.Event]] = []
+        self.seq = SeqState.starting_at(isn)
+        self.cwnd = params.init_cwnd * params.mss          #: bytes
+        self.ssthresh = params.ssthresh * params.mss       #: bytes
+        self.rwnd = params.rwnd * params.mss               #: bytes
+        self.send_rst = True
+        self.on_data: Callable[[bytes], None] | None = None
+        self.on_reset: Callable[[], None] | None = None
+        self.reverse: HalfConnection | None = None   #: the other direction (set by TcpConnection)
+        self._segs: list[Segment] = []   # retransmission queue, in sequence order
+        self._una = 0                    # index in _segs of the oldest unacknowledged segment
+        self._nxt = 0                    # index in _segs of the next segment to (re)send
+        self._deliveries: deque[tuple[int, simpy.Event]] = deque()
         self._ack_event: simpy.Event = env.event()
         self._data_event: simpy.Event = env.event()
         self.retransmits = 0
         self.timeouts = 0
         self.packets_sent = 0
+        self.payload_sent = 0
+        self.delivered = 0
+        self.expected = 0
         env.process(self._sender())
 
     # -- application side -------------------------------------------------------------
-    def send(self, nbytes: int) -> simpy.Event:
-        """Queue ``nbytes`` for sending; the event fires when the receiver has them all."""
-        if nbytes < 0:
-            raise ValueError(f"cannot send {nbytes} bytes")
+    def send(self, data: bytes | int) -> simpy.Event:
+        """Queue ``data`` (bytes, or an int: a phantom payload of that many bytes).
+
+        The event fires (value: the time) when the receiver has every byte queued so far.
+        """
+        if isinstance(data, int):
+            if data < 0:
+                raise ValueError(f"cannot send {data} bytes")
+            nbytes, payload = data, None
+        else:
+            nbytes, payload = len(data), bytes(data)
+        st = self.seq
+        if st.fin_sent or st.rst_sent:
+            raise TcpStateError(f"{self.name}: write after {'RST' if st.rst_sent else 'FIN'}")
+        mss = self.p.mss
+        for off in range(0, nbytes, mss):
+            n = min(mss, nbytes - off)
+            chunk = None if payload is None else payload[off : off + n]
+            self._segs.append(Segment(st.snd_end, n, chunk))
+            st.snd_end += n
+        return self._queued()
+
+    def close(self) -> simpy.Event:
+        """Queue a FIN after the data; the event fires when the receiver has it."""
+        st = self.seq
+        if st.rst_sent:
+            raise TcpStateError(f"{self.name}: close after RST")
+        if not st.fin_sent:
+            st.fin_sent = True
+            self._segs.append(Segment(st.snd_end, 0, b"", fin=True))
+            st.snd_end += 1
+        return self._queued()
+
+    def abort(self) -> None:
+        """Reset the connection: drop unsent data, send a RST (unless ``send_rst`` is False)."""
+        st = self.seq
+        if st.rst_sent:
+            return
+        st.rst_sent = True
+        del self._segs[self._nxt:]
+        if self.send_rst:
+            send_on(self.fwd, self.p.header, self._on_segment,
+                    Segment(st.snd_nxt, 0, None, rst=True))
+            self.packets_sent += 1
+        if not self._data_event.triggered:
+            self._data_event.succeed()
+
+    def seed_isn(self, isn: int) -> None:
+        """Choose the ISN of this direction (before :meth:`TcpConnection.open` and any write)."""
+        if self._segs or self.packets_sent:
+            raise TcpStateError(f"{self.name}: ISN seeded after data was queued")
+        self.seq = SeqState.starting_at(isn)
+
+    def set_ack_limit(self, limit: int | None) -> None:
+        """Acknowledge at most ``limit`` (``None``: everything received); raising it sends an ACK."""
+        st = self.seq
+        before = self._ack_number()
+        st.ack_limit = limit
+        if self._ack_number() > before:
+            self._send_ack()
+
+    # -- internals ----------------------------------------------------------------------
+    def _queued(self) -> simpy.Event:
         done = self.env.event()
-        n = math.ceil(nbytes / self.p.mss) if nbytes else 0
-        for _ in range(n - 1):
-            self.segments.append(self.p.mss)
-        if n:
-            self.segments.append(nbytes - (n - 1) * self.p.mss)
-        end = len(self.segments)
-        if end <= self.expected:
+        end = self.seq.snd_end
+        if end <= self.seq.rcv_nxt:
             done.succeed(self.env.now)
         else:
             self._deliveries.append((end, done))
@@ -107,76 +280,126 @@ class HalfConnection:
             self._data_event.succeed()
         return done
 
-    # -- sender --------------------------------------------------------------------------
     def _sender(self):  # type: ignore[no-untyped-def]
         env = self.env
+        st = self.seq
         while True:
-            window = min(self.cwnd, self.p.rwnd)
-            while self.next_seq < len(self.segments) and self.next_seq - self.acked < window:
-                seq = self.next_seq
-                size = self.segments[seq] + self.p.header
-                send_on(self.fwd, size, self._on_segment, seq)
+            st = self.seq
+            window = min(self.cwnd, self.rwnd)
+            while self._nxt < len(self._segs) and not st.reset:
+                seg = self._segs[self._nxt]
+                if seg.length and st.in_flight + seg.length > window:
+                    break
+                if seg.end <= st.snd_una:      # acknowledged meanwhile (an ACK limit lifted)
+                    self._nxt += 1
+                    continue
+                send_on(self.fwd, seg.length + self.p.header, self._on_segment, seg)
                 self.packets_sent += 1
-                self.next_seq += 1
-            if self.acked >= len(self.segments):
+                self.payload_sent += seg.length
+                st.snd_nxt = max(st.snd_nxt, seg.end)
+                self._nxt += 1
+            if st.reset or st.snd_una >= st.snd_end:
                 self._data_event = env.event()
                 yield self._data_event
                 continue
             self._ack_event = env.event()
-            before = self.acked
+            before = st.snd_una
             result = yield self._ack_event | env.timeout(self.p.rto)
-            if self._ack_event not in result and self.acked == before:
+            if self._ack_event not in result and st.snd_una == before and not st.reset:
                 # retransmission timeout: go back N
                 self.timeouts += 1
-                self.ssthresh = max((self.next_seq - self.acked) / 2, 2.0)
-                self.cwnd = 1.0
-                self.retransmits += self.next_seq - self.acked
-                self.next_seq = self.acked
+                self.ssthresh = max(st.in_flight / 2, 2.0 * self.p.mss)
+                self.cwnd = float(self.p.mss)
+                self.retransmits += self._nxt - self._una
+                self._nxt = self._una
+                st.snd_nxt = st.snd_una
 
     def _on_ack(self, pkt: Packet) -> None:
-        ackno: int = pkt.payload
-        if ackno <= self.acked:
+        ackno: int = pkt.payload.ack
+        st = self.seq
+        if ackno <= st.snd_una:
             return
-        for _ in range(ackno - self.acked):
+        mss = self.p.mss
+        segs = self._segs
+        while self._una < len(segs) and segs[self._una].end <= ackno:
+            self._una += 1
             if self.cwnd < self.ssthresh:
-                self.cwnd += 1.0
+                self.cwnd += mss
             else:
-                self.cwnd += 1.0 / self.cwnd
-        self.acked = ackno
-        self.next_seq = max(self.next_seq, ackno)
+                self.cwnd += mss * mss / self.cwnd
+        st.snd_una = ackno
+        st.snd_nxt = max(st.snd_nxt, ackno)
+        if self._nxt < self._una:
+            self._nxt = self._una
+        if self._una >= _TRIM:
+            del segs[: self._una]
+            self._nxt -= self._una
+            self._una = 0
         if not self._ack_event.triggered:
             self._ack_event.succeed()
 
     # -- receiver ------------------------------------------------------------------------
+    def _ack_number(self) -> int:
+        st = self.seq
+        return st.rcv_nxt if st.ack_limit is None else min(st.rcv_nxt, st.ack_limit)
+
+    def _send_ack(self) -> None:
+        send_on(self.rev, self.p.header, self._on_ack, Ack(self._ack_number()))
+
     def _on_segment(self, pkt: Packet) -> None:
-        seq: int = pkt.payload
-        if seq == self.expected:
+        seg: Segment = pkt.payload
+        st = self.seq
+        rev = self.reverse
+        if seg.rst:
+            if not st.rst_received:
+                st.rst_received = True
+                if rev is not None:          # the end that got the RST stops sending too
+                    rev.seq.rst_received = True
+                    if not rev._data_event.triggered:
+                        rev._data_event.succeed()
+                if self.on_reset is not None:
+                    self.on_reset()
+            return
+        if st.rst_received or (rev is not None and rev.seq.rst_sent):
+            return                           # the receiving end reset or aborted
+        if seg.seq <= st.rcv_nxt < seg.end:
+            skip = st.rcv_nxt - seg.seq
+            new = seg.length - skip
+            if new > 0:
+                st.rcv_nxt += new
+                self.delivered += new
+                if self.on_data is not None:
+                    chunk = bytes(new) if seg.data is None else seg.data[skip:]
+                    self.on_data(chunk)
+            if seg.fin:
+                st.rcv_nxt += 1
+                st.fin_received = True
+                if self.on_data is not None:
+                    self.on_data(b"")
             self.expected += 1
-            still = []
-            for end, ev in self._deliveries:
-                if end <= self.expected:
-                    ev.succeed(self.env.now)
-                else:
-                    still.append((end, ev))
-            self._deliveries = still
-        send_on(self.rev, self.p.header, self._on_ack, self.expected)
+            dl = self._deliveries
+            while dl and dl[0][0] <= st.rcv_nxt:
+                dl.popleft()[1].succeed(self.env.now)
+        self._send_ack()
 
 
 class TcpConnection:
     """A connection between endpoint ``a`` and endpoint ``b``.
 
     ``ab`` is the route from a to b, ``ba`` the route back. ``conn.a`` sends a → b,
-    ``conn.b`` sends b → a.
+    ``conn.b`` sends b → a; ``isn`` seeds the two directions' initial sequence numbers.
     """
 
     def __init__(self, env: simpy.Environment, ab: tuple[Link, ...], ba: tuple[Link, ...],
-                 params: TcpParams = TcpParams(), name: str = "tcp") -> None:
+                 params: TcpParams = TcpParams(), name: str = "tcp",
+                 isn: tuple[int, int] = (0, 0)) -> None:
         self.env = env
         self.p = params
         self.ab = ab
         self.ba = ba
-        self.a = HalfConnection(env, ab, ba, params, f"{name}:a")
-        self.b = HalfConnection(env, ba, ab, params, f"{name}:b")
+        self.a = HalfConnection(env, ab, ba, params, f"{name}:a", isn[0])
+        self.b = HalfConnection(env, ba, ab, params, f"{name}:b", isn[1])
+        self.a.reverse, self.b.reverse = self.b, self.a
 
     def open(self) -> simpy.Event:
         """SYN from a, SYN-ACK from b: fires when a has the SYN-ACK (one round trip)."""
@@ -186,7 +409,7 @@ class TcpConnection:
             done.succeed(self.env.now)
 
         def syn_arrived(pkt: Packet) -> None:
-            send_on(self.ba, self.p.syn_size, synack_arrived)
+            send_on(self.ba, self.p.syn_size, synack_arrived, Segment(self.b.seq.isn, 0))
 
-        send_on(self.ab, self.p.syn_size, syn_arrived)
+        send_on(self.ab, self.p.syn_size, syn_arrived, Segment(self.a.seq.isn, 0))
         return done

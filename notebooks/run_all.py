@@ -8,7 +8,9 @@ Steps, in order:
    directory ``notebooks/``, environment ``REPRODUCE_QUICK=1`` (``0`` with
    ``--full``); executed copies go to ``results/notebooks/``;
 3. ``results/RUN.json`` records the run: git revision, Python and package
-   versions, configuration, and each step's status and duration.
+   versions (from :mod:`netsim.results`, the helper every notebook's first cell
+   uses to write its own ``run.json``), configuration, and each step's status
+   and duration.
 
 Exits non-zero if any step failed, after running all of them.  Notebooks are
 found by glob, so having none yet is fine.
@@ -18,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import importlib.metadata
 import json
 import os
 import platform
@@ -29,7 +30,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
+from netsim import results
+
+REPO = results.find_root(Path(__file__).resolve().parent)
 NOTEBOOKS = REPO / "notebooks"
 RESULTS = REPO / "results"
 QUICK_DEMO_SIZES = "1K,1M"
@@ -42,28 +45,9 @@ NOTEBOOK_TIMEOUT = 3600  # seconds per cell
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")  # colours in kernel tracebacks
 
 
-def git_revision() -> str:
-    """The checked-out commit (``+dirty`` if there are local changes), or ``unknown``."""
-    try:
-        rev = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain"], cwd=REPO, capture_output=True, text=True, timeout=10
-        ).stdout.strip()
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
-    return (rev or "unknown") + ("+dirty" if dirty else "")
-
-
 def package_versions() -> dict[str, str | None]:
-    """Installed versions of the packages the results depend on."""
-    out: dict[str, str | None] = {}
-    for name in PACKAGES:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = None
+    """Installed versions of the packages the results depend on, and the OpenSSL command line."""
+    out = results.package_versions(PACKAGES)
     try:
         out["openssl (cli)"] = subprocess.run(
             ["openssl", "version"], capture_output=True, text=True, timeout=10
@@ -96,8 +80,8 @@ def run_notebook(path: Path, full: bool) -> dict[str, Any]:
     out_dir.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     record: dict[str, Any] = {"step": f"notebook {path.name}", "ok": False}
-    old_env = os.environ.get("REPRODUCE_QUICK")
-    os.environ["REPRODUCE_QUICK"] = "0" if full else "1"  # inherited by the kernel process
+    old_env = os.environ.get(results.QUICK_ENV)
+    os.environ[results.QUICK_ENV] = "0" if full else "1"  # inherited by the kernel process
     try:
         nb = nbformat.read(path, as_version=4)
         client = NotebookClient(
@@ -117,9 +101,9 @@ def run_notebook(path: Path, full: bool) -> dict[str, Any]:
         record["error"] = f"{type(exc).__name__}: {exc}"
     finally:
         if old_env is None:
-            os.environ.pop("REPRODUCE_QUICK", None)
+            os.environ.pop(results.QUICK_ENV, None)
         else:
-            os.environ["REPRODUCE_QUICK"] = old_env
+            os.environ[results.QUICK_ENV] = old_env
     record["seconds"] = round(time.monotonic() - start, 2)
     return record
 
@@ -145,13 +129,13 @@ def main(argv: list[str] | None = None) -> int:
 
     run = {
         "started_utc": started.isoformat(timespec="seconds"),
-        "git_revision": git_revision(),
+        "git_revision": results.git_revision(REPO),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "packages": package_versions(),
         "config": {
             "full": args.full,
-            "REPRODUCE_QUICK": "0" if args.full else "1",
+            results.QUICK_ENV: "0" if args.full else "1",
             "demo_sizes": None if args.skip_demo else (FULL_DEMO_SIZES if args.full else QUICK_DEMO_SIZES),
             "notebooks": [nb.name for nb in notebooks],
         },

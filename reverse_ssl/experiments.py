@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -53,6 +52,7 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from tls12.certs import Credentials, generate_self_signed
 from tls12.config import ClientConfig, ServerConfig
 from tls12.messages import frame_handshake
+from tls12.testing import pipe
 
 from . import ots
 from .client_connection import ReverseClientConnection
@@ -92,7 +92,7 @@ __all__ = [
     "measure_costs",
     "calibrated_dos_params",
     "dos_sweep",
-    "run_metadata",
+    "run_config",
 ]
 
 REPO = Path(__file__).resolve().parent.parent
@@ -262,23 +262,35 @@ def table4(quick: bool = True) -> pd.DataFrame:
     return df
 
 
+class _ServerClock:
+    """The server seen through a stopwatch: sums the CPU seconds spent inside its methods."""
+
+    def __init__(self, server: ReverseServerConnection) -> None:
+        self.server = server
+        self.seconds = 0.0
+
+    def receive_data(self, data: bytes) -> list[Any]:
+        start = time.process_time()
+        try:
+            return self.server.receive_data(data)
+        finally:
+            self.seconds += time.process_time() - start
+
+    def data_to_send(self) -> bytes:
+        start = time.process_time()
+        try:
+            return self.server.data_to_send()
+        finally:
+            self.seconds += time.process_time() - start
+
+
 def _pump_timed(client: ReverseClientConnection, server: ReverseServerConnection) -> float:
     """Run a handshake in memory; return the seconds spent inside the *server* only."""
-    server_s = 0.0
-    for _ in range(20):
-        to_server = client.data_to_send()
-        start = time.process_time()
-        if to_server:
-            server.receive_data(to_server)
-        to_client = server.data_to_send()
-        server_s += time.process_time() - start
-        if to_client:
-            client.receive_data(to_client)
-        if not to_server and not to_client:
-            break
+    clock = _ServerClock(server)
+    pipe(client, clock, max_rounds=20)
     if not server.handshake_complete:
         raise RuntimeError("handshake did not complete")
-    return server_s
+    return clock.seconds
 
 
 def handshake_cpu(quick: bool = True, bits: tuple[int, ...] | None = None) -> pd.DataFrame:
@@ -535,19 +547,10 @@ def dos_sweep(costs: dict[str, float], quick: bool = True, seed: int = 1) -> pd.
     return df
 
 
-def run_metadata(config: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What a results folder records: configuration, git revision, versions, CPU count."""
-    import cryptography
-    import simpy
+def run_config() -> dict[str, Any]:
+    """What this module's results depend on beyond the code and the quick flag, for ``run.json``.
 
-    try:
-        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True,
-                             timeout=10).stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        rev = "unknown"
-    return {
-        "config": config or {}, "git_revision": rev, "python": platform.python_version(),
-        "machine": platform.machine(), "cpus": os.cpu_count(),
-        "packages": {"cryptography": cryptography.__version__, "pandas": pd.__version__, "simpy": simpy.__version__},
-        "dos_defaults": asdict(DoSParams()),
-    }
+    The DoS model's default parameters; the notebook passes this to
+    :func:`netsim.results.start_run`, which adds the git revision, versions and CPU count.
+    """
+    return {"dos_defaults": asdict(DoSParams())}

@@ -16,10 +16,13 @@ The class extends the core through its documented seams:
   exchange is ours, the record protection is the suite's);
 * :meth:`_full_handshake` -- the reverse flight (ServerHello,
   [PuzzleRequest], ServerHelloDone) instead of the standard one;
-* ``TRANSITIONS`` -- two more (state, message) pairs:
-  ``EXPECT_CLIENT_CERTIFICATE`` + Certificate and ``EXPECT_PUZZLE_REPLY`` +
-  PuzzleReply, each answered by Certificate + KeyTransport, after which the
-  core's ChangeCipherSpec / Finished handling runs unchanged.
+* ``TRANSITIONS`` -- the core's table extended: two more (state, message)
+  pairs, ``EXPECT_CLIENT_CERTIFICATE`` + Certificate and
+  ``EXPECT_PUZZLE_REPLY`` + PuzzleReply, each answered by Certificate +
+  KeyTransport, after which the core's ChangeCipherSpec / Finished handling
+  runs unchanged; and the ClientHello entry may now lead to those states;
+* :class:`ReverseServerContext` -- the handshake fields Reverse SSL adds, so
+  a connection exports and imports in any state (``tls12.state``).
 
 A client without the extension gets the unmodified standard handshake (or a
 ``handshake_failure`` if ``allow_original`` is False).  Every refusal is a
@@ -29,12 +32,25 @@ the core sends the alert and closes this connection only.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, ClassVar
+
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from tls12.buffer import Buffer
 from tls12.certs import peer_rsa_key
 from tls12.connection import HandshakeState
+from tls12.context import (
+    ContextAttribute,
+    FieldCodec,
+    ServerHandshakeContext,
+    codec_field,
+    int_enum,
+    optional,
+)
 from tls12.errors import BadCertificate, HandshakeFailure
+from tls12.handshake_table import Transition
 from tls12.messages import (
     TLS12,
     Certificate,
@@ -45,7 +61,8 @@ from tls12.messages import (
 )
 from tls12.record import RecordWriter
 from tls12.server_connection import ServerConnection
-from tls12.suites import SUITES
+from tls12.state import import_connection, register_state_enum
+from tls12.suites import SUITES, KeyExchange
 
 from . import onoff
 from .config import ReverseServerConfig, ReverseState
@@ -60,35 +77,94 @@ from .messages import (
     signed_message,
 )
 from .puzzle import (
+    Construction,
     PuzzleChallenge,
+    PuzzleParams,
+    PuzzleReply,
     SignaturePolicy,
     make_puzzle,
     pull_puzzle_reply,
+    pull_puzzle_request,
     push_puzzle_request,
     verify_reply,
 )
 
-__all__ = ["ReverseServerConnection"]
+__all__ = ["ReverseServerConnection", "ReverseServerContext"]
+
+register_state_enum(ReverseState)
+
+
+def _challenge_to_json(c: PuzzleChallenge) -> dict[str, object]:
+    p = c.params
+    return {
+        "params": [int(p.construction), p.n_bits, p.k, p.preimage_bits, p.e],
+        "m": hex(c.m),
+        "request": push_puzzle_request(c.request).hex(),
+    }
+
+
+def _challenge_from_json(d: dict[str, Any]) -> PuzzleChallenge:
+    construction, n_bits, k, preimage_bits, e = d["params"]
+    params = PuzzleParams(Construction(construction), n_bits, k, preimage_bits, e)
+    request = pull_puzzle_request(Buffer(bytes.fromhex(d["request"])))
+    return PuzzleChallenge(params, int(d["m"], 16), request)
+
+
+@dataclass(eq=False)
+class ReverseServerContext(ServerHandshakeContext):
+    """The server's handshake fields plus Reverse SSL's: the mode, the puzzle, what was checked."""
+
+    EXPORT_SECTION: ClassVar[str | None] = "reverse_server"
+
+    mode: Mode | None = codec_field(optional(int_enum(Mode)), default=None)
+    """The negotiated flavour; None for the standard handshake."""
+    used_fallback_signature: bool = False
+    """True if the pool was empty and the server signed with plain RSA."""
+    verified_self_signature: bool = False
+    challenge: PuzzleChallenge | None = codec_field(
+        optional(FieldCodec(_challenge_to_json, _challenge_from_json)), default=None
+    )
+    """The puzzle sent, with the secret m it hides, until the PuzzleReply is checked."""
 
 
 class ReverseServerConnection(ServerConnection):
     """A sans-IO Reverse SSL server connection (falls back to the standard handshake)."""
 
-    TRANSITIONS = {
-        **ServerConnection.TRANSITIONS,
-        (ReverseState.EXPECT_CLIENT_CERTIFICATE, HandshakeType.CERTIFICATE): "_handle_client_certificate",
-        (ReverseState.EXPECT_PUZZLE_REPLY, ReverseHandshakeType.PUZZLE_REPLY): "_handle_puzzle_reply",
-    }
+    TRANSITIONS = ServerConnection.TRANSITIONS.extend(
+        {
+            (ReverseState.EXPECT_CLIENT_CERTIFICATE, HandshakeType.CERTIFICATE): Transition(
+                "_handle_client_certificate", (HandshakeState.EXPECT_CHANGE_CIPHER_SPEC,), parse=pull_certificate
+            ),
+            (ReverseState.EXPECT_PUZZLE_REPLY, ReverseHandshakeType.PUZZLE_REPLY): Transition(
+                "_handle_puzzle_reply", (HandshakeState.EXPECT_CHANGE_CIPHER_SPEC,), parse=pull_puzzle_reply
+            ),
+        },
+        more_next_states={
+            (HandshakeState.EXPECT_CLIENT_HELLO, HandshakeType.CLIENT_HELLO): (
+                ReverseState.EXPECT_CLIENT_CERTIFICATE,
+                ReverseState.EXPECT_PUZZLE_REPLY,
+            )
+        },
+    )
+
+    CONTEXT = ReverseServerContext
+    context: ReverseServerContext
+    mode = ContextAttribute()
+    used_fallback_signature = ContextAttribute()
+    verified_self_signature = ContextAttribute()
 
     def __init__(self, config: ReverseServerConfig, record_writer: RecordWriter | None = None) -> None:
         super().__init__(config.tls, record_writer)
         self.reverse_config = config
-        self.mode: Mode | None = None
-        """The negotiated flavour; None for the standard handshake."""
-        self.used_fallback_signature = False
-        """True if the pool was empty and the server signed with plain RSA."""
-        self.verified_self_signature = False
-        self._challenge: PuzzleChallenge | None = None
+
+    @classmethod
+    def import_state(  # type: ignore[override]
+        cls, config: ReverseServerConfig, blob: bytes, record_writer: RecordWriter | None = None
+    ) -> ReverseServerConnection:
+        """Continue a connection exported by :meth:`export_state`, in any state (seam 3)."""
+        conn = cls(config, record_writer)
+        import_connection(conn, blob)
+        return conn
 
     # --- negotiation --------------------------------------------------------------
 
@@ -102,13 +178,13 @@ class ReverseServerConnection(ServerConnection):
                 raise HandshakeFailure("this server requires Reverse SSL")
             return super()._select_cipher_suite(hello)
         for suite in self.config.cipher_suites:
-            if suite in hello.cipher_suites and SUITES[suite].key_exchange == "rsa":
+            if suite in hello.cipher_suites and SUITES[suite].key_exchange is KeyExchange.RSA:
                 return int(suite)
         raise HandshakeFailure("no RSA-key-exchange suite in common for Reverse SSL")
 
     def _resume(self, session, hello):  # type: ignore[no-untyped-def]
         self.mode = None  # an abbreviated handshake has no key exchange to reverse
-        super()._resume(session, hello)
+        return super()._resume(session, hello)
 
     def _server_hello_extensions(self, hello: ClientHello) -> tuple[tuple[int, bytes], ...]:
         exts = super()._server_hello_extensions(hello)
@@ -116,27 +192,25 @@ class ReverseServerConnection(ServerConnection):
             exts = (*exts, (REVERSE_SSL_EXTENSION, encode_chosen_mode(self.mode)))
         return exts
 
-    def _full_handshake(self, hello: ClientHello) -> None:
+    def _full_handshake(self, hello: ClientHello) -> Enum:
         if self.mode is None:
-            super()._full_handshake(hello)
-            return
+            return super()._full_handshake(hello)
         self.resumed = False
         self.session_id = self.config.rng(32) if self.config.session_store is not None else b""
         flight: list[tuple[int, bytes]] = [(HandshakeType.SERVER_HELLO, self._server_hello(hello))]
         if self.mode is Mode.PUZZLE:
-            self._challenge = make_puzzle(self.reverse_config.puzzle, self.config.rng)
-            flight.append((ReverseHandshakeType.PUZZLE_REQUEST, push_puzzle_request(self._challenge.request)))
-            self.state = ReverseState.EXPECT_PUZZLE_REPLY
+            self.context.challenge = make_puzzle(self.reverse_config.puzzle, self.config.rng)
+            flight.append((ReverseHandshakeType.PUZZLE_REQUEST, push_puzzle_request(self.context.challenge.request)))
+            next_state = ReverseState.EXPECT_PUZZLE_REPLY
         else:
-            self.state = ReverseState.EXPECT_CLIENT_CERTIFICATE
+            next_state = ReverseState.EXPECT_CLIENT_CERTIFICATE
         flight.append((HandshakeType.SERVER_HELLO_DONE, b""))
         self._send_handshake(*flight)
+        return next_state
 
     # --- the client's public key ---------------------------------------------------
 
-    def _handle_client_certificate(self, raw: bytes) -> None:
-        cert = pull_certificate(Buffer(raw[4:]))
-        self._transcript += raw
+    def _handle_client_certificate(self, cert: Certificate) -> None:
         if not cert.chain:
             raise BadCertificate("Reverse SSL with client authentication needs a client certificate")
         if self.reverse_config.verify_client_certificate is not None:
@@ -145,17 +219,15 @@ class ReverseServerConnection(ServerConnection):
         self.peer_certificates = cert.chain
         self._send_key_transport(key)
 
-    def _handle_puzzle_reply(self, raw: bytes) -> None:
-        reply = pull_puzzle_reply(Buffer(raw[4:]))
-        self._transcript += raw
-        assert self._challenge is not None
+    def _handle_puzzle_reply(self, reply: PuzzleReply) -> None:
+        assert self.context.challenge is not None
         cfg = self.reverse_config
         policy = cfg.signature_policy
         pool_ready = cfg.pool is not None and len(cfg.pool) > 0
         check = policy is SignaturePolicy.ALWAYS or (policy is SignaturePolicy.WHEN_POOL_EMPTY and not pool_ready)
-        key = verify_reply(self._challenge, reply, verify_signature=check, replay_cache=cfg.replay_cache)
+        key = verify_reply(self.context.challenge, reply, verify_signature=check, replay_cache=cfg.replay_cache)
         self.verified_self_signature = check
-        self._challenge = None
+        self.context.challenge = None
         self._send_key_transport(key)
 
     # --- KeyTransport: encrypt for the client, sign online ----------------------------
@@ -167,7 +239,7 @@ class ReverseServerConnection(ServerConnection):
         encrypted = client_key.encrypt(premaster, padding.PKCS1v15())
         server_cert = (HandshakeType.CERTIFICATE, push_certificate(Certificate(tuple(self.config.credentials.chain_der))))
         self._send_handshake(server_cert)
-        message = signed_message(bytes(self._transcript), encrypted)
+        message = signed_message(bytes(self.context.transcript), encrypted)
         pool = self.reverse_config.pool
         token = pool.take() if pool is not None else None
         if token is not None:
@@ -179,4 +251,3 @@ class ReverseServerConnection(ServerConnection):
                 pool.record_fallback()
         self._send_handshake((ReverseHandshakeType.KEY_TRANSPORT, push_key_transport(KeyTransport(encrypted, signature))))
         self._set_premaster(premaster)
-        self.state = HandshakeState.EXPECT_CHANGE_CIPHER_SPEC

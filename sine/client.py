@@ -328,13 +328,12 @@ class SineClient:
             verifier = StreamVerifier(
                 canon, now, public_key=None if trusted else self.public_key,
                 trusted_digest=trusted, separate=separate)
-            pending = verifier.receive_data(b"") if separate is not None else []
-            for event in pending:
-                method = self._handle(canon, event, out) or method
             async for chunk in body:
+                if not chunk:
+                    continue  # b"" would mean end of stream
                 for event in verifier.receive_data(chunk):
                     method = self._handle(canon, event, out) or method
-            for event in verifier.receive_eof():
+            for event in verifier.receive_data(b""):  # end of stream
                 method = self._handle(canon, event, out) or method
         except RemoteProtocolError as exc:
             for event in exc.events:

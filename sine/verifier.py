@@ -7,10 +7,16 @@ Usage (``Content-Encoding: sine`` body)::
         for event in v.receive_data(chunk):
             if isinstance(event, BlockVerified):
                 render(event.data)          # only verified bytes ever come out
-    v.receive_eof()                         # raises TruncatedDocument if blocks are missing
+    v.receive_data(b"")                     # end of stream: TruncatedDocument if blocks are missing
+
+End of stream is ``receive_data(b"")``, as for every sans-IO object of the testbed (``tls12``,
+the SSL-splitting splicer; see :mod:`netsim.drive`); :meth:`~StreamVerifier.receive_eof` is the
+same call under its older name. The verifier sends nothing: :meth:`~StreamVerifier.data_to_send`
+is always ``b""`` (it is there so one driver fits every object).
 
 Separate-tag form: ``StreamVerifier(path, now, public_key=pk, separate=at_bytes)`` verifies
-the tag at construction time (block 0) and is then fed the *plain* document.
+the tag at construction time (block 0) and is then fed the *plain* document; the events of
+that verification come out of the first :meth:`~StreamVerifier.receive_data` call.
 
 Trust anchors (block 0), tried in this order:
 
@@ -205,21 +211,29 @@ class StreamVerifier:
     # -- public API ------------------------------------------------------------------------
 
     def receive_data(self, data: bytes) -> list[Event]:
-        """Feed received bytes; return the events they completed (possibly none)."""
+        """Feed received bytes; return the events they completed (possibly none).
+
+        ``b""`` means the body ended: :class:`TruncatedDocument` unless every block arrived.
+        """
+        if not data:
+            return self.receive_eof()
         self._check(_Input.DATA)
         if self.state is State.DONE:
-            if not data:
-                return self._take()
             self._fail(TrailingData("bytes after the last block", self._next_block()))
         self._fail_safe(lambda: self._process(data))
         return self._take()
 
     def receive_eof(self) -> list[Event]:
-        """The body ended; raises :class:`TruncatedDocument` unless every block arrived."""
+        """The body ended (same as ``receive_data(b"")``); raises :class:`TruncatedDocument`
+        unless every block arrived."""
         self._check(_Input.EOF)
         if self.state is not State.DONE:
             self._fail(TruncatedDocument("stream ended early", self._next_block()))
         return self._take()
+
+    def data_to_send(self) -> bytes:
+        """Always ``b""``: a verifier only receives (the sans-IO shape every driver expects)."""
+        return b""
 
     @property
     def buffered(self) -> int:

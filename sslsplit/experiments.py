@@ -1,20 +1,26 @@
-"""The SSL-splitting paper's evaluation (§6), measured on the real implementation.
+"""The SSL-splitting paper's evaluation (§6): one function per figure, measured and modelled.
 
 =========================== ==================================================================
 function                    paper
 =========================== ==================================================================
 :func:`single_file_sweep`   the microbenchmark behind Figures 7 and 8 (real runs, loopback)
 :func:`figure7`             Figure 7: bandwidth efficiency vs file size, with the paper's model
+                            (``measured=False``: the cost models alone)
 :func:`figure8`             Figure 8: savings factor of warm splitting over HTTP and HTTPS
 :func:`calibrated_model`    §6.3's linear cost model, fitted to our measurements
 :func:`sweep_fit`           in-sample: the calibrated model against the runs it was fitted to
 :func:`figure10_11`         Figures 10/11: a trace chunk replayed through the real servers and
                             proxy, the same chunk and the full traces simulated
+                            (``measured=False``: the cost model's replay alone)
 :func:`agreement`           held-out: the calibrated model against replays it never saw
 :func:`held_out_agreement`  the same on fresh synthetic chunks, several seeds
 :func:`figure12`            Figure 12: latency vs size behind the ADSL model, real message sizes
+                            (``measured=False``: the paper setup's message sizes alone)
 :func:`paper_comparison`    every published §6 number next to ours, measured and modelled
 =========================== ==================================================================
+
+The trace statistics of §6.3 (trace table, Figure 9's size CDF, repetition, two-week warmth)
+and the workloads the figures replay are in :mod:`sslsplit.trace_experiments`.
 
 **How the cost model is validated.** The model is the paper's: per request, a fixed plus a
 per-byte cost for each protocol, piecewise for warm splitting. It is *calibrated* on the
@@ -22,13 +28,13 @@ single-file sweep (:func:`calibrated_model`) and then *validated* on trace repla
 no part in the fit -- other files, other sizes, another request mix (:func:`agreement`).
 Separately, :func:`paper_comparison` puts each number the paper publishes for §6
 (:mod:`sslsplit.paper_points`) beside our measurement and two models: the one calibrated here
-and :func:`netsim.costmodel.paper_model`, the model of the paper's own setup. Every row carries
+and :func:`sslsplit.costmodel.paper_model`, the model of the paper's own setup. Every row carries
 a ``kind``: ``measured`` (a real run), ``modelled`` or ``true by construction`` (see
-:mod:`netsim.experiments`).
+:mod:`sslsplit.trace_experiments`).
 
 Bytes are counted on the origin's sockets (TCP payload), as the paper counted
 bytes on the server's interface; ``wire_bytes`` adds an estimate of TCP/IP
-headers (:func:`ip_bytes`, same constants as :class:`netsim.costmodel.WireParams`)
+headers (:func:`ip_bytes`, same constants as :class:`sslsplit.costmodel.WireParams`)
 so that our numbers and the paper's are on the same footing.  Every function
 returns a pandas DataFrame and takes ``quick`` for CI-sized runs.
 
@@ -50,25 +56,31 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from netsim.costmodel import CostModel, LinearCost, Protocol, WireParams, paper_model
-from netsim.experiments import (
+from netsim.synth import AMSTERDAM_LIKE, LCS_LIKE, generate, scaled
+from netsim.workload import CHUNK_BYTES, daytime_chunks
+
+from .costmodel import (
+    SIZE_SWEEP,
+    CostModel,
+    LinearCost,
+    Protocol,
+    WireModel,
+    WireParams,
+    paper_model,
+)
+from .latency import LATENCY_PROTOCOLS, AdslTestbed, request_latency
+from .paper_points import DEVIATION_NOTES, OUR_TRACE, PAPER_POINTS, paper_bandwidth
+from .replay import replay
+from .testbed import Download, PlainStream, Testbed
+from .trace_experiments import (
     BY_CONSTRUCTION,
     MEASURED,
     MODELLED,
     chunk_of,
-    fig10_11_bandwidth,
-    fig12_latency,
     load_workloads,
     trace_kind,
     trace_note,
 )
-from netsim.latency import AdslTestbed
-from netsim.replay import replay
-from netsim.synth import AMSTERDAM_LIKE, LCS_LIKE, generate, scaled
-from netsim.workload import daytime_chunks
-
-from .paper_points import OUR_TRACE, PAPER_POINTS, paper_bandwidth
-from .testbed import Download, PlainStream, Testbed
 
 __all__ = [
     "Testbed",
@@ -163,19 +175,63 @@ def single_file_sweep(quick: bool = True, sizes: Sequence[int] | None = None, re
     return df
 
 
+def _no_sweep(sweep: pd.DataFrame | None) -> None:
+    """A sweep is measured data: passing one to a model-only view is a mistake, not a no-op."""
+    if sweep is not None:
+        raise ValueError("sweep is only used with measured=True (the model-only view runs nothing)")
+
+
 def _paper_protocol(protocol: str) -> Protocol:
     return {"http": Protocol.HTTP, "https": Protocol.HTTPS, "split_cold": Protocol.SPLIT_MISS,
             "split_warm": Protocol.SPLIT_HIT}[protocol]
 
 
-def figure7(quick: bool = True, sweep: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Figure 7: efficiency measured here next to the paper's model of its own setup."""
+def figure7(quick: bool = True, sweep: pd.DataFrame | None = None, *, measured: bool = True,
+            model: CostModel | None = None) -> pd.DataFrame:
+    """Figure 7: bandwidth efficiency (file bytes per server byte) against file size.
+
+    ``model`` is the linear cost model to draw (default :func:`~sslsplit.costmodel.paper_model`,
+    the paper's own setup). Two views of the same figure:
+
+    ``measured=True`` (default)
+        the single-file sweep (``sweep``, or a new :func:`single_file_sweep`: real downloads on
+        loopback, protocols http / https / split_cold / split_warm) with one more column,
+        ``paper_model_efficiency``: what ``model`` predicts for the same size and protocol.
+    ``measured=False``
+        the cost models alone, no real run (milliseconds): for every :class:`Protocol`
+        (split_miss and split_hit instead of cold and warm) and every size of
+        :data:`~sslsplit.costmodel.SIZE_SWEEP` (every third when ``quick``), ``linear_bytes``
+        and ``efficiency`` from ``model``, ``wire_bytes`` and ``wire_efficiency`` from the
+        structural :class:`~sslsplit.costmodel.WireModel`; ``kind`` is ``modelled``. The
+        linear model is *fitted to* the structural one, so their agreement is an internal
+        consistency check of the fit, not a validation: the comparison with the paper's
+        points and with measured runs is :func:`paper_comparison`.
+    """
+    model = model or paper_model()
+    if not measured:
+        _no_sweep(sweep)
+        return _model_efficiency(quick, model)
     df = (sweep if sweep is not None else single_file_sweep(quick)).copy()
-    model = paper_model()
     df["paper_model_efficiency"] = [
-        float(model.efficiency(_paper_protocol(p), np.array([s]))[0]) for s, p in zip(df["size"], df["protocol"], strict=True)
+        float(model.efficiency(_paper_protocol(p), np.array([s]))[0])
+        for s, p in zip(df["size"], df["protocol"], strict=True)
     ]
     return df
+
+
+def _model_efficiency(quick: bool, model: CostModel) -> pd.DataFrame:
+    """Figure 7 from the cost models only (see :func:`figure7`, ``measured=False``)."""
+    wire = WireModel()
+    sizes = SIZE_SWEEP[::3] if quick else SIZE_SWEEP
+    rows = []
+    for proto in Protocol:
+        lin = model.bytes(proto, sizes)
+        exact = wire.server_bytes(proto, sizes)
+        for s, a, b in zip(sizes, lin, exact, strict=True):
+            rows.append({"protocol": proto.value, "size": int(s), "linear_bytes": a,
+                         "wire_bytes": b, "efficiency": s / a, "wire_efficiency": s / b,
+                         "kind": MODELLED})
+    return pd.DataFrame(rows)
 
 
 def figure8(quick: bool = True, sweep: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -292,11 +348,31 @@ def figure10_11(
     traces: Sequence[str] | None = None,
     chunk_bytes: int | None = None,
     workloads: dict[str, pd.DataFrame] | None = None,
+    *,
+    measured: bool = True,
+    model: CostModel | None = None,
 ) -> pd.DataFrame:
-    """Figures 10/11: measured replay of a chunk, the cost models' replay of it and of the full traces.
+    """Figures 10/11: bandwidth per byte of file throughput, a trace chunk and the full traces.
 
-    ``sweep`` calibrates the model (default: a new :func:`single_file_sweep`); ``workloads``
-    (default :func:`netsim.experiments.load_workloads` of ``traces``) are replayed.
+    ``workloads`` (default :func:`sslsplit.trace_experiments.load_workloads` of ``traces``) are
+    replayed; ``model`` is the model of the paper's setup (default
+    :func:`sslsplit.costmodel.paper_model`). Two views of the same figures:
+
+    ``measured=False``
+        the cost model alone, no real run (seconds): ``model`` replays each trace's chunk
+        (:func:`~sslsplit.trace_experiments.chunk_of`) and the full trace. Columns: ``trace``,
+        ``scope``, ``protocol`` (http, https, split_cold, split_warm, ideal), ``server_bytes``,
+        ``file_bytes``, ``hit_fraction``, ``requests``, ``ratio``, ``vs_http``, ``kind`` and
+        ``note``. The protocols' rows are ``modelled``; the ideal protocol's ratio is
+        1 / compressibility, ``measured`` on a public log and ``true by construction`` on a
+        synthetic trace (``note`` says why).
+    ``measured=True`` (default)
+        real runs next to two models, described below.
+
+    ``sweep`` calibrates the model (default: a new :func:`single_file_sweep`; a ``ValueError``
+    with ``measured=False``); ``chunk_bytes`` sets the chunk volume (measured view: default 2 MB
+    quick, 10 MB otherwise, at most 400 requests quick; model view: default
+    :data:`netsim.workload.CHUNK_BYTES`).
     Columns: ``trace``, ``scope`` (chunk/full), ``protocol``, ``source``, ``ratio`` (server
     bytes per file byte), ``vs_http``, ``server_bytes``, ``file_bytes``, ``requests``,
     ``kind`` and ``note``. ``source`` is
@@ -305,36 +381,38 @@ def figure10_11(
       (kind ``measured``);
     * ``simulated`` -- the cost model calibrated on ``sweep`` (kind ``modelled``); the chunk
       was not part of the calibration, so chunk rows are a held-out test (:func:`agreement`);
-    * ``simulated (paper setup)`` -- :func:`netsim.costmodel.paper_model` (``modelled``);
+    * ``simulated (paper setup)`` -- ``model`` (``modelled``);
     * ``paper`` -- the published bars as far as the text gives them (kind ``published``).
 
     The ideal protocol (each unique byte once) is a trace statistic: ``true by construction``
     on the synthetic traces, whose generator and chunk were chosen to match the paper.
     """
-    sweep = sweep if sweep is not None else single_file_sweep(quick)
-    model = calibrated_model(sweep)
-    setup = paper_model()
+    setup = model or paper_model()
     workloads = workloads if workloads is not None else load_workloads(quick, names=traces)
+    if not measured:
+        _no_sweep(sweep)
+        return _model_bandwidth(setup, workloads, volume=chunk_bytes or CHUNK_BYTES)
+    sweep = sweep if sweep is not None else single_file_sweep(quick)
+    calibrated = calibrated_model(sweep)
     volume = chunk_bytes or (2_000_000 if quick else 10_000_000)
     parts = []
     for name, work in workloads.items():
         chunk = chunk_of(name, work, volume)
         if quick and len(chunk) > 400:
             chunk = chunk.iloc[:400]
-        measured = replay_chunk(chunk)
-        measured.insert(0, "source", "measured")
-        measured["kind"] = MEASURED
-        for source, m in (("simulated", model), ("simulated (paper setup)", setup)):
+        runs = replay_chunk(chunk)
+        runs.insert(0, "source", "measured")
+        runs["kind"] = MEASURED
+        for source, m in (("simulated", calibrated), ("simulated (paper setup)", setup)):
             sim = replay(chunk, m)
             keep = list(PROTOCOLS) + (["ideal"] if source == "simulated" else [])
             sim = sim[sim["protocol"].isin(keep)].copy()
             sim.insert(0, "source", source)
             sim["kind"] = np.where(sim["protocol"] == "ideal", trace_kind(name), MODELLED)
             parts.append(_label(sim, name, "chunk"))
-        parts.append(_label(measured, name, "chunk"))
-    for source, m in (("simulated", model), ("simulated (paper setup)", setup)):
-        full = fig10_11_bandwidth(quick, model=m, workloads=workloads)
-        full = full[full["scope"] == "full"].copy()
+        parts.append(_label(runs, name, "chunk"))
+    for source, m in (("simulated", calibrated), ("simulated (paper setup)", setup)):
+        full = _model_bandwidth(m, workloads, scopes=("full",))
         if source != "simulated":
             full = full[full["protocol"] != "ideal"]
         full.insert(2, "source", source)
@@ -350,6 +428,23 @@ def figure10_11(
     cols = ["trace", "scope", "protocol", "source", "ratio", "vs_http", "server_bytes", "file_bytes",
             "requests", "kind", "note"]
     return out[cols]
+
+
+def _model_bandwidth(model: CostModel, workloads: dict[str, pd.DataFrame],
+                     scopes: Sequence[str] = ("chunk", "full"), volume: int = CHUNK_BYTES
+                     ) -> pd.DataFrame:
+    """Figures 10/11 from the cost model only (see :func:`figure10_11`, ``measured=False``)."""
+    parts = []
+    for name, w in workloads.items():
+        for scope in scopes:
+            r = replay(chunk_of(name, w, volume) if scope == "chunk" else w, model)
+            r.insert(0, "scope", scope)
+            r.insert(0, "trace", name)
+            ideal = r["protocol"].eq("ideal")
+            r["kind"] = np.where(ideal, trace_kind(name), MODELLED)
+            r["note"] = np.where(ideal, trace_note(name, scope), "")
+            parts.append(r)
+    return pd.concat(parts, ignore_index=True)
 
 
 def _label(df: pd.DataFrame, trace: str, scope: str) -> pd.DataFrame:
@@ -419,14 +514,52 @@ def agreement(fig: pd.DataFrame) -> pd.DataFrame:
     return wide.reset_index()
 
 
-def figure12(quick: bool = True, sweep: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Figure 12: latency vs size behind the ADSL model with the message sizes measured here."""
+def figure12(quick: bool = True, sweep: pd.DataFrame | None = None, *, measured: bool = True,
+             params: AdslTestbed | None = None, sizes: Sequence[int] | None = None
+             ) -> pd.DataFrame:
+    """Figure 12: latency against file size for HTTP, HTTPS and cold splitting (SimPy model).
+
+    ``params`` is the ADSL testbed with the paper's setup (default :class:`AdslTestbed`);
+    ``sizes`` the file sizes (default 12 sizes from 100 B to 2 MB when ``quick``, 40
+    otherwise). Every number is ``modelled``: nothing is timed. Columns: ``protocol``,
+    ``size``, ``latency_s``, ``vs_https`` (latency / HTTPS latency at that size), ``kind``.
+
+    ``measured=False``
+        one curve per protocol, with ``params``' message sizes (no real run).
+    ``measured=True`` (default)
+        a ``messages`` column first and two sets of curves: ``measured`` -- ``params`` with
+        the message sizes measured on the single-file sweep (``sweep`` or a new
+        :func:`single_file_sweep`; :func:`measured_wire_params`) -- and ``paper setup`` --
+        ``params`` as given.
+    """
+    params = params or AdslTestbed()
+    if not measured:
+        _no_sweep(sweep)
+        return _latency_curves(quick, params, sizes)
     sweep = sweep if sweep is not None else single_file_sweep(quick)
-    ours = fig12_latency(quick, AdslTestbed(wire=measured_wire_params(sweep)))
+    ours = _latency_curves(quick, replace(params, wire=measured_wire_params(sweep)), sizes)
     ours.insert(0, "messages", "measured")
-    paper = fig12_latency(quick)
+    paper = _latency_curves(quick, params, sizes)
     paper.insert(0, "messages", "paper setup")
     return pd.concat([ours, paper], ignore_index=True)
+
+
+def _latency_curves(quick: bool, params: AdslTestbed, sizes: Sequence[int] | None
+                    ) -> pd.DataFrame:
+    """Latency per protocol and size over one testbed (see :func:`figure12`)."""
+    if sizes is None:
+        sizes = np.unique(np.round(np.geomspace(100, 2_000_000, 12 if quick else 40))
+                          ).astype(int).tolist()
+    rows = []
+    for s in tqdm(sizes, desc="latency", disable=quick, unit="size", mininterval=2.0):
+        for proto in LATENCY_PROTOCOLS:
+            rows.append({"protocol": proto, "size": int(s),
+                         "latency_s": request_latency(proto, int(s), params)})
+    df = pd.DataFrame(rows)
+    https = df[df.protocol == "https"].set_index("size")["latency_s"]
+    df["vs_https"] = df["latency_s"].to_numpy() / https.loc[df["size"]].to_numpy()
+    df["kind"] = MODELLED
+    return df
 
 
 # --- the paper's numbers next to ours ----------------------------------------------------
@@ -436,58 +569,6 @@ EST_MEASURED = "measured"
 EST_CALIBRATED = "model, calibrated here"
 EST_SETUP = "model, paper's setup"
 EST_TRACE = "trace statistic"
-
-#: Why our numbers can differ from the paper's, per (figure, x, protocol).
-_NOTES: dict[tuple[str, str, str], str] = {
-    ("8", "100 B", "split_warm"):
-        "our server gives the HTTP head a record of its own, so even a 100-byte body is a "
-        "cacheable record, and the proxy caches the certificate (§3.5): a warm download of a "
-        "tiny file costs less than with Apache, whose head and small body shared one record",
-    ("8", "1 MB", "split_warm"):
-        "one stub per 16 KiB record plus the handshake, as in the paper",
-    ("7", "4,000 B to 2^22 B", "split_warm"):
-        "one stub (~60-70 bytes with TCP/IP) per 16 KiB record",
-    ("7", "above 2^22 B", "split_warm"):
-        "Apache switched to 8 KiB records above 2^22 B, doubling the stubs; our server keeps "
-        "16 KiB records, so the marginal stays at ~1/250 (measured only in full runs, which "
-        "reach 10 MB)",
-    ("10", "chunk", "https"):
-        "our TLS 1.2 handshake (2048-bit certificate, no session reuse) against Apache's TLS 1.0 "
-        "one; the ratio depends on the chunk's mean file size",
-    ("10", "chunk", "split_cold"):
-        "close to the paper largely because the synthetic chunk was picked for the paper's "
-        "compressibility (true by construction); what is tested is the overhead above ideal",
-    ("10", "chunk", "split_warm"):
-        "warm cost is handshake + one stub per record, so it depends on the chunk's size mix, "
-        "which the paper does not publish (the generator's sizes are a guess); our warm "
-        "handshake is smaller (certificate cached)",
-    ("10", "chunk", "ideal"):
-        "true by construction: the chunk is the synthetic daytime chunk closest to 2.26",
-    ("10", "full trace", "split_cold"):
-        "modelled only (no seven-month replay); our cheaper warm requests (cached certificate, "
-        "cacheable small bodies) save more than Apache's would",
-    ("10", "full trace", "ideal"):
-        "true by construction: the generator is tuned to 109 GB from 10.6 GB (the paper's "
-        "ideal is read as relative to HTTP, ours is relative to our HTTP)",
-    ("§6.3", "chunk", "split_preload"):
-        "synthetic trace, not tuned to this number: its short-lived hot files are by design "
-        "new in the chunk",
-    ("11", "chunk", "https"):
-        "as for Figure 10; larger files make the handshake a smaller share",
-    ("11", "chunk", "split_cold"):
-        "close to the paper largely because the chunk was picked for compressibility 1.37 "
-        "(true by construction)",
-    ("11", "chunk", "split_warm"):
-        "the generator's amsterdam-like files are larger than the paper's (a guess), so stubs "
-        "are a smaller share",
-    ("11", "chunk", "ideal"):
-        "true by construction: the chunk is the synthetic daytime chunk closest to 1.37",
-    ("12", "small files", "split_cold"):
-        "in the model a cold proxy pays one more ADSL round trip for the miss handler; the "
-        "paper's small-file advantage is not explained there and not reproduced",
-    ("12", "large files", "split_cold"):
-        "store-and-forward through the proxy costs little once transfers are long",
-}
 
 
 def _single_file_value(quantity: str, http: float, split_warm: float) -> float:
@@ -525,7 +606,7 @@ def paper_comparison(
     """Every number the paper publishes for §6 next to ours: one row per (point, estimate).
 
     Inputs are the outputs of :func:`single_file_sweep`, :func:`figure10_11` and, optionally,
-    :func:`figure12` and :func:`netsim.experiments.two_weeks_warmth`. The paper's points come
+    :func:`figure12` and :func:`sslsplit.trace_experiments.two_weeks_warmth`. The paper's points come
     from :data:`sslsplit.paper_points.PAPER_POINTS`; the paper's ``www.lcs`` and ``amsterdam``
     stand-ins are the synthetic traces. The estimates:
 
@@ -536,7 +617,7 @@ def paper_comparison(
         of the fit (``in-sample``: the sweep's own sizes, the fitted marginals) or not
         (``held-out``: the trace replays);
     ``model, paper's setup``
-        :func:`netsim.costmodel.paper_model` (Apache 1.3 / OpenSSL 0.9.6 message sizes and the
+        :func:`sslsplit.costmodel.paper_model` (Apache 1.3 / OpenSSL 0.9.6 message sizes and the
         §6.3 marginals, so its marginals equal the paper's by construction);
     ``trace statistic``
         properties of the trace alone (the ideal protocol, two-week warmth).
@@ -557,7 +638,7 @@ def paper_comparison(
             note: str = "") -> None:
         if value is None or not np.isfinite(value):
             return
-        why = _NOTES.get((pt.figure, pt.x, pt.protocol), "")
+        why = DEVIATION_NOTES.get((pt.figure, pt.x, pt.protocol), "")
         rows.append({**pt._asdict(), "estimate": estimate, "trace": trace, "value": float(value),
                      "kind": kind, "fit": fit, "note": "; ".join(n for n in (note, why) if n)})
 

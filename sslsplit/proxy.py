@@ -45,7 +45,7 @@ from tls12.errors import TLSError
 from .aio import PayloadClient, ResetAwareReader, open_connection, serve_payloads, start_server
 from .cache import CacheHierarchy, CacheMiss, DiskCache, LocalCache, MemoryCache
 from .cli import close_servers, hostport, wait_for_signal
-from .splicer import PayloadMismatch, Splicer
+from .splicer import PayloadMismatch, PayloadNeeded, Splicer, TruncatedMessage
 from .wire import Stub
 
 __all__ = ["SplittingProxy", "ProxyStats", "main"]
@@ -125,26 +125,30 @@ class SplittingProxy:
             if not data:
                 break
             self.stats.bytes_from_server += len(data)
-            splicer.feed(data)
-            out = bytearray()
-            while (msg := splicer.next_message()) is not None:
-                record = splicer.handle(msg)
-                if record is None:
-                    assert isinstance(msg, Stub)
-                    record = self.record_for(splicer, msg, await self.payload_for(msg))
-                out += record
+            events = splicer.receive_data(data)
+            while events:  # a digest stub holds the messages after it until its record is in
+                event = events.pop(0)
+                if isinstance(event, PayloadNeeded):
+                    stub = event.stub
+                    events += splicer.resume(self.record_for(splicer, stub, await self.payload_for(stub)))
+            out = splicer.data_to_send()
             if out:
                 self.stats.bytes_to_client += len(out)
-                writer.write(bytes(out))
+                writer.write(out)
                 try:
                     async with asyncio.timeout(self.idle_timeout):
                         await writer.drain()
                 except (ConnectionResetError, BrokenPipeError):
                     return  # the client went away
-        if reader.reset is not None:
-            if splicer.pending:
-                raise ConnectionResetError(f"server reset the connection inside a message ({splicer.pending} B of it)")
-            logger.info("server reset the connection after its last message; all of it was relayed")
+        try:
+            splicer.receive_data(b"")  # end of the server's stream
+        except TruncatedMessage as exc:
+            if reader.reset is not None:
+                raise ConnectionResetError(f"server reset the connection inside a message ({exc.pending} B of it)") from None
+            # a FIN inside a message: end the client's side; it sees the truncation
+        else:
+            if reader.reset is not None:
+                logger.info("server reset the connection after its last message; all of it was relayed")
         _write_eof(writer)
 
     async def _handle(self, client_reader: ResetAwareReader, client_writer: asyncio.StreamWriter) -> None:

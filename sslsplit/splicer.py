@@ -13,6 +13,25 @@ For each message from the server (see :mod:`sslsplit.wire`):
 
 The proxy holds the encryption key but never the MAC key, so any payload it
 changes -- by malice or a poisoned cache -- fails the client's MAC check.
+
+Sans-IO shape (the same as ``tls12``'s, so :mod:`netsim.drive` and the asyncio proxy drive
+it alike)::
+
+    events = splicer.receive_data(from_server)   # b"" = the server's stream ended
+    for event in events:                         # PayloadNeeded / StreamEnded
+        if isinstance(event, PayloadNeeded):     # a digest stub: find its payload ...
+            events += splicer.supply(event.stub, lookup(event.stub.ident))   # ... and go on
+    to_client = splicer.data_to_send()
+
+Records leave in the order of the server's messages: at a digest stub the splicer stops and
+emits :class:`PayloadNeeded`; the messages after it wait until :meth:`Splicer.supply` (or
+:meth:`Splicer.resume` with a record built by the caller) gives it the stub's record. End of
+stream: ``receive_data(b"")`` returns :class:`StreamEnded` at a message boundary (after the
+pending stub, if any, is supplied) and raises :class:`TruncatedMessage` inside a message.
+
+The message-level calls underneath (:meth:`~Splicer.feed`, :meth:`~Splicer.next_message`,
+:meth:`~Splicer.handle`, :meth:`~Splicer.rebuild`) stay available for callers that drive the
+messages themselves.
 """
 
 from __future__ import annotations
@@ -34,7 +53,8 @@ from .wire import (
     push_message,
 )
 
-__all__ = ["Splicer", "SplicerStats", "PayloadMismatch"]
+__all__ = ["Splicer", "SplicerStats", "PayloadMismatch", "TruncatedMessage", "SplicerEvent",
+           "PayloadNeeded", "StreamEnded"]
 
 _CIPHER_BY_KEY_LENGTH = {0: "null", 16: "aes-128-cbc", 32: "aes-256-cbc"}
 _MAC_BY_LENGTH = {20: "sha1", 32: "sha256"}
@@ -42,6 +62,32 @@ _MAC_BY_LENGTH = {20: "sha1", 32: "sha256"}
 
 class PayloadMismatch(ValueError):
     """A payload from a cache does not match the stub's digest id (a poisoned cache entry)."""
+
+
+class TruncatedMessage(DecodeError):
+    """The server's stream ended inside a message; ``pending`` bytes of it had arrived."""
+
+    def __init__(self, message: str, pending: int) -> None:
+        super().__init__(message)
+        self.pending = pending
+        self.events = []
+
+
+@dataclass(frozen=True, slots=True)
+class SplicerEvent:
+    """Base class of the events :meth:`Splicer.receive_data` returns."""
+
+
+@dataclass(frozen=True, slots=True)
+class PayloadNeeded(SplicerEvent):
+    """A digest stub: look its payload up, then call :meth:`Splicer.supply` (nothing moves on)."""
+
+    stub: Stub
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEnded(SplicerEvent):
+    """The server's stream ended at a message boundary and every record was produced."""
 
 
 @dataclass
@@ -62,6 +108,71 @@ class Splicer:
         self._key: bytes | None = None
         self._ciphers: dict[int, RecordCipher] = {}
         self.stats = SplicerStats()
+        self._out = bytearray()
+        self._waiting: Stub | None = None
+        self._eof = False
+        self._ended = False
+
+    # --- sans-IO API ------------------------------------------------------------------
+
+    def receive_data(self, data: bytes) -> list[SplicerEvent]:
+        """Bytes from the server (``b""``: its stream ended); the events they caused.
+
+        DecodeError / RecordOverflow on garbage, :class:`TruncatedMessage` at an end of
+        stream inside a message.
+        """
+        if data:
+            if self._eof:
+                raise DecodeError("data after the end of the server's stream")
+            self._reader.feed(data)
+        else:
+            self._eof = True
+        return self._drain()
+
+    def supply(self, stub: Stub, payload: bytes, *, checked: bool = False) -> list[SplicerEvent]:
+        """The payload for the stub of the last :class:`PayloadNeeded`; splicing goes on."""
+        if stub is not self._waiting:
+            raise ValueError("supply() answers the pending PayloadNeeded, for that stub")
+        return self.resume(self.rebuild(stub, payload, checked=checked))
+
+    def resume(self, record: bytes) -> list[SplicerEvent]:
+        """Like :meth:`supply`, with the client record already built (e.g. by :meth:`rebuild`)."""
+        if self._waiting is None:
+            raise ValueError("no PayloadNeeded is pending")
+        self._waiting = None
+        self._out += record
+        return self._drain()
+
+    @property
+    def waiting(self) -> Stub | None:
+        """The digest stub whose payload the splicer waits for, or None."""
+        return self._waiting
+
+    def data_to_send(self) -> bytes:
+        """Records for the client produced so far (and not yet taken)."""
+        out = bytes(self._out)
+        self._out.clear()
+        return out
+
+    def _drain(self) -> list[SplicerEvent]:
+        if self._waiting is not None or self._ended:
+            return []
+        while (msg := self.next_message()) is not None:
+            record = self.handle(msg)
+            if record is None:
+                assert isinstance(msg, Stub)
+                self._waiting = msg
+                return [PayloadNeeded(msg)]
+            self._out += record
+        if self._eof:
+            if self.pending:
+                raise TruncatedMessage(f"stream ended inside a message ({self.pending} B of it)",
+                                       self.pending)
+            self._ended = True
+            return [StreamEnded()]
+        return []
+
+    # --- message-level API ------------------------------------------------------------
 
     def feed(self, data: bytes) -> None:
         self._reader.feed(data)

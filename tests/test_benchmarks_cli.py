@@ -58,6 +58,8 @@ MISSING_TOOL_CASES = [
     ("bench_https", ("curl",), "nginx not found on PATH; install nginx-light (apt-get install nginx-light)"),
     ("bench_https", ("nginx",), "curl not found on PATH; install curl (apt-get install curl)"),
     ("bench_https", (), "curl, nginx not found on PATH; install curl nginx-light (apt-get install curl nginx-light)"),
+    ("bench_splice", ("curl",), "openssl not found on PATH; install openssl (apt-get install openssl)"),
+    ("bench_splice", ("openssl",), "curl not found on PATH; install curl (apt-get install curl)"),
 ]
 
 
@@ -67,7 +69,7 @@ def test_missing_reference_tool_stops_the_benchmark(tmp_path: Path, bench: str, 
     _assert_refused(proc, f"{bench}: {message}")
 
 
-@pytest.mark.parametrize("bench", ["bench_record", "bench_handshake", "bench_reverse_ssl", "bench_https"])
+@pytest.mark.parametrize("bench", ["bench_record", "bench_handshake", "bench_reverse_ssl", "bench_https", "bench_splice"])
 def test_c_extension_not_in_use_stops_the_benchmark(bench: str) -> None:
     proc = _run(bench, {"TLS12_PURE_PYTHON": "1"})
     _assert_refused(proc, f"{bench}: {NO_C}")
@@ -91,7 +93,7 @@ def test_bench_traces_without_a_real_trace_stops(monkeypatch: pytest.MonkeyPatch
     assert capsys.readouterr().out == ""
 
 
-@pytest.mark.parametrize("bench", ["bench_handshake", "bench_https", "bench_record"])
+@pytest.mark.parametrize("bench", ["bench_drive", "bench_handshake", "bench_https", "bench_record", "bench_splice"])
 def test_help_names_the_json_option(bench: str) -> None:
     proc = _run(bench, {}, "--help")
     assert proc.returncode == 0, proc.stderr

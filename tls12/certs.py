@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
-__all__ = ["Credentials", "generate_self_signed", "load_credentials", "write_credentials", "peer_rsa_key"]
+__all__ = ["Credentials", "generate_self_signed", "self_signed_certificate", "load_credentials", "write_credentials", "peer_rsa_key"]
 
 
 @dataclass(frozen=True)
@@ -36,18 +36,17 @@ class Credentials:
         return [c.public_bytes(serialization.Encoding.DER) for c in self.chain]
 
 
-def generate_self_signed(
-    common_name: str = "localhost", key_size: int = 2048, days: int = 365
-) -> Credentials:
-    """A fresh RSA key and a self-signed certificate for ``common_name``, localhost and 127.0.0.1."""
-    if key_size < 512:
-        raise ValueError("key_size must be at least 512 bits")
-    key = rsa.generate_private_key(public_exponent=65537, key_size=key_size)
+def self_signed_certificate(key, common_name: str = "localhost", days: int = 365) -> x509.Certificate:  # type: ignore[no-untyped-def]
+    """A self-signed certificate for ``key`` (RSA or EC) naming ``common_name``, localhost, 127.0.0.1.
+
+    Valid from five minutes ago (clock skew between processes) for ``days`` days, SHA-256
+    signature, CA:true so that clients given it as their trust anchor accept it.
+    """
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     now = datetime.datetime.now(datetime.UTC)
     sans: list[x509.GeneralName] = [x509.DNSName(common_name), x509.DNSName("localhost")]
     sans.append(x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
-    cert = (
+    return (
         x509.CertificateBuilder()
         .subject_name(name)
         .issuer_name(name)
@@ -59,7 +58,16 @@ def generate_self_signed(
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(key, hashes.SHA256())
     )
-    return Credentials((cert,), key)
+
+
+def generate_self_signed(
+    common_name: str = "localhost", key_size: int = 2048, days: int = 365
+) -> Credentials:
+    """A fresh RSA key and a self-signed certificate for ``common_name``, localhost and 127.0.0.1."""
+    if key_size < 512:
+        raise ValueError("key_size must be at least 512 bits")
+    key = rsa.generate_private_key(public_exponent=65537, key_size=key_size)
+    return Credentials((self_signed_certificate(key, common_name, days),), key)
 
 
 def load_credentials(cert_path: str | Path, key_path: str | Path) -> Credentials:

@@ -11,13 +11,16 @@ Customisation points (seam 4): :meth:`ClientConnection._build_client_hello`,
 
 from __future__ import annotations
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from enum import Enum
 
-from .buffer import Buffer
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric import padding
+
 from .certs import peer_rsa_key
 from .config import ClientConfig
-from .connection import Connection, HandshakeState
+from .connection import COMMON_TRANSITIONS, Connection, HandshakeState
+from .context import ClientHandshakeContext, ContextAttribute
+from .ecdhe import GROUP_IDS, ecdhe_keypair, ecdhe_shared_secret
 from .errors import (
     BadCertificate,
     DecodeError,
@@ -27,6 +30,7 @@ from .errors import (
     ProtocolVersionError,
     UnsupportedExtension,
 )
+from .handshake_table import ANY_STATE, SAME, Transition
 from .keys import SUPPORTED_SCHEMES, scheme_hash, scheme_padding
 from .messages import (
     TLS12,
@@ -36,10 +40,13 @@ from .messages import (
     Finished,
     HandshakeType,
     ServerHello,
+    ServerKeyExchangeECDHE,
     ecdhe_params_bytes,
     encode_server_name,
     encode_u16_list,
     pull_certificate,
+    pull_empty,
+    pull_finished,
     pull_server_hello,
     pull_server_key_exchange_ecdhe,
     push_certificate,
@@ -49,9 +56,8 @@ from .messages import (
     push_finished,
 )
 from .record import RecordWriter
-from .server_connection import GROUP_IDS, ecdhe_keypair, ecdhe_shared_secret
 from .session import Session
-from .suites import SUITES
+from .suites import SUITES, KeyExchange
 
 __all__ = ["ClientConnection"]
 
@@ -70,28 +76,50 @@ class ClientConnection(Connection):
     """A sans-IO TLS 1.2 client connection."""
 
     is_client = True
-    TRANSITIONS = {
-        (HandshakeState.EXPECT_SERVER_HELLO, HandshakeType.SERVER_HELLO): "_handle_server_hello",
-        (HandshakeState.EXPECT_CERTIFICATE, HandshakeType.CERTIFICATE): "_handle_certificate",
-        (HandshakeState.EXPECT_SERVER_KEY_EXCHANGE, HandshakeType.SERVER_KEY_EXCHANGE): "_handle_server_key_exchange",
-        (HandshakeState.EXPECT_SERVER_HELLO_DONE, HandshakeType.CERTIFICATE_REQUEST): "_handle_certificate_request",
-        (HandshakeState.EXPECT_SERVER_HELLO_DONE, HandshakeType.SERVER_HELLO_DONE): "_handle_server_hello_done",
-        (HandshakeState.EXPECT_FINISHED, HandshakeType.FINISHED): "_handle_finished",
-    }
+    TRANSITIONS = COMMON_TRANSITIONS.extend(
+        {
+            (HandshakeState.EXPECT_SERVER_HELLO, HandshakeType.SERVER_HELLO): Transition(
+                "_handle_server_hello",
+                (HandshakeState.EXPECT_CERTIFICATE, HandshakeState.EXPECT_CHANGE_CIPHER_SPEC),
+                parse=pull_server_hello,
+            ),
+            (HandshakeState.EXPECT_CERTIFICATE, HandshakeType.CERTIFICATE): Transition(
+                "_handle_certificate",
+                (HandshakeState.EXPECT_SERVER_KEY_EXCHANGE, HandshakeState.EXPECT_SERVER_HELLO_DONE),
+                parse=pull_certificate,
+            ),
+            (HandshakeState.EXPECT_SERVER_KEY_EXCHANGE, HandshakeType.SERVER_KEY_EXCHANGE): Transition(
+                "_handle_server_key_exchange",
+                (HandshakeState.EXPECT_SERVER_HELLO_DONE,),
+                parse=pull_server_key_exchange_ecdhe,
+            ),
+            (HandshakeState.EXPECT_SERVER_HELLO_DONE, HandshakeType.CERTIFICATE_REQUEST): Transition(
+                "_handle_certificate_request", (HandshakeState.EXPECT_SERVER_HELLO_DONE,)
+            ),
+            (HandshakeState.EXPECT_SERVER_HELLO_DONE, HandshakeType.SERVER_HELLO_DONE): Transition(
+                "_handle_server_hello_done", (HandshakeState.EXPECT_CHANGE_CIPHER_SPEC,), parse=pull_empty
+            ),
+            (HandshakeState.EXPECT_FINISHED, HandshakeType.FINISHED): Transition(
+                "_handle_finished", (HandshakeState.ESTABLISHED,), parse=pull_finished
+            ),
+            (ANY_STATE, HandshakeType.HELLO_REQUEST): Transition(
+                "_handle_hello_request", (SAME,), hashed=False, parse=pull_empty
+            ),
+        }
+    )
+
+    CONTEXT = ClientHandshakeContext
+    context: ClientHandshakeContext
+    peer_certificates = ContextAttribute()
 
     def __init__(self, config: ClientConfig, record_writer: RecordWriter | None = None, *, start: bool = True) -> None:
         super().__init__(config.rng, record_writer)
         self.config = config
-        self._offered: ClientHello | None = None
-        self._server_public_key: rsa.RSAPublicKey | None = None
-        self._server_ecdh: tuple[int, bytes] | None = None
-        self._certificate_requested = False
-        self.peer_certificates: tuple[bytes, ...] = ()
         self.server_name = config.server_name
         if start:
             self.state = HandshakeState.EXPECT_SERVER_HELLO
             hello = self._build_client_hello()
-            self._offered = hello
+            self.context.offered = hello
             self.client_random = hello.random
             self._send_handshake((HandshakeType.CLIENT_HELLO, push_client_hello(hello)))
 
@@ -111,7 +139,7 @@ class ClientConnection(Connection):
         exts: list[tuple[int, bytes]] = []
         if cfg.server_name and not _is_ip(cfg.server_name):
             exts.append((ExtensionType.SERVER_NAME, encode_server_name(cfg.server_name)))
-        if any(SUITES[s].key_exchange == "ecdhe_rsa" for s in cfg.cipher_suites):
+        if any(SUITES[s].key_exchange is KeyExchange.ECDHE_RSA for s in cfg.cipher_suites):
             exts.append((ExtensionType.SUPPORTED_GROUPS, encode_u16_list([GROUP_IDS[g] for g in cfg.groups])))
             exts.append((ExtensionType.EC_POINT_FORMATS, b"\x01\x00"))
         exts.append((ExtensionType.SIGNATURE_ALGORITHMS, encode_u16_list(list(SUPPORTED_SCHEMES))))
@@ -125,10 +153,9 @@ class ClientConnection(Connection):
 
     # --- ServerHello -------------------------------------------------------------
 
-    def _handle_server_hello(self, raw: bytes) -> None:
-        hello = pull_server_hello(Buffer(raw[4:]))
-        self._transcript += raw
-        offered = self._offered
+    def _handle_server_hello(self, hello: ServerHello) -> Enum:
+        """Check the server's choices; a full handshake or the resumption the server accepted."""
+        offered = self.context.offered
         assert offered is not None
         if hello.server_version != TLS12:
             raise ProtocolVersionError(f"server chose version 0x{hello.server_version:04x}")
@@ -155,11 +182,10 @@ class ClientConnection(Connection):
         self.version = TLS12
         session = self.config.session
         if isinstance(session, Session) and hello.session_id and hello.session_id == session.session_id:
-            self._resume(session, hello)
-        else:
-            self.state = HandshakeState.EXPECT_CERTIFICATE
+            return self._resume(session, hello)
+        return HandshakeState.EXPECT_CERTIFICATE
 
-    def _resume(self, session: Session, hello: ServerHello) -> None:
+    def _resume(self, session: Session, hello: ServerHello) -> Enum:
         """Continue with the abbreviated handshake the server chose.
 
         RFC 7627 §5.3, client side: the ServerHello that accepts resumption
@@ -190,80 +216,70 @@ class ClientConnection(Connection):
         self.session = session
         self.master_secret = session.master_secret
         self._derive_keys()
-        self.state = HandshakeState.EXPECT_CHANGE_CIPHER_SPEC
+        return HandshakeState.EXPECT_CHANGE_CIPHER_SPEC
 
     # --- server's certificate and key exchange ------------------------------------
 
-    def _accept_server_certificate(self, raw: bytes) -> None:
-        """Hash the Certificate message, let ``verify_certificate`` judge it, keep the RSA key."""
-        cert = pull_certificate(Buffer(raw[4:]))
-        self._transcript += raw
+    def _accept_server_certificate(self, cert: Certificate) -> None:
+        """Let ``verify_certificate`` judge the server's Certificate message, keep the RSA key."""
         if cert.chain and self.config.verify_certificate is not None:
             self.config.verify_certificate(list(cert.chain))
-        self._server_public_key = peer_rsa_key(cert.chain, "server")
+        self.context.server_public_key = peer_rsa_key(cert.chain, "server")
         self.peer_certificates = cert.chain
 
-    def _handle_certificate(self, raw: bytes) -> None:
-        self._accept_server_certificate(raw)
+    def _handle_certificate(self, cert: Certificate) -> Enum:
+        self._accept_server_certificate(cert)
         kex = SUITES[self.cipher_suite].key_exchange  # type: ignore[index]
-        self.state = (
-            HandshakeState.EXPECT_SERVER_KEY_EXCHANGE if kex == "ecdhe_rsa" else HandshakeState.EXPECT_SERVER_HELLO_DONE
-        )
+        if kex is KeyExchange.ECDHE_RSA:
+            return HandshakeState.EXPECT_SERVER_KEY_EXCHANGE
+        return HandshakeState.EXPECT_SERVER_HELLO_DONE
 
-    def _handle_server_key_exchange(self, raw: bytes) -> None:
-        ske = pull_server_key_exchange_ecdhe(Buffer(raw[4:]))
-        self._transcript += raw
+    def _handle_server_key_exchange(self, ske: ServerKeyExchangeECDHE) -> None:
         if ske.group not in [GROUP_IDS[g] for g in self.config.groups]:
             raise IllegalParameter(f"server chose group {ske.group} that was not offered")
         if ske.signature_scheme not in SUPPORTED_SCHEMES:
             raise IllegalParameter(f"server used signature scheme 0x{ske.signature_scheme:04x} that was not offered")
         signed = self.client_random + self.server_random + ecdhe_params_bytes(ske.group, ske.public)
-        assert self._server_public_key is not None
+        assert self.context.server_public_key is not None
         try:
-            self._server_public_key.verify(
+            self.context.server_public_key.verify(
                 ske.signature, signed, scheme_padding(ske.signature_scheme), scheme_hash(ske.signature_scheme)
             )
         except (InvalidSignature, ValueError):
             raise DecryptError("bad ServerKeyExchange signature") from None
-        self._server_ecdh = (ske.group, ske.public)
-        self.state = HandshakeState.EXPECT_SERVER_HELLO_DONE
+        self.context.server_ecdh = (ske.group, ske.public)
 
-    def _handle_certificate_request(self, raw: bytes) -> None:
+    def _handle_certificate_request(self, _: bytes) -> None:
         # Client authentication is not implemented: answer with an empty Certificate.
-        self._transcript += raw
-        self._certificate_requested = True
+        self.context.certificate_requested = True
 
     def _premaster_and_client_key_exchange(self) -> tuple[bytes, bytes]:
         """(premaster secret, ClientKeyExchange body)."""
-        if self._server_ecdh is not None:
-            group, server_public = self._server_ecdh
+        if self.context.server_ecdh is not None:
+            group, server_public = self.context.server_ecdh
             private, public = ecdhe_keypair(group, self.config.rng(32))
             return ecdhe_shared_secret(group, private, server_public), push_client_key_exchange_ecdhe(public)
         premaster = TLS12.to_bytes(2, "big") + self.config.rng(46)
-        assert self._server_public_key is not None
+        assert self.context.server_public_key is not None
         try:
-            encrypted = self._server_public_key.encrypt(premaster, padding.PKCS1v15())
+            encrypted = self.context.server_public_key.encrypt(premaster, padding.PKCS1v15())
         except ValueError as exc:  # a malformed key that parsed (e.g. an even modulus)
             raise BadCertificate(f"cannot encrypt to the server's RSA key: {exc}") from None
         return premaster, push_client_key_exchange_rsa(encrypted)
 
-    def _handle_server_hello_done(self, raw: bytes) -> None:
-        if len(raw) != 4:
-            raise DecodeError("ServerHelloDone has an empty body")
-        self._transcript += raw
-        if self._certificate_requested:
+    def _handle_server_hello_done(self, _: None) -> None:
+        if self.context.certificate_requested:
             self._send_handshake((HandshakeType.CERTIFICATE, push_certificate(Certificate(()))))
         premaster, body = self._premaster_and_client_key_exchange()
         self._send_handshake((HandshakeType.CLIENT_KEY_EXCHANGE, body))
         self._set_premaster(premaster)
         self._send_change_cipher_spec()
         self._send_handshake((HandshakeType.FINISHED, push_finished(Finished(self._finished_body(True)))))
-        self.state = HandshakeState.EXPECT_CHANGE_CIPHER_SPEC
 
     # --- Finished ---------------------------------------------------------------------
 
-    def _handle_finished(self, raw: bytes) -> None:
-        self._check_finished(raw)
+    def _handle_finished(self, finished: Finished) -> None:
+        self._check_finished(finished)
         if self.resumed:
             self._send_change_cipher_spec()
             self._send_handshake((HandshakeType.FINISHED, push_finished(Finished(self._finished_body(True)))))

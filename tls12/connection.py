@@ -10,10 +10,16 @@ they meant, and sends whatever :meth:`Connection.data_to_send` returns::
     sock.sendall(conn.data_to_send())
 
 The handshake is a state machine: a :class:`HandshakeState` enum and, per
-role, a transition table mapping (state, handshake message type) to a handler
-(see ``TRANSITIONS`` in the two subclasses).  Any (state, message) pair not in
-the table is an ``unexpected_message``.  When the peer misbehaves the
-connection queues the matching fatal alert, moves to ``CLOSED`` and raises a
+role, a :class:`tls12.handshake_table.TransitionTable` (``TRANSITIONS``)
+mapping (state, input) to a handler and the states it may lead to.  Inputs
+are handshake messages and the other record types (ChangeCipherSpec, alerts,
+application data), so every byte the peer sends is judged by one table.  This
+class does what every entry needs: it refuses an input the table does not
+list (``unexpected_message``), hashes the handshake message into the
+transcript, calls the handler and enters the state it returns after checking
+that the table allows it.  ``docs/tls12-state-machine.md`` is generated from
+the tables.  When the peer misbehaves the connection queues the matching
+fatal alert, moves to ``CLOSED`` and raises a
 :class:`tls12.errors.RemoteProtocolError`; the queued alert is still returned
 by the next :meth:`data_to_send`.
 
@@ -22,8 +28,9 @@ Seams for the protocols built on this core (documented where they live):
 2. :mod:`tls12.record` -- the record writer, MAC without encryption, write keys;
 3. :mod:`tls12.state` -- :meth:`Connection.export_state` / ``import_state``;
 4. handshake customisation -- the ``_handle_*`` / ``_build_*`` methods of the
-   subclasses are the points to override (Reverse SSL changes who signs and
-   who encrypts by overriding the key-exchange steps).
+   subclasses are the points to override, ``TRANSITIONS.extend(...)`` adds
+   messages and states, and a subclass of the role's handshake context
+   (:mod:`tls12.context`) holds new fields (Reverse SSL does all three).
 """
 
 from __future__ import annotations
@@ -31,8 +38,11 @@ from __future__ import annotations
 import hmac
 from collections.abc import Callable
 from enum import Enum
+from typing import Any
 
 from . import prf
+from .buffer import Buffer
+from .context import ContextAttribute, HandshakeContext
 from .errors import (
     AlertDescription,
     AlertLevel,
@@ -43,7 +53,8 @@ from .errors import (
     UnexpectedMessage,
 )
 from .events import AlertReceived, ApplicationData, ConnectionClosed, Event, HandshakeComplete
-from .messages import TLS12, HandshakeType, frame_handshake, pull_handshake_header
+from .handshake_table import ANY_STATE, SAME, RecordInput, Transition, TransitionTable
+from .messages import Finished, HandshakeType, frame_handshake, pull_handshake_header
 from .record import (
     MAX_PLAINTEXT,
     ContentType,
@@ -53,13 +64,19 @@ from .record import (
     RecordWriter,
     WriteProtection,
 )
-from .session import Session
-from .suites import SUITES, SuiteParams
+from .suites import SUITES, CipherSuite, SuiteParams
 
-__all__ = ["Connection", "HandshakeState"]
+__all__ = ["Connection", "HandshakeState", "COMMON_TRANSITIONS", "keys_to_json", "keys_from_json"]
 
 
 class HandshakeState(Enum):
+    """Where a connection is in the handshake: the input it waits for next.
+
+    The values are what :mod:`tls12.state` exports; a protocol variant adds
+    states in an ``Enum`` of its own, registered with
+    :func:`tls12.state.register_state_enum`.
+    """
+
     # server
     EXPECT_CLIENT_HELLO = "expect_client_hello"
     EXPECT_CLIENT_KEY_EXCHANGE = "expect_client_key_exchange"
@@ -75,15 +92,33 @@ class HandshakeState(Enum):
     CLOSED = "closed"
 
 
-Handler = Callable[["Connection", bytes], None]
+COMMON_TRANSITIONS = TransitionTable(
+    {
+        (HandshakeState.EXPECT_CHANGE_CIPHER_SPEC, RecordInput.CHANGE_CIPHER_SPEC): Transition(
+            "_handle_change_cipher_spec", (HandshakeState.EXPECT_FINISHED,)
+        ),
+        (ANY_STATE, RecordInput.ALERT): Transition("_handle_alert", (SAME, HandshakeState.CLOSED)),
+        (HandshakeState.ESTABLISHED, RecordInput.APPLICATION_DATA): Transition(
+            "_handle_application_data", (HandshakeState.ESTABLISHED,)
+        ),
+    }
+)
+"""The entries both roles share: ChangeCipherSpec, alerts, application data."""
+
+_APPLICATION_DATA_RECORD = int(ContentType.APPLICATION_DATA)
+_HANDSHAKE_RECORD = int(ContentType.HANDSHAKE)
+_ALERT_RECORD = int(ContentType.ALERT)
+_APPLICATION_DATA = RecordInput.APPLICATION_DATA
 
 
 class Connection:
     """Shared machinery: records, handshake reassembly, transcript, alerts, application data."""
 
     is_client: bool = False
-    TRANSITIONS: dict[tuple[Enum, int], str] = {}
-    """(state, handshake type) -> name of the handler method; filled by subclasses.
+    CONTEXT: type[HandshakeContext] = HandshakeContext
+    """The handshake-context dataclass of this role; a protocol variant names its subclass here."""
+    TRANSITIONS: TransitionTable = COMMON_TRANSITIONS
+    """(state, input) -> :class:`tls12.handshake_table.Transition`; extended by subclasses.
 
     States are :class:`HandshakeState` members; a protocol variant may add its
     own states as members of another ``Enum`` and list them here (Reverse SSL
@@ -93,29 +128,32 @@ class Connection:
         self._rng = rng
         self.record_writer = record_writer or RecordWriter()
         self.state: Enum = HandshakeState.CLOSED
+        self.context: HandshakeContext = self.CONTEXT()
+        """Everything the handshake negotiated or carries between messages (:mod:`tls12.context`)."""
         self._reader = RecordReader()
         self._write = WriteProtection(None, rng)
         self._output = bytearray()
         self._events: list[Event] = []
         self._hs_buffer = bytearray()
-        self._transcript = bytearray()
-        # negotiated parameters
-        self.version = TLS12
-        self.cipher_suite: int | None = None
-        self.client_random = b""
-        self.server_random = b""
-        self.session_id = b""
-        self.master_secret = b""
-        self.extended_master_secret = False
-        self.secure_renegotiation = False
-        self.server_name: str | None = None
-        self.resumed = False
-        self.session: Session | None = None
+        self._message_start = 0
         self._pending_read: DirectionKeys | None = None
         self._pending_write: DirectionKeys | None = None
         self._close_sent = False
         self._close_received = False
         self._handshake_done = False
+
+    # negotiated parameters, stored in the handshake context
+    version = ContextAttribute()
+    cipher_suite = ContextAttribute()
+    client_random = ContextAttribute()
+    server_random = ContextAttribute()
+    session_id = ContextAttribute()
+    master_secret = ContextAttribute()
+    extended_master_secret = ContextAttribute()
+    secure_renegotiation = ContextAttribute()
+    server_name = ContextAttribute()
+    resumed = ContextAttribute()
+    session = ContextAttribute()
 
     # --- public API -----------------------------------------------------
 
@@ -192,9 +230,8 @@ class Connection:
     # --- records ----------------------------------------------------------
 
     def _write_records(self, content_type: int, fragments: list[bytes]) -> None:
-        records = [
-            OutgoingRecord(content_type, self.version, self._write.next_seq(), f) for f in fragments
-        ]
+        version = self.context.version
+        records = [OutgoingRecord(content_type, version, self._write.next_seq(), f) for f in fragments]
         self._output += self.record_writer.write_records(records, self._write)
 
     def _send_alert(self, level: AlertLevel, description: AlertDescription) -> None:
@@ -210,22 +247,37 @@ class Connection:
         self.state = HandshakeState.CLOSED
 
     def _handle_record(self, content_type: int, fragment: bytes) -> None:
-        if content_type == ContentType.HANDSHAKE:
+        """Route one record: handshake bytes to reassembly, any other record through the table."""
+        if content_type == _APPLICATION_DATA_RECORD:  # the common case first
+            received = _APPLICATION_DATA
+        elif content_type == _HANDSHAKE_RECORD:
             if not fragment:
                 raise UnexpectedMessage("empty handshake record")
             self._hs_buffer += fragment
             self._drain_handshake()
-        elif content_type == ContentType.CHANGE_CIPHER_SPEC:
-            self._handle_change_cipher_spec(fragment)
-        elif content_type == ContentType.ALERT:
-            if self._hs_buffer:
-                raise UnexpectedMessage("alert interleaved with a handshake message")
-            self._handle_alert(fragment)
-        elif content_type == ContentType.APPLICATION_DATA:
-            if self.state is not HandshakeState.ESTABLISHED or self._hs_buffer:
-                raise UnexpectedMessage("application data before the handshake completed")
-            if fragment:
-                self._events.append(ApplicationData(fragment))
+            return
+        elif content_type == _ALERT_RECORD:
+            received = RecordInput.ALERT
+        else:  # ChangeCipherSpec: the reader passes only the four known content types
+            # §7.1: the record must hold exactly the single byte 1.  Anything else is not
+            # the message §7.1 defines but an inappropriate one: unexpected_message, what
+            # OpenSSL 3 and GnuTLS send (BoringSSL: illegal_parameter); not decode_error,
+            # since no length field inside a message is wrong.
+            if fragment != b"\x01":
+                raise UnexpectedMessage(f"ChangeCipherSpec record of {len(fragment)} bytes is not the single byte 1")
+            received = RecordInput.CHANGE_CIPHER_SPEC
+        if self._hs_buffer:
+            raise UnexpectedMessage(f"{received.value} interleaved with a handshake message")
+        state = self.state
+        transition = self.TRANSITIONS.lookup(state, received)
+        if transition is None:
+            raise UnexpectedMessage(f"{received.value} in state {state.value}")
+        chosen = getattr(self, transition.handler)(fragment)
+        self.state = transition.single if chosen is None and transition.single else transition.resolve(chosen, state)
+
+    def _handle_application_data(self, fragment: bytes) -> None:
+        if fragment:
+            self._events.append(ApplicationData(fragment))
 
     def _drain_handshake(self) -> None:
         """Reassemble handshake messages from the buffered fragments and dispatch them.
@@ -239,7 +291,7 @@ class Connection:
         at most that size is buffered.
         """
         while self.state is not HandshakeState.CLOSED and self._hs_buffer:
-            if not self._expects_handshake(self._hs_buffer[0]):
+            if self.TRANSITIONS.lookup(self.state, self._hs_buffer[0]) is None:
                 raise self._unexpected_handshake(self._hs_buffer[0])
             header = pull_handshake_header(self._hs_buffer)
             if header is None:
@@ -251,68 +303,62 @@ class Connection:
             del self._hs_buffer[: 4 + length]
             self._handle_handshake_message(msg_type, raw)
 
-    def _expects_handshake(self, msg_type: int) -> bool:
-        """Whether a handshake message of ``msg_type`` may arrive in the current state."""
-        if msg_type == HandshakeType.HELLO_REQUEST and self.is_client:
-            return True
-        if self.state is HandshakeState.ESTABLISHED and not self.is_client and msg_type == HandshakeType.CLIENT_HELLO:
-            return True
-        return (self.state, msg_type) in self.TRANSITIONS
-
     def _unexpected_handshake(self, msg_type: int) -> UnexpectedMessage:
         name = HandshakeType(msg_type).name if msg_type in HandshakeType._value2member_map_ else msg_type
         return UnexpectedMessage(f"handshake message {name} in state {self.state.value}")
 
     def _handle_handshake_message(self, msg_type: int, raw: bytes) -> None:
-        if msg_type == HandshakeType.HELLO_REQUEST and self.is_client:
-            if len(raw) != 4:
-                raise DecodeError("HelloRequest has an empty body")
-            if self.state is HandshakeState.ESTABLISHED:  # renegotiation is refused
-                self._send_alert(AlertLevel.WARNING, AlertDescription.NO_RENEGOTIATION)
-            return  # ignored during a handshake, never hashed (RFC 5246 §7.4.1.1)
-        if self.state is HandshakeState.ESTABLISHED and not self.is_client and msg_type == HandshakeType.CLIENT_HELLO:
-            self._send_alert(AlertLevel.WARNING, AlertDescription.NO_RENEGOTIATION)
-            return
-        handler = self.TRANSITIONS.get((self.state, msg_type))
-        if handler is None:
+        """Dispatch one whole message by the table: parse, hash, run the handler, change state."""
+        transition = self.TRANSITIONS.lookup(self.state, msg_type)
+        if transition is None:
             raise self._unexpected_handshake(msg_type)
-        getattr(self, handler)(raw)
+        message = transition.parse(Buffer(raw[4:]))
+        transcript = self.context.transcript
+        self._message_start = len(transcript)
+        if transition.hashed:
+            transcript += raw
+        chosen = getattr(self, transition.handler)(message)
+        if self.state is not HandshakeState.CLOSED:
+            state = self.state
+            self.state = transition.single if chosen is None and transition.single else transition.resolve(chosen, state)
+
+    def _transcript_before_message(self) -> bytes:
+        """The transcript without the message being handled (what Finished and signatures cover)."""
+        return bytes(self.context.transcript[: self._message_start])
+
+    def _handle_hello_request(self, _: None) -> None:
+        """Client: HelloRequest is ignored during a handshake, refused once established (§7.4.1.1)."""
+        if self.state is HandshakeState.ESTABLISHED:
+            self._send_alert(AlertLevel.WARNING, AlertDescription.NO_RENEGOTIATION)
+
+    def _refuse_renegotiation(self, _: bytes) -> None:
+        """Server: a ClientHello on an established connection gets a no_renegotiation warning."""
+        self._send_alert(AlertLevel.WARNING, AlertDescription.NO_RENEGOTIATION)
 
     def _send_handshake(self, *messages: tuple[int, bytes]) -> None:
         """Frame, hash and send a flight, coalescing messages into as few records as possible."""
         flight = b""
         for msg_type, body in messages:
             framed = frame_handshake(msg_type, body)
-            self._transcript += framed
+            self.context.transcript += framed
             flight += framed
         chunks = [flight[i : i + MAX_PLAINTEXT] for i in range(0, len(flight), MAX_PLAINTEXT)]
         self._write_records(ContentType.HANDSHAKE, chunks)
 
     def _handle_change_cipher_spec(self, fragment: bytes) -> None:
-        """Switch the read side to the pending keys (RFC 5246 §7.1).
-
-        The record must hold exactly the single byte 1.  Anything else --
-        empty, longer, another value -- is not the message §7.1 defines but
-        an inappropriate one, so ``unexpected_message``: what OpenSSL 3 and
-        GnuTLS send for it (BoringSSL sends ``illegal_parameter``).  It is
-        not ``decode_error``: no length field inside a message is wrong.
-        """
-        if fragment != b"\x01":
-            raise UnexpectedMessage(f"ChangeCipherSpec record of {len(fragment)} bytes is not the single byte 1")
-        if self.state is not HandshakeState.EXPECT_CHANGE_CIPHER_SPEC or self._hs_buffer:
-            raise UnexpectedMessage(f"ChangeCipherSpec in state {self.state.value}")
+        """Switch the read side to the pending keys (RFC 5246 §7.1); the byte was checked."""
         if self._pending_read is None:
             raise UnexpectedMessage("ChangeCipherSpec before keys were agreed")
         self._reader.set_keys(self._pending_read)
         self._pending_read = None
-        self.state = HandshakeState.EXPECT_FINISHED
 
     def _send_change_cipher_spec(self) -> None:
         self._write_records(ContentType.CHANGE_CIPHER_SPEC, [b"\x01"])
         self._write = WriteProtection(self._pending_write, self._rng)
         self._pending_write = None
 
-    def _handle_alert(self, fragment: bytes) -> None:
+    def _handle_alert(self, fragment: bytes) -> Enum:
+        """A close_notify or fatal alert closes the connection; a warning is reported and kept."""
         if len(fragment) != 2:
             raise DecodeError("alert record must be two bytes")
         level, description = fragment[0], fragment[1]
@@ -325,9 +371,8 @@ class Connection:
             if not self._close_sent:
                 self._send_alert(AlertLevel.WARNING, AlertDescription.CLOSE_NOTIFY)
                 self._close_sent = True
-            self.state = HandshakeState.CLOSED
             self._events.append(ConnectionClosed(clean=True, description=desc))
-            return
+            return HandshakeState.CLOSED
         try:
             lvl = AlertLevel(level)
         except ValueError:
@@ -335,8 +380,9 @@ class Connection:
         self._events.append(AlertReceived(lvl, desc))
         if lvl is AlertLevel.FATAL:
             self._close_sent = True  # no alert in answer to a fatal alert
-            self.state = HandshakeState.CLOSED
             self._events.append(ConnectionClosed(clean=False, description=desc))
+            return HandshakeState.CLOSED
+        return SAME
 
     # --- key schedule -----------------------------------------------------
 
@@ -363,27 +409,26 @@ class Connection:
         to and including that message.
         """
         if self.extended_master_secret:
-            self.master_secret = prf.extended_master_secret(premaster, prf.transcript_hash(bytes(self._transcript)))
+            self.master_secret = prf.extended_master_secret(premaster, prf.transcript_hash(bytes(self.context.transcript)))
         else:
             self.master_secret = prf.master_secret(premaster, self.client_random, self.server_random)
         self._derive_keys()
 
     def _finished_body(self, from_client: bool) -> bytes:
-        return prf.verify_data(self.master_secret, from_client, prf.transcript_hash(bytes(self._transcript)))
+        return prf.verify_data(self.master_secret, from_client, prf.transcript_hash(bytes(self.context.transcript)))
 
-    def _check_finished(self, raw: bytes) -> None:
-        """Verify the peer's Finished against the transcript so far, then hash it."""
-        expected = self._finished_body(not self.is_client)
-        if len(raw) != 16:
-            raise DecodeError("Finished body must be 12 bytes")
-        if not hmac.compare_digest(raw[4:], expected):
+    def _check_finished(self, finished: Finished) -> None:
+        """Verify the peer's Finished against the transcript before it (the base hashed it already)."""
+        expected = prf.verify_data(
+            self.master_secret, not self.is_client, prf.transcript_hash(self._transcript_before_message())
+        )
+        if not hmac.compare_digest(finished.verify_data, expected):
             raise DecryptError("Finished verify_data mismatch")
-        self._transcript += raw
 
     def _complete(self) -> None:
-        self.state = HandshakeState.ESTABLISHED
+        """Report the finished handshake; the Finished handler's transition enters ESTABLISHED."""
         self._handshake_done = True
-        self._reader.version = self.version
+        self._reader.version = self.context.version
         assert self.cipher_suite is not None
         self._events.append(
             HandshakeComplete(
@@ -402,3 +447,65 @@ class Connection:
         from .state import export_connection
 
         return export_connection(self)
+
+    def export_machinery(self) -> dict[str, Any]:
+        """The record layer and buffers as JSON-ready values (for :mod:`tls12.state`).
+
+        Everything that is not handshake context: the read and write epochs
+        with their sequence numbers, the pending keys between key derivation
+        and ChangeCipherSpec, bytes received but not yet a whole record or
+        message, bytes queued for sending, and the close flags.
+        """
+        return {
+            "reader": {
+                "keys": keys_to_json(self._reader.keys),
+                "seq": self._reader.seq,
+                "version": self._reader.version,
+                "pending": self._reader.pending.hex(),
+            },
+            "writer": {"keys": keys_to_json(self._write.keys), "seq": self._write.seq},
+            "pending_read": keys_to_json(self._pending_read),
+            "pending_write": keys_to_json(self._pending_write),
+            "hs_buffer": bytes(self._hs_buffer).hex(),
+            "output": bytes(self._output).hex(),
+            "close_sent": self._close_sent,
+            "close_received": self._close_received,
+            "handshake_done": self._handshake_done,
+        }
+
+    def import_machinery(self, doc: dict[str, Any]) -> None:
+        """Inverse of :meth:`export_machinery`, into a freshly constructed connection."""
+        reader = doc["reader"]
+        self._reader = RecordReader()
+        self._reader.set_keys(keys_from_json(reader["keys"]), reader["seq"])
+        self._reader.version = reader["version"]
+        self._reader.feed(bytes.fromhex(reader["pending"]))
+        self._write = WriteProtection(keys_from_json(doc["writer"]["keys"]), self._rng, doc["writer"]["seq"])
+        self._pending_read = keys_from_json(doc["pending_read"])
+        self._pending_write = keys_from_json(doc["pending_write"])
+        self._hs_buffer = bytearray.fromhex(doc["hs_buffer"])
+        self._output = bytearray.fromhex(doc["output"])
+        self._close_sent = bool(doc["close_sent"])
+        self._close_received = bool(doc["close_received"])
+        self._handshake_done = bool(doc["handshake_done"])
+
+
+def keys_to_json(keys: DirectionKeys | None) -> dict[str, Any] | None:
+    """One direction's keys as hex strings (the suite names the algorithms)."""
+    if keys is None:
+        return None
+    return {
+        "suite": int(keys.params.suite),
+        "enc_key": keys.enc_key.hex(),
+        "mac_key": keys.mac_key.hex(),
+        "iv": keys.iv.hex(),
+    }
+
+
+def keys_from_json(data: dict[str, Any] | None) -> DirectionKeys | None:
+    if data is None:
+        return None
+    params = SUITES[CipherSuite(data["suite"])]
+    return DirectionKeys(
+        params, bytes.fromhex(data["enc_key"]), bytes.fromhex(data["mac_key"]), bytes.fromhex(data["iv"])
+    )

@@ -47,6 +47,8 @@ __all__ = [
     "pull_client_key_exchange_ecdhe",
     "push_client_key_exchange_ecdhe",
     "pull_finished",
+    "pull_empty",
+    "pull_opaque",
     "push_finished",
     "pull_handshake_header",
     "frame_handshake",
@@ -313,6 +315,17 @@ def pull_finished(buf: Buffer) -> Finished:
     data = buf.pull_bytes(12)
     buf.expect_end("Finished")
     return Finished(data)
+
+
+def pull_empty(buf: Buffer) -> None:
+    """The body of ServerHelloDone and HelloRequest: nothing (``decode_error`` otherwise)."""
+    buf.expect_end("a message whose body is empty")
+
+
+def pull_opaque(buf: Buffer) -> bytes:
+    """The whole body, uninterpreted: for messages whose layout depends on what was negotiated
+    (ClientKeyExchange: RSA or ECDHE) or that are refused whatever they hold."""
+    return buf.pull_rest()
 
 
 def push_finished(msg: Finished) -> bytes:

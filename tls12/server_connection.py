@@ -11,7 +11,7 @@ Full handshake::
 
 Abbreviated handshake (resumption by session ID): ServerHello, CCS and
 Finished come from the server first.  The states and the transition table
-are in ``ServerConnection.TRANSITIONS``.
+are in ``ServerConnection.TRANSITIONS`` (drawn in ``docs/tls12-state-machine.md``).
 
 Extended master secret (RFC 7627).  The server negotiates EMS whenever the
 client offers it and, to interoperate with legacy clients, continues a full
@@ -41,19 +41,20 @@ Customisation points (seam 4) -- override in a subclass:
 from __future__ import annotations
 
 import hmac
-
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec, x25519
+from enum import Enum
 
 from .buffer import Buffer
 from .config import ServerConfig
-from .connection import Connection, HandshakeState
+from .connection import COMMON_TRANSITIONS, Connection, HandshakeState
+from .context import ContextAttribute, ServerHandshakeContext
+from .ecdhe import GROUP_IDS, ecdhe_keypair, ecdhe_shared_secret
 from .errors import (
     DecodeError,
     HandshakeFailure,
     IllegalParameter,
     ProtocolVersionError,
 )
+from .handshake_table import Transition
 from .keys import SUPPORTED_SCHEMES
 from .messages import (
     SCSV_RENEGOTIATION,
@@ -66,7 +67,6 @@ from .messages import (
     NamedGroup,
     ServerHello,
     ServerKeyExchangeECDHE,
-    SignatureScheme,
     decode_ec_point_formats,
     decode_server_name,
     decode_u16_list,
@@ -74,6 +74,7 @@ from .messages import (
     pull_client_hello,
     pull_client_key_exchange_ecdhe,
     pull_client_key_exchange_rsa,
+    pull_finished,
     push_certificate,
     push_finished,
     push_server_hello,
@@ -81,68 +82,42 @@ from .messages import (
 )
 from .record import RecordWriter
 from .session import Session
-from .suites import SUITES
+from .suites import SUITES, KeyExchange
 
+# GROUP_IDS and the ECDHE helpers live in tls12.ecdhe; re-exported here for older imports.
 __all__ = ["ServerConnection", "GROUP_IDS", "ecdhe_keypair", "ecdhe_shared_secret"]
-
-GROUP_IDS = {"x25519": NamedGroup.X25519, "secp256r1": NamedGroup.SECP256R1}
-_P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
-
-
-def ecdhe_keypair(group: int, seed: bytes) -> tuple[bytes, bytes]:
-    """(private bytes, public point) for ``group`` from 32 random bytes (the injected RNG)."""
-    if group == NamedGroup.X25519:
-        priv = x25519.X25519PrivateKey.from_private_bytes(seed)
-        pub = priv.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-        return seed, pub
-    if group == NamedGroup.SECP256R1:
-        scalar = int.from_bytes(seed, "big") % (_P256_ORDER - 1) + 1
-        key = ec.derive_private_key(scalar, ec.SECP256R1())
-        pub = key.public_key().public_bytes(
-            serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint
-        )
-        return scalar.to_bytes(32, "big"), pub
-    raise ValueError(f"unsupported group {group}")
-
-
-def ecdhe_shared_secret(group: int, private: bytes, peer_public: bytes) -> bytes:
-    """The ECDH shared secret; IllegalParameter for an invalid peer point."""
-    try:
-        if group == NamedGroup.X25519:
-            if len(peer_public) != 32:
-                raise ValueError("x25519 public keys are 32 bytes")
-            priv = x25519.X25519PrivateKey.from_private_bytes(private)
-            return priv.exchange(x25519.X25519PublicKey.from_public_bytes(peer_public))
-        if group == NamedGroup.SECP256R1:
-            if len(peer_public) != 65 or peer_public[0] != 4:
-                raise ValueError("only uncompressed P-256 points are accepted")
-            key = ec.derive_private_key(int.from_bytes(private, "big"), ec.SECP256R1())
-            peer = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), peer_public)
-            return key.exchange(ec.ECDH(), peer)
-    except ValueError as exc:
-        raise IllegalParameter(f"invalid ECDH public value: {exc}") from None
-    raise IllegalParameter(f"unsupported group {group}")
-
 
 class ServerConnection(Connection):
     """A sans-IO TLS 1.2 server connection."""
 
     is_client = False
-    TRANSITIONS = {
-        (HandshakeState.EXPECT_CLIENT_HELLO, HandshakeType.CLIENT_HELLO): "_handle_client_hello",
-        (HandshakeState.EXPECT_CLIENT_KEY_EXCHANGE, HandshakeType.CLIENT_KEY_EXCHANGE): "_handle_client_key_exchange",
-        (HandshakeState.EXPECT_FINISHED, HandshakeType.FINISHED): "_handle_finished",
-    }
+    TRANSITIONS = COMMON_TRANSITIONS.extend(
+        {
+            (HandshakeState.EXPECT_CLIENT_HELLO, HandshakeType.CLIENT_HELLO): Transition(
+                "_handle_client_hello",
+                (HandshakeState.EXPECT_CLIENT_KEY_EXCHANGE, HandshakeState.EXPECT_CHANGE_CIPHER_SPEC),
+                parse=pull_client_hello,
+            ),
+            (HandshakeState.EXPECT_CLIENT_KEY_EXCHANGE, HandshakeType.CLIENT_KEY_EXCHANGE): Transition(
+                "_handle_client_key_exchange", (HandshakeState.EXPECT_CHANGE_CIPHER_SPEC,)
+            ),
+            (HandshakeState.EXPECT_FINISHED, HandshakeType.FINISHED): Transition(
+                "_handle_finished", (HandshakeState.ESTABLISHED,), parse=pull_finished
+            ),
+            (HandshakeState.ESTABLISHED, HandshakeType.CLIENT_HELLO): Transition(
+                "_refuse_renegotiation", (HandshakeState.ESTABLISHED,), hashed=False
+            ),
+        }
+    )
+
+    CONTEXT = ServerHandshakeContext
+    context: ServerHandshakeContext
+    client_version = ContextAttribute()
 
     def __init__(self, config: ServerConfig, record_writer: RecordWriter | None = None) -> None:
         super().__init__(config.rng, record_writer)
         self.config = config
         self.state = HandshakeState.EXPECT_CLIENT_HELLO
-        self.client_version = TLS12
-        self._client_hello: ClientHello | None = None
-        self._group: int | None = None
-        self._ecdhe_private = b""
-        self._client_schemes: tuple[int, ...] = (SignatureScheme.RSA_PKCS1_SHA1,)
 
     @classmethod
     def import_state(cls, config: ServerConfig, blob: bytes, record_writer: RecordWriter | None = None) -> ServerConnection:
@@ -155,10 +130,8 @@ class ServerConnection(Connection):
 
     # --- ClientHello --------------------------------------------------------
 
-    def _handle_client_hello(self, raw: bytes) -> None:
-        hello = pull_client_hello(Buffer(raw[4:]))
-        self._transcript += raw
-        self._client_hello = hello
+    def _handle_client_hello(self, hello: ClientHello) -> Enum:
+        """Negotiate; answer with the full handshake's first flight or the abbreviated one."""
         if hello.client_version < TLS12:
             raise ProtocolVersionError(f"client offers only version 0x{hello.client_version:04x}")
         if 0 not in hello.compression_methods:
@@ -181,25 +154,24 @@ class ServerConnection(Connection):
             raise IllegalParameter("client does not accept uncompressed points")
         sig_ext = hello.extension(ExtensionType.SIGNATURE_ALGORITHMS)
         if sig_ext is not None:
-            self._client_schemes = decode_u16_list(sig_ext)
-        self._group = next(
+            self.context.client_schemes = decode_u16_list(sig_ext)
+        self.context.group = next(
             (GROUP_IDS[g] for g in self.config.groups if GROUP_IDS[g] in client_groups), None
         )
         self.cipher_suite = self._select_cipher_suite(hello)
         self.server_random = self.config.rng(32)
         session = self._find_session(hello, ems is not None)
         if session is not None:
-            self._resume(session, hello)
-        else:
-            self.extended_master_secret = ems is not None
-            self._full_handshake(hello)
+            return self._resume(session, hello)
+        self.extended_master_secret = ems is not None
+        return self._full_handshake(hello)
 
     def _select_cipher_suite(self, hello: ClientHello) -> int:
         """Server preference order; ECDHE suites only with a common group."""
         for suite in self.config.cipher_suites:
             if suite not in hello.cipher_suites:
                 continue
-            if SUITES[suite].key_exchange == "ecdhe_rsa" and self._group is None:
+            if SUITES[suite].key_exchange is KeyExchange.ECDHE_RSA and self.context.group is None:
                 continue
             return int(suite)
         raise HandshakeFailure("no cipher suite in common")
@@ -240,7 +212,7 @@ class ServerConnection(Connection):
         if self.extended_master_secret:
             exts.append((ExtensionType.EXTENDED_MASTER_SECRET, b""))
         if (
-            SUITES[self.cipher_suite].key_exchange == "ecdhe_rsa"  # type: ignore[index]
+            SUITES[self.cipher_suite].key_exchange is KeyExchange.ECDHE_RSA  # type: ignore[index]
             and hello.extension(ExtensionType.EC_POINT_FORMATS) is not None
         ):
             exts.append((ExtensionType.EC_POINT_FORMATS, b"\x01\x00"))
@@ -252,7 +224,8 @@ class ServerConnection(Connection):
             ServerHello(self.server_random, self.session_id, self.cipher_suite, 0, self._server_hello_extensions(hello))
         )
 
-    def _full_handshake(self, hello: ClientHello) -> None:
+    def _full_handshake(self, hello: ClientHello) -> Enum:
+        """Queue ServerHello .. ServerHelloDone; the state that awaits the client's answer."""
         self.resumed = False
         self.session_id = self.config.rng(32) if self.config.session_store is not None else b""
         flight: list[tuple[int, bytes]] = [
@@ -264,35 +237,35 @@ class ServerConnection(Connection):
             flight.append((HandshakeType.SERVER_KEY_EXCHANGE, ske))
         flight.append((HandshakeType.SERVER_HELLO_DONE, b""))
         self._send_handshake(*flight)
-        self.state = HandshakeState.EXPECT_CLIENT_KEY_EXCHANGE
+        return HandshakeState.EXPECT_CLIENT_KEY_EXCHANGE
 
     def _choose_scheme(self) -> int:
         for scheme in SUPPORTED_SCHEMES:
-            if scheme in self._client_schemes:
+            if scheme in self.context.client_schemes:
                 return int(scheme)
         raise HandshakeFailure("no RSA signature scheme in common")
 
     def _build_server_key_exchange(self) -> bytes | None:
         """ServerKeyExchange body for ECDHE_RSA (signed ServerECDHParams); None for RSA."""
-        if SUITES[self.cipher_suite].key_exchange != "ecdhe_rsa":  # type: ignore[index]
+        if SUITES[self.cipher_suite].key_exchange is not KeyExchange.ECDHE_RSA:  # type: ignore[index]
             return None
-        assert self._group is not None
-        self._ecdhe_private, public = ecdhe_keypair(self._group, self.config.rng(32))
-        params = ecdhe_params_bytes(self._group, public)
+        assert self.context.group is not None
+        self.context.ecdhe_private, public = ecdhe_keypair(self.context.group, self.config.rng(32))
+        params = ecdhe_params_bytes(self.context.group, public)
         scheme = self._choose_scheme()
         key_ops = self.config.key_operations
         assert key_ops is not None
         signature = key_ops.sign(self.client_random + self.server_random + params, scheme)
-        return push_server_key_exchange_ecdhe(ServerKeyExchangeECDHE(self._group, public, scheme, signature))
+        return push_server_key_exchange_ecdhe(ServerKeyExchangeECDHE(self.context.group, public, scheme, signature))
 
     # --- ClientKeyExchange ----------------------------------------------------
 
     def _premaster_from_client_key_exchange(self, body: bytes) -> bytes:
         """The premaster secret; for RSA with the RFC 5246 §7.4.7.1 countermeasure."""
-        if SUITES[self.cipher_suite].key_exchange == "ecdhe_rsa":  # type: ignore[index]
+        if SUITES[self.cipher_suite].key_exchange is KeyExchange.ECDHE_RSA:  # type: ignore[index]
             point = pull_client_key_exchange_ecdhe(Buffer(body))
-            assert self._group is not None
-            return ecdhe_shared_secret(self._group, self._ecdhe_private, point)
+            assert self.context.group is not None
+            return ecdhe_shared_secret(self.context.group, self.context.ecdhe_private, point)
         encrypted = pull_client_key_exchange_rsa(Buffer(body))
         # Draw the fallback first, decrypt, then pick without revealing which path was taken.
         fallback = self.client_version.to_bytes(2, "big") + self.config.rng(46)
@@ -306,17 +279,15 @@ class ServerConnection(Connection):
         )
         return decrypted if good else fallback  # type: ignore[return-value]
 
-    def _handle_client_key_exchange(self, raw: bytes) -> None:
-        premaster = self._premaster_from_client_key_exchange(raw[4:])
-        self._transcript += raw
+    def _handle_client_key_exchange(self, body: bytes) -> None:
+        premaster = self._premaster_from_client_key_exchange(body)
         self._set_premaster(premaster)
-        self._ecdhe_private = b""
-        self.state = HandshakeState.EXPECT_CHANGE_CIPHER_SPEC
+        self.context.ecdhe_private = b""
 
     # --- Finished ---------------------------------------------------------------
 
-    def _handle_finished(self, raw: bytes) -> None:
-        self._check_finished(raw)
+    def _handle_finished(self, finished: Finished) -> None:
+        self._check_finished(finished)
         if self.resumed:
             self._complete()
             return
@@ -333,7 +304,8 @@ class ServerConnection(Connection):
         if self.config.session_store is not None and self.session_id:
             self.config.session_store.put(self.session)
 
-    def _resume(self, session: Session, hello: ClientHello) -> None:
+    def _resume(self, session: Session, hello: ClientHello) -> Enum:
+        """Queue ServerHello, ChangeCipherSpec, Finished of the abbreviated handshake."""
         self.resumed = True
         self.session = session
         self.session_id = session.session_id
@@ -344,4 +316,4 @@ class ServerConnection(Connection):
         self._derive_keys()
         self._send_change_cipher_spec()
         self._send_handshake((HandshakeType.FINISHED, push_finished(Finished(self._finished_body(False)))))
-        self.state = HandshakeState.EXPECT_CHANGE_CIPHER_SPEC
+        return HandshakeState.EXPECT_CHANGE_CIPHER_SPEC

@@ -14,9 +14,19 @@ splitting server can only relay their records whole.  They are not in
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum
+from enum import IntEnum, StrEnum
 
-__all__ = ["CipherSuite", "SuiteParams", "SUITES", "DEFAULT_SUITES", "suite_by_name", "parse_suite_list"]
+__all__ = [
+    "CipherSuite",
+    "KeyExchange",
+    "BulkCipher",
+    "MacAlgorithm",
+    "SuiteParams",
+    "SUITES",
+    "DEFAULT_SUITES",
+    "suite_by_name",
+    "parse_suite_list",
+]
 
 
 class CipherSuite(IntEnum):
@@ -31,23 +41,57 @@ class CipherSuite(IntEnum):
     TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 = 0xC02F
 
 
+class KeyExchange(StrEnum):
+    """How the premaster secret is agreed (the first half of a suite name)."""
+
+    RSA = "rsa"
+    """The client encrypts a random premaster secret to the server's RSA key (RFC 5246 §7.4.7.1)."""
+    ECDHE_RSA = "ecdhe_rsa"
+    """Ephemeral ECDH, the server's share signed with its RSA key (RFC 4492 §2.4); see :mod:`tls12.ecdhe`."""
+
+
+class BulkCipher(StrEnum):
+    """The record cipher.  The values are the names the record layer's ``RecordCipher`` takes.
+
+    A :class:`enum.StrEnum`: members compare equal to (and format as) their
+    values, so ``params.cipher == "null"`` keeps working for callers written
+    against the earlier string fields.
+    """
+
+    NULL = "null"
+    AES_128_CBC = "aes-128-cbc"
+    AES_256_CBC = "aes-256-cbc"
+    AES_128_GCM = "aes-128-gcm"
+
+
+class MacAlgorithm(StrEnum):
+    """The record MAC (HMAC with this hash), or ``AEAD`` when the cipher authenticates itself."""
+
+    SHA1 = "sha1"
+    SHA256 = "sha256"
+    AEAD = "aead"
+
+
+_MAC_LENGTHS = {MacAlgorithm.SHA1: 20, MacAlgorithm.SHA256: 32, MacAlgorithm.AEAD: 0}
+
+
 @dataclass(frozen=True)
 class SuiteParams:
     suite: CipherSuite
     openssl_name: str
-    key_exchange: str  # "rsa" | "ecdhe_rsa"
-    cipher: str  # "null" | "aes-128-cbc" | "aes-256-cbc" | "aes-128-gcm"
+    key_exchange: KeyExchange
+    cipher: BulkCipher
     key_length: int  # bytes of encryption key
-    mac: str  # "sha1" | "sha256" | "aead"
+    mac: MacAlgorithm
     mac_length: int  # bytes of MAC output and MAC key (0 for AEAD suites)
 
     @property
     def aead(self) -> bool:
-        return self.cipher.endswith("-gcm")
+        return self.cipher is BulkCipher.AES_128_GCM
 
     @property
     def block_size(self) -> int:
-        return 16 if self.cipher.endswith("-cbc") else 0
+        return 16 if self.cipher in (BulkCipher.AES_128_CBC, BulkCipher.AES_256_CBC) else 0
 
     @property
     def fixed_iv_length(self) -> int:
@@ -57,7 +101,8 @@ class SuiteParams:
 
 
 def _p(suite: CipherSuite, name: str, kex: str, cipher: str, klen: int, mac: str) -> SuiteParams:
-    return SuiteParams(suite, name, kex, cipher, klen, mac, {"sha1": 20, "sha256": 32, "aead": 0}[mac])
+    mac_alg = MacAlgorithm(mac)
+    return SuiteParams(suite, name, KeyExchange(kex), BulkCipher(cipher), klen, mac_alg, _MAC_LENGTHS[mac_alg])
 
 
 SUITES: dict[CipherSuite, SuiteParams] = {

@@ -1,6 +1,8 @@
-"""Fixtures shared by the interop tests: credentials, a docroot, our HTTPS server.
+"""Fixtures shared by the interop tests: a docroot and our HTTPS server.
 
-One :class:`tls12.https_server.BackgroundServer` per test module (in a thread
+``credentials`` and ``cert_files`` come from the root ``tests/conftest.py``.
+
+One :class:`tls12.apps.harness.BackgroundServer` per test module (in a thread
 with its own event loop) serves every implemented suite; the clients under
 test pick one suite each.
 """
@@ -11,27 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tls_peers import ALL_SUITES, SIZES, make_docroot
 
-from tls12.certs import Credentials, generate_self_signed, write_credentials
+from tests.interop.tls_peers import ALL_SUITES, SIZES, make_docroot
+from tls12.apps.harness import BackgroundServer
+from tls12.certs import Credentials
 from tls12.config import ServerConfig
-from tls12.https_server import BackgroundServer
 from tls12.session import InMemorySessionStore
-
-
-@pytest.fixture(scope="session")
-def credentials() -> Credentials:
-    """One self-signed RSA-2048 certificate for localhost / 127.0.0.1."""
-    return generate_self_signed()
-
-
-@pytest.fixture(scope="session")
-def cert_files(tmp_path_factory: pytest.TempPathFactory, credentials: Credentials) -> tuple[Path, Path]:
-    """The credentials as PEM files ``(cert, key)`` for openssl and nginx."""
-    d = tmp_path_factory.mktemp("pem")
-    cert, key = d / "cert.pem", d / "key.pem"
-    write_credentials(credentials, cert, key)
-    return cert, key
 
 
 @pytest.fixture(scope="module")

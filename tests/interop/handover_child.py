@@ -1,9 +1,10 @@
 """Child process of ``test_state_handover``: continue a TLS connection from an exported state.
 
-Run as ``python handover_child.py --fd N --cert C --key K --suite S --size N --offset N``
-with the ``export_state()`` blob on stdin.  It rebuilds the connection with
-``ServerConnection.import_state``, sends the rest of the response body on the
-inherited socket, answers one more request, sends close_notify and exits 0.
+Run from the repository root as ``python -m tests.interop.handover_child --fd N --cert C
+--key K --suite S --size N --offset N`` with the ``export_state()`` blob on stdin.  It
+rebuilds the connection with ``ServerConnection.import_state``, sends the rest of the
+response body on the inherited socket, answers one more request, sends close_notify and
+exits 0.
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ import argparse
 import socket
 import sys
 
-from tls_peers import file_bytes
-
+from tests.interop.tls_peers import file_bytes
 from tls12 import ServerConfig, ServerConnection
 from tls12.certs import load_credentials
 from tls12.events import ApplicationData

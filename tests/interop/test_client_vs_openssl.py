@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tls_peers import (
+
+from tests.interop.tls_peers import (
     ALL_SUITES,
     SIZES,
     OpenSSLServer,
@@ -22,7 +23,6 @@ from tls_peers import (
     split_http_response,
     suite_id,
 )
-
 from tls12 import ClientConfig
 from tls12.aio import TLSStream, connect
 from tls12.suites import CipherSuite

@@ -12,7 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tls_peers import (
+
+from tests.interop.tls_peers import (
     ALL_SUITES,
     SIZES,
     assert_same_bytes,
@@ -23,8 +24,7 @@ from tls_peers import (
     suite_id,
     wait_for_record,
 )
-
-from tls12.https_server import BackgroundServer
+from tls12.apps.harness import BackgroundServer
 from tls12.suites import SUITES, CipherSuite
 
 pytestmark = pytest.mark.interop

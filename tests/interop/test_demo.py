@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tls12.demo import format_table, parse_size, run_demo, write_outputs
+from tls12.apps.demo import format_table, parse_size, run_demo, write_outputs
 from tls12.suites import CipherSuite
 
 pytestmark = pytest.mark.interop

@@ -18,13 +18,14 @@ from pathlib import Path
 
 import pytest
 from OpenSSL import SSL
-from tls_peers import openssl_ciphers, require_tool, suite_id, wait_for_record
 
+from tests.interop.tls_peers import openssl_ciphers, require_tool, suite_id, wait_for_record
 from tls12 import ClientConfig, ClientConnection, ServerConfig, ServerConnection
+from tls12.apps.harness import BackgroundServer
 from tls12.certs import Credentials
 from tls12.events import ApplicationData, HandshakeComplete
-from tls12.https_server import BackgroundServer
 from tls12.suites import SUITES, CipherSuite
+from tls12.testing import pipe
 
 pytestmark = pytest.mark.interop
 
@@ -82,27 +83,34 @@ def _pyopenssl_context(suite: CipherSuite, ems: bool, credentials: Credentials |
     return ctx
 
 
-def _pump(ours: ServerConnection | ClientConnection, theirs: SSL.Connection, rounds: int = 20) -> list[object]:
-    """Move bytes between the two in-memory peers until both handshakes are done."""
-    events: list[object] = []
-    for _ in range(rounds):
+class _PyOpenSSLPeer:
+    """pyOpenSSL behind memory BIOs, in the sans-IO shape :func:`tls12.testing.pipe` moves bytes for.
+
+    Each call drives OpenSSL's handshake one step: bytes from our side go into its read BIO,
+    what it wrote comes out of its write BIO.  A wrapper around the *peer*, not the code under
+    test.
+    """
+
+    def __init__(self, conn: SSL.Connection) -> None:
+        self.conn = conn
+
+    def _step(self) -> None:
         try:
-            theirs.do_handshake()
+            self.conn.do_handshake()
         except SSL.WantReadError:
             pass
+
+    def receive_data(self, data: bytes) -> list[object]:
+        self.conn.bio_write(data)
+        self._step()
+        return []
+
+    def data_to_send(self) -> bytes:
+        self._step()
         try:
-            out = theirs.bio_read(1 << 20)
+            return self.conn.bio_read(1 << 20)
         except SSL.WantReadError:
-            out = b""
-        if out:
-            events += ours.receive_data(out)
-        data = ours.data_to_send()
-        if data:
-            theirs.bio_write(data)
-        if ours.handshake_complete and not out and not data:
-            theirs.do_handshake()
-            return events
-    raise AssertionError("handshake did not finish in memory")
+            return b""
 
 
 def _exchange_data(ours: ServerConnection | ClientConnection, theirs: SSL.Connection) -> None:
@@ -120,7 +128,8 @@ def test_master_secret_matches_pyopenssl_client(credentials: Credentials, suite:
     server = ServerConnection(ServerConfig(credentials=credentials, cipher_suites=(suite,)))
     client = SSL.Connection(_pyopenssl_context(suite, ems), None)
     client.set_connect_state()
-    events = _pump(server, client)
+    _, events = pipe(_PyOpenSSLPeer(client), server)
+    assert server.handshake_complete
     done = [e for e in events if isinstance(e, HandshakeComplete)]
     assert len(done) == 1 and done[0].cipher_suite == suite
     assert done[0].extended_master_secret is ems
@@ -135,8 +144,8 @@ def test_master_secret_matches_pyopenssl_server(credentials: Credentials, suite:
     client = ClientConnection(ClientConfig(server_name="localhost", cipher_suites=(suite,), offer_extended_master_secret=ems))
     server = SSL.Connection(_pyopenssl_context(suite, True, credentials), None)
     server.set_accept_state()
-    server.bio_write(client.data_to_send())  # the ClientHello queued at construction
-    events = _pump(client, server)
+    events, _ = pipe(client, _PyOpenSSLPeer(server))
+    assert client.handshake_complete
     done = [e for e in events if isinstance(e, HandshakeComplete)]
     assert len(done) == 1 and done[0].cipher_suite == suite
     assert done[0].extended_master_secret is ems

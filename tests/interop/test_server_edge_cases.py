@@ -17,7 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tls_peers import (
+
+from tests.interop.tls_peers import (
     MIB,
     OpenSSLServer,
     assert_same_bytes,
@@ -28,10 +29,9 @@ from tls_peers import (
     split_http_response,
     wait_for_record,
 )
-
 from tls12 import ClientConfig
 from tls12.aio import connect
-from tls12.https_server import BackgroundServer
+from tls12.apps.harness import BackgroundServer
 from tls12.suites import CipherSuite
 
 pytestmark = pytest.mark.interop

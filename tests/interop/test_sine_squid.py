@@ -35,13 +35,8 @@ from sine.format import push_tag
 from sine.server import OriginServer, make_self_signed
 from sine.site import load_signed, sign_site, signed_from_separate
 from sine.tag import encode_stream, sign_document
-
-try:
-    from .sine_tamper import TamperProxy
-    from .squid_helpers import SquidProcess
-except ImportError:
-    from sine_tamper import TamperProxy  # type: ignore[no-redef]
-    from squid_helpers import SquidProcess  # type: ignore[no-redef]
+from tests.interop.sine_tamper import TamperProxy
+from tests.interop.squid_helpers import SquidProcess
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(120)]
 

@@ -16,13 +16,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from split_fixtures import SplitSetup, split_setup
-from tls_peers import MIB, assert_same_bytes, curl, make_docroot, python_ssl_context, python_ssl_get
 
 from sslsplit.cache import DiskCache, MemoryCache
 from sslsplit.proxy import SplittingProxy
 from sslsplit.splicer import Splicer
 from sslsplit.wire import IDEncoding, Stub, payload_id
+from tests.interop.split_fixtures import SplitSetup, split_setup
+from tests.interop.tls_peers import (
+    MIB,
+    assert_same_bytes,
+    curl,
+    make_docroot,
+    python_ssl_context,
+    python_ssl_get,
+)
 from tls12.certs import Credentials
 from tls12.errors import AlertDescription
 from tls12.suites import CipherSuite

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from tls_peers import curl, file_bytes
 
+from tests.interop.tls_peers import curl, file_bytes
 from tls12.suites import CipherSuite
 
 pytestmark = pytest.mark.interop
@@ -83,10 +83,9 @@ def test_upstream_mode_forwards_to_an_existing_http_server(tmp_path: Path) -> No
     import http.server
     import threading
 
-    from split_fixtures import SplitSetup
-
     from sslsplit.aio import BackgroundLoop
     from sslsplit.server import SplittingServer
+    from tests.interop.split_fixtures import SplitSetup
     from tls12.certs import generate_self_signed
 
     body = file_bytes(1 << 20, seed=5)

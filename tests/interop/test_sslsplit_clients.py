@@ -10,8 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from split_fixtures import SplitSetup, split_setup
-from tls_peers import (
+
+from tests.interop.split_fixtures import SplitSetup, split_setup
+from tests.interop.tls_peers import (
     MIB,
     assert_same_bytes,
     curl,
@@ -20,7 +21,6 @@ from tls_peers import (
     s_client_get,
     split_http_response,
 )
-
 from tls12.certs import Credentials
 from tls12.suites import SUITES, CipherSuite
 

@@ -45,15 +45,21 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from split_taps import KeyRecordingServer, TapConnection, TappedProxy, close_tapped, tapped_proxy
-from tls_peers import make_docroot, python_ssl_get, suite_id
 
 from sslsplit.aio import BackgroundLoop
 from sslsplit.server import ENCRYPTING_SUITES, NULL_SUITES
 from sslsplit.wire import IDEncoding, KeyExpose, Stub
+from tests.interop.split_taps import (
+    KeyRecordingServer,
+    TapConnection,
+    TappedProxy,
+    close_tapped,
+    tapped_proxy,
+)
+from tests.interop.tls_peers import make_docroot, python_ssl_get, suite_id
+from tls12.apps.stats import ConnectionRecord
 from tls12.certs import Credentials
 from tls12.errors import AlertDescription, AlertLevel
-from tls12.https_server import ConnectionRecord
 from tls12.record import ContentType
 from tls12.recordcrypto import RecordCipher
 from tls12.suites import SUITES, CipherSuite, SuiteParams

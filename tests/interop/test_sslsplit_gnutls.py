@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from tls_peers import CLIENT_TIMEOUT, file_bytes, split_http_response
+
+from tests.interop.tls_peers import CLIENT_TIMEOUT, file_bytes, split_http_response
 
 pytestmark = pytest.mark.interop
 

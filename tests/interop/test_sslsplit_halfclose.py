@@ -22,11 +22,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from split_fixtures import SplitSetup, split_setup
-from tls_peers import MIB, assert_same_bytes, make_docroot, python_ssl_context, split_http_response
 
 from sslsplit.proxy import SplittingProxy
 from sslsplit.wire import Stub
+from tests.interop.split_fixtures import SplitSetup, split_setup
+from tests.interop.tls_peers import (
+    MIB,
+    assert_same_bytes,
+    make_docroot,
+    python_ssl_context,
+    split_http_response,
+)
 from tls12.certs import Credentials
 from tls12.suites import CipherSuite
 

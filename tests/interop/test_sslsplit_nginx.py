@@ -34,8 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from split_taps import Tap
-from tls_peers import (
+
+from sslsplit.aio import BackgroundLoop
+from tests.interop.split_taps import Tap
+from tests.interop.tls_peers import (
     MIB,
     assert_same_bytes,
     curl,
@@ -44,8 +46,6 @@ from tls_peers import (
     require_tool,
     suite_id,
 )
-
-from sslsplit.aio import BackgroundLoop
 from tls12.suites import CipherSuite
 
 pytestmark = pytest.mark.interop

@@ -21,8 +21,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from tls_peers import ALL_SUITES, MIB, assert_same_bytes, file_bytes, python_ssl_context, suite_id
 
+from tests.interop.tls_peers import (
+    ALL_SUITES,
+    MIB,
+    assert_same_bytes,
+    file_bytes,
+    python_ssl_context,
+    suite_id,
+)
 from tls12 import ServerConfig, ServerConnection
 from tls12.certs import Credentials
 from tls12.events import ApplicationData
@@ -31,7 +38,9 @@ from tls12.suites import CipherSuite
 pytestmark = pytest.mark.interop
 
 RECORD = 16384
-CHILD = Path(__file__).with_name("handover_child.py")
+REPO = Path(__file__).resolve().parents[2]
+CHILD = "tests.interop.handover_child"
+"""Run with ``python -m`` from the repository root, so it imports its helpers by path."""
 SECOND_BODY = b"second response, sent by the imported connection object\n"
 
 
@@ -150,8 +159,8 @@ def _serve_first_half_then_spawn(
             conn.send_data(body[start : start + RECORD])
             sock.sendall(conn.data_to_send())
         blob = conn.export_state()
-        cmd = [sys.executable, str(CHILD), "--fd", str(sock.fileno()), *child_args, "--offset", str(handover_at)]
-        child = subprocess.run(cmd, input=blob, capture_output=True, timeout=60, pass_fds=(sock.fileno(),))
+        cmd = [sys.executable, "-m", CHILD, "--fd", str(sock.fileno()), *child_args, "--offset", str(handover_at)]
+        child = subprocess.run(cmd, input=blob, capture_output=True, timeout=60, pass_fds=(sock.fileno(),), cwd=REPO)
         report["child"] = child
     # the parent's copy of the socket is closed here; the child already finished with its own
 

@@ -21,7 +21,8 @@ import ssl
 from pathlib import Path
 
 import pytest
-from tls_peers import (
+
+from tests.interop.tls_peers import (
     MIB,
     Relay,
     curl,
@@ -32,9 +33,8 @@ from tls_peers import (
     suite_id,
     wait_for_record,
 )
-
+from tls12.apps.harness import BackgroundServer
 from tls12.errors import AlertDescription
-from tls12.https_server import BackgroundServer
 from tls12.suites import CipherSuite
 
 pytestmark = pytest.mark.interop

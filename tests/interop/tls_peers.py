@@ -27,7 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from tls12.https_server import BackgroundServer, ConnectionRecord
+from tls12.apps.harness import BackgroundServer
+from tls12.apps.stats import ConnectionRecord
 from tls12.suites import SUITES, CipherSuite
 
 ALL_SUITES: list[CipherSuite] = list(SUITES)

@@ -8,7 +8,7 @@ import pytest
 import simpy
 
 from netsim.link import ADSL_UP, Duplex, Link, LinkParams, Packet, send_on
-from netsim.tcp import TcpConnection, TcpParams, wire_bytes
+from netsim.tcp import HalfConnection, TcpConnection, TcpParams, TcpStateError, wire_bytes
 
 B = 1e6      # bit/s
 D = 0.010    # one-way delay, s
@@ -195,3 +195,120 @@ def test_link_outage_drops_and_tcp_recovers() -> None:
     assert link.log_event.count("drop_down") == link.drops > 0
     with pytest.raises(ValueError):
         link.fail(-1)
+
+
+# -- the byte-accurate model under the size-only API -------------------------------------------
+
+
+def _timed_transfer(payload: bytes | int, p: TcpParams, fwd_bw: float = B) -> tuple[float, bytes]:
+    env = simpy.Environment()
+    fwd, rev = Link(env, LinkParams(fwd_bw, D)), Link(env, LinkParams(1e12, D))
+    conn = TcpConnection(env, (fwd,), (rev,), p)
+    got = bytearray()
+    conn.a.on_data = got.extend
+    out: dict[str, float] = {}
+
+    def gen(o):  # type: ignore[no-untyped-def]
+        yield conn.open()
+        o["open"] = env.now
+        yield conn.a.send(payload)
+        o["done"] = env.now
+
+    env.process(gen(out))
+    env.run()
+    return out["done"] - out["open"], bytes(got)
+
+
+@pytest.mark.parametrize("n", [0, 1, 1448, 1449, 100_000])
+def test_phantom_and_real_payloads_take_the_same_time(n: int) -> None:
+    """The size-only API (an int) is the byte model with a phantom payload: same closed forms."""
+    big = TcpParams(init_cwnd=1000, rwnd=1000)
+    data = bytes(range(256)) * (n // 256) + bytes(n % 256)
+    t_size, zeros = _timed_transfer(n, big)
+    t_real, got = _timed_transfer(data, big)
+    assert t_size == t_real
+    assert got == data and zeros == bytes(n)
+    if n:
+        assert t_real == pytest.approx(D + wire_bytes(n, big) * 8 / B)
+    # slow start (unlimited bandwidth): R - 1/2 round trips, as for the size-only model
+    ss = TcpParams(init_cwnd=2, ssthresh=1e9, rwnd=1e9)
+    t_size, _ = _timed_transfer(n, ss, 1e12)
+    t_real, _ = _timed_transfer(data, ss, 1e12)
+    assert t_size == t_real
+    if n:
+        k = math.ceil(n / ss.mss)
+        windows = math.ceil(math.log2(k / ss.init_cwnd + 1))
+        assert t_real == pytest.approx((windows - 0.5) * 2 * D, rel=1e-3)
+
+
+def test_sequence_numbers_fin_and_seeded_isn() -> None:
+    env = simpy.Environment()
+    d = Duplex(env, LinkParams(B, D))
+    conn = TcpConnection(env, (d.ab,), (d.ba,), isn=(1000, 2**32 - 10))
+    conn.b.seed_isn(5)
+    assert conn.b.seq.isn == 5 and conn.b.seq.snd_nxt == 6
+    got: list[bytes] = []
+    conn.a.on_data = got.append
+    conn.a.send(b"hello ")
+    conn.a.send(b"world")
+    fin = conn.a.close()
+    env.run()
+    st = conn.a.seq
+    assert fin.triggered and got == [b"hello ", b"world", b""]
+    assert st.fin_sent and st.fin_received and st.stream_offset == 11
+    assert st.snd_una == st.snd_nxt == st.rcv_nxt == 1000 + 1 + 11 + 1 and st.in_flight == 0
+    with pytest.raises(TcpStateError):
+        conn.a.send(b"late")
+    with pytest.raises(TcpStateError):
+        conn.a.seed_isn(0)
+
+
+def test_withheld_ack_keeps_bytes_unacknowledged_until_released() -> None:
+    env = simpy.Environment()
+    d = Duplex(env, LinkParams(B, D))
+    conn = TcpConnection(env, (d.ab,), (d.ba,), TcpParams(rto=5.0))
+    st = conn.a.seq
+    st.ack_limit = st.isn + 1 + 100        # the application commits only the first 100 bytes
+    conn.a.send(bytes(1000))
+    env.run(until=1.0)
+    assert st.rcv_nxt == st.isn + 1001 and st.snd_una == st.isn + 101 and st.in_flight == 900
+    conn.a.set_ack_limit(None)             # commit the rest: an ACK goes out at once
+    env.run(until=1.5)
+    assert st.snd_una == st.rcv_nxt and conn.a.timeouts == 0
+
+
+def test_rst_ends_the_stream_and_can_be_suppressed() -> None:
+    def run(send_rst: bool) -> tuple[list[str], HalfConnection]:
+        env = simpy.Environment()
+        d = Duplex(env, LinkParams(B, D))
+        conn = TcpConnection(env, (d.ab,), (d.ba,))
+        seen: list[str] = []
+        conn.a.on_reset = lambda: seen.append("reset")
+        conn.a.send_rst = send_rst
+        conn.a.send(bytes(10_000))
+        env.run(until=0.03)
+        conn.a.abort()
+        env.run()
+        return seen, conn.a
+
+    seen, half = run(True)
+    assert seen == ["reset"] and half.seq.rst_sent and half.seq.rst_received
+    assert half.delivered < 10_000
+    with pytest.raises(TcpStateError):
+        half.send(b"x")
+    seen, half = run(False)
+    assert seen == [] and half.seq.rst_sent and not half.seq.rst_received
+    assert half.delivered < 10_000 and half.seq.reset
+
+
+def test_rst_stops_the_other_direction_too() -> None:
+    env = simpy.Environment()
+    d = Duplex(env, LinkParams(B, D))
+    conn = TcpConnection(env, (d.ab,), (d.ba,))
+    conn.b.send(bytes(50_000))               # b streams to a ...
+    env.run(until=0.05)
+    conn.a.abort()                            # ... a resets
+    env.run()
+    assert conn.a.seq.rst_received and conn.b.seq.rst_received
+    assert conn.b.delivered < 50_000 and conn.b.seq.snd_una < conn.b.seq.snd_end
+    assert conn.b.timeouts == 0              # b stopped rather than retransmitting forever

@@ -1,9 +1,11 @@
-"""Shared fixtures for the Reverse SSL tests: small keys, seeded RNGs, in-memory pairs."""
+"""Shared helpers for the Reverse SSL tests: small keys, configurations, misbehaving peers.
+
+In-memory pairs run through :func:`tls12.testing.pipe`; deterministic randomness comes from
+:func:`tls12.testing.seeded_rng`.
+"""
 
 from __future__ import annotations
 
-import functools
-import hashlib
 from collections.abc import Callable
 
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -14,38 +16,22 @@ from reverse_ssl.ots import OTSScheme
 from reverse_ssl.pool import SignaturePool
 from reverse_ssl.puzzle import PuzzleParams
 from tls12 import ClientConfig, ServerConfig
-from tls12.certs import Credentials, generate_self_signed
-from tls12.connection import Connection
-from tls12.events import Event
+from tls12.certs import Credentials
 from tls12.suites import CipherSuite
+from tls12.testing import credentials, seeded_rng
 
 KEY_BITS = 1024
 SUITES = (CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA256, CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA)
 
 
-def seeded_rng(seed: bytes) -> Callable[[int], bytes]:
-    """A deterministic rng(n) (SHA-256 in counter mode) for reproducible tests."""
-    counter = 0
-
-    def rng(n: int) -> bytes:
-        nonlocal counter
-        out = bytearray()
-        while len(out) < n:
-            out += hashlib.sha256(seed + counter.to_bytes(8, "big")).digest()
-            counter += 1
-        return bytes(out[:n])
-
-    return rng
-
-
-@functools.cache
 def server_credentials() -> Credentials:
-    return generate_self_signed("localhost", key_size=KEY_BITS)
+    """The server's small RSA key and certificate (made once per process)."""
+    return credentials(bits=KEY_BITS, common_name="localhost")
 
 
-@functools.cache
 def client_credentials() -> Credentials:
-    return generate_self_signed("client", key_size=KEY_BITS)
+    """The client's own RSA key and certificate, for client authentication (made once)."""
+    return credentials(bits=KEY_BITS, common_name="client")
 
 
 def token_factory(key: rsa.RSAPrivateKey, seed: bytes = b"tok", scheme: OTSScheme = OTSScheme.LAMPORT) -> Callable[[], OfflineToken]:
@@ -66,22 +52,6 @@ def server_config(pool_size: int = 4, **kw: object) -> ReverseServerConfig:
 def client_config(**kw: object) -> ReverseClientConfig:
     kw.setdefault("credentials", client_credentials())
     return ReverseClientConfig(ClientConfig(server_name="localhost", cipher_suites=SUITES), **kw)  # type: ignore[arg-type]
-
-
-def pump(client: Connection, server: Connection, max_rounds: int = 20) -> tuple[list[Event], list[Event]]:
-    """Move bytes both ways until neither side has anything to send."""
-    c_events: list[Event] = []
-    s_events: list[Event] = []
-    for _ in range(max_rounds):
-        to_server = client.data_to_send()
-        if to_server:
-            s_events += server.receive_data(to_server)
-        to_client = server.data_to_send()
-        if to_client:
-            c_events += client.receive_data(to_client)
-        if not to_server and not to_client:
-            break
-    return c_events, s_events
 
 
 # --- misbehaving peers (test doubles of the *peer*, never of the code under test) --------

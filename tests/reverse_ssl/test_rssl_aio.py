@@ -17,11 +17,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from rssl_helpers import TamperingClient, client_config, server_config
 
 from reverse_ssl.aio import ServerStats, closed_loop_load, connect, echo_handler, serve
 from reverse_ssl.messages import Mode
 from reverse_ssl.puzzle import Construction, PuzzleParams, SignaturePolicy
+from tests.reverse_ssl.rssl_helpers import TamperingClient, client_config, server_config
 from tls12.aio import connect as tls_connect
 from tls12.errors import TLSError
 

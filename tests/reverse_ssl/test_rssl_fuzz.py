@@ -8,15 +8,16 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from rssl_helpers import client_config, pump, server_config
 
 from reverse_ssl import messages, onoff, puzzle
 from reverse_ssl.client_connection import ReverseClientConnection
 from reverse_ssl.messages import Mode
 from reverse_ssl.ots import OTSScheme, public_key_size, signature_size
 from reverse_ssl.server_connection import ReverseServerConnection
+from tests.reverse_ssl.rssl_helpers import client_config, server_config
 from tls12.buffer import Buffer, Writer
 from tls12.errors import RemoteProtocolError
+from tls12.testing import pipe
 
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -151,7 +152,7 @@ def test_client_survives_random_handshake_messages(junk: bytes) -> None:
 def test_handshake_still_works_after_fuzz_setup() -> None:
     client = ReverseClientConnection(client_config(modes=(Mode.CLIENT_AUTH,)))
     server = ReverseServerConnection(server_config())
-    pump(client, server)
+    pipe(client, server)
     assert client.handshake_complete
 
 

@@ -5,16 +5,6 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from rssl_helpers import (
-    SUITES,
-    LeakyPool,
-    TamperingClient,
-    client_config,
-    pump,
-    seeded_rng,
-    server_config,
-    server_credentials,
-)
 
 from reverse_ssl.client_connection import ReverseClientConnection
 from reverse_ssl.config import SeenKeyCache
@@ -34,10 +24,19 @@ from reverse_ssl.ots import OTSScheme, lamport_keygen
 from reverse_ssl.pool import SignaturePool
 from reverse_ssl.puzzle import Construction, PuzzleParams, SignaturePolicy
 from reverse_ssl.server_connection import ReverseServerConnection
+from tests.reverse_ssl.rssl_helpers import (
+    SUITES,
+    LeakyPool,
+    TamperingClient,
+    client_config,
+    server_config,
+    server_credentials,
+)
 from tls12 import ClientConfig, ClientConnection, ServerConfig, ServerConnection
 from tls12.certs import generate_self_signed
 from tls12.errors import HandshakeFailure, RemoteProtocolError
 from tls12.events import ApplicationData
+from tls12.testing import pipe, seeded_rng
 
 
 def _exchange(client: ClientConnection, server: ServerConnection) -> None:
@@ -52,7 +51,7 @@ def test_reverse_handshake_carries_data_both_ways(mode: Mode) -> None:
     cfg = server_config()
     server = ReverseServerConnection(cfg)
     client = ReverseClientConnection(client_config(modes=(mode,)))
-    pump(client, server)
+    pipe(client, server)
     assert client.handshake_complete and server.handshake_complete
     assert client.mode is server.mode is mode
     assert client.master_secret == server.master_secret
@@ -64,7 +63,7 @@ def test_reverse_handshake_carries_data_both_ways(mode: Mode) -> None:
 def test_server_preference_decides_the_mode() -> None:
     server = ReverseServerConnection(server_config(modes=(Mode.PUZZLE, Mode.CLIENT_AUTH)))
     client = ReverseClientConnection(client_config())
-    pump(client, server)
+    pipe(client, server)
     assert server.mode is Mode.PUZZLE and client.handshake_complete
 
 
@@ -78,7 +77,7 @@ def test_second_construction_and_winternitz() -> None:
     )
     server = ReverseServerConnection(cfg)
     client = ReverseClientConnection(client_config(modes=(Mode.PUZZLE,)))
-    pump(client, server)
+    pipe(client, server)
     assert client.handshake_complete and client.puzzle_solution is not None
     assert client.puzzle_solution.hashes_tried >= 1
     _exchange(client, server)
@@ -88,7 +87,7 @@ def test_empty_pool_falls_back_to_rsa_and_says_so() -> None:
     cfg = dataclasses.replace(server_config(pool_size=0), pool=SignaturePool(2))
     server = ReverseServerConnection(cfg)
     client = ReverseClientConnection(client_config(modes=(Mode.CLIENT_AUTH,)))
-    pump(client, server)
+    pipe(client, server)
     assert client.handshake_complete
     assert server.used_fallback_signature and client.server_used_fallback_signature
     m = cfg.pool.metrics()  # type: ignore[union-attr]
@@ -99,7 +98,7 @@ def test_client_can_refuse_the_rsa_fallback() -> None:
     server = ReverseServerConnection(server_config(pool_size=0))
     client = ReverseClientConnection(client_config(modes=(Mode.CLIENT_AUTH,), accept_rsa_fallback=False))
     with pytest.raises(RemoteProtocolError, match="not accepted"):
-        pump(client, server)
+        pipe(client, server)
 
 
 # --- version negotiation: peers without Reverse SSL -------------------------------------
@@ -108,7 +107,7 @@ def test_client_can_refuse_the_rsa_fallback() -> None:
 def test_plain_tls12_client_gets_the_standard_handshake() -> None:
     server = ReverseServerConnection(server_config())
     client = ClientConnection(ClientConfig(server_name="localhost", cipher_suites=SUITES))
-    pump(client, server)
+    pipe(client, server)
     assert client.handshake_complete and server.mode is None
     _exchange(client, server)
 
@@ -116,7 +115,7 @@ def test_plain_tls12_client_gets_the_standard_handshake() -> None:
 def test_reverse_client_against_plain_tls12_server_falls_back() -> None:
     server = ServerConnection(ServerConfig(credentials=server_credentials(), cipher_suites=SUITES))
     client = ReverseClientConnection(client_config())
-    pump(client, server)
+    pipe(client, server)
     assert client.handshake_complete and client.mode is None
     _exchange(client, server)
 
@@ -125,7 +124,7 @@ def test_server_can_require_reverse_ssl() -> None:
     server = ReverseServerConnection(server_config(allow_original=False))
     client = ClientConnection(ClientConfig(server_name="localhost", cipher_suites=SUITES))
     with pytest.raises(HandshakeFailure):
-        pump(client, server)
+        pipe(client, server)
     assert server.closed
 
 
@@ -143,7 +142,7 @@ def test_forged_one_time_signature_is_refused() -> None:
     token.signer.table = lamport_keygen(seeded_rng(b"other")).table  # signs with secrets that do not match pk
     client = ReverseClientConnection(client_config(modes=(Mode.CLIENT_AUTH,)))
     with pytest.raises(ForgedOneTimeSignature):
-        pump(client, _server_with_token(token))
+        pipe(client, _server_with_token(token))
     assert client.closed
 
 
@@ -152,7 +151,7 @@ def test_wrong_w_is_refused() -> None:
     token = make_offline_token(impostor, seeded_rng(b"w"))
     client = ReverseClientConnection(client_config(modes=(Mode.PUZZLE,)))
     with pytest.raises(BadOfflineSignature):
-        pump(client, _server_with_token(token))
+        pipe(client, _server_with_token(token))
 
 
 def test_reused_one_time_key_is_refused() -> None:
@@ -160,11 +159,11 @@ def test_reused_one_time_key_is_refused() -> None:
     cfg = dataclasses.replace(server_config(pool_size=0), pool=LeakyPool(token))
     seen = SeenKeyCache()
     first = ReverseClientConnection(client_config(modes=(Mode.CLIENT_AUTH,), seen_keys=seen))
-    pump(first, ReverseServerConnection(cfg))
+    pipe(first, ReverseServerConnection(cfg))
     assert first.handshake_complete
     second = ReverseClientConnection(client_config(modes=(Mode.CLIENT_AUTH,), seen_keys=seen))
     with pytest.raises(ReusedOneTimeKey):
-        pump(second, ReverseServerConnection(cfg))
+        pipe(second, ReverseServerConnection(cfg))
 
 
 # --- server-side refusals: a misbehaving client ------------------------------------------
@@ -199,7 +198,7 @@ def test_bad_puzzle_replies_are_refused(tamper, error, puzzle) -> None:  # type:
     server = ReverseServerConnection(server_config(**kw))
     client = TamperingClient(client_config(modes=(Mode.PUZZLE,)), tamper)
     with pytest.raises(error):
-        pump(client, server)
+        pipe(client, server)
     assert server.closed
     assert client.receive_data(server.data_to_send()) or client.closed  # the alert reached the client
 
@@ -207,23 +206,23 @@ def test_bad_puzzle_replies_are_refused(tamper, error, puzzle) -> None:  # type:
 def test_replayed_puzzle_solution_is_refused() -> None:
     cfg = server_config()
     honest = ReverseClientConnection(client_config(modes=(Mode.PUZZLE,)))
-    pump(honest, ReverseServerConnection(cfg))
+    pipe(honest, ReverseServerConnection(cfg))
     assert honest.puzzle_solution is not None
     captured = honest.puzzle_solution.reply
     replayer = TamperingClient(client_config(modes=(Mode.PUZZLE,)), lambda _r: captured)
     with pytest.raises(PuzzleReplayed):
-        pump(replayer, ReverseServerConnection(cfg))
+        pipe(replayer, ReverseServerConnection(cfg))
 
 
 def test_signature_policy_when_pool_empty() -> None:
     """With a pre-signed key ready the server skips the self-signature check (the paper's option)."""
     ready = ReverseServerConnection(server_config(signature_policy=SignaturePolicy.WHEN_POOL_EMPTY))
     client = TamperingClient(client_config(modes=(Mode.PUZZLE,)), _flip_signature)
-    pump(client, ready)
+    pipe(client, ready)
     assert client.handshake_complete and not ready.verified_self_signature  # decryption proved the key
     empty = ReverseServerConnection(server_config(pool_size=0, signature_policy=SignaturePolicy.WHEN_POOL_EMPTY))
     with pytest.raises(BadSelfSignature):
-        pump(TamperingClient(client_config(modes=(Mode.PUZZLE,)), _flip_signature), empty)
+        pipe(TamperingClient(client_config(modes=(Mode.PUZZLE,)), _flip_signature), empty)
 
 
 def test_fake_modulus_without_private_key_cannot_finish() -> None:
@@ -236,10 +235,10 @@ def test_fake_modulus_without_private_key_cannot_finish() -> None:
     original = client._handle_reverse_certificate
 
     def swap(raw: bytes) -> None:  # the client no longer holds the puzzle key
-        client._private_key = client_key_swap
+        client.context.private_key = client_key_swap
         original(raw)
 
     client._handle_reverse_certificate = swap  # type: ignore[method-assign]
     with pytest.raises(RemoteProtocolError):
-        pump(client, server)
+        pipe(client, server)
     assert not server.handshake_complete

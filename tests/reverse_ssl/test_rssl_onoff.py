@@ -6,15 +6,16 @@ import dataclasses
 import time
 
 import pytest
-from rssl_helpers import seeded_rng, server_credentials, token_factory
 
 from reverse_ssl import onoff
 from reverse_ssl.errors import BadOfflineSignature, ForgedOneTimeSignature
 from reverse_ssl.ots import OTSScheme
 from reverse_ssl.pool import PoolRefiller, SignaturePool
+from tests.reverse_ssl.rssl_helpers import server_credentials, token_factory
 from tls12.buffer import Buffer, Writer
 from tls12.certs import generate_self_signed
 from tls12.errors import DecodeError
+from tls12.testing import seeded_rng
 
 
 def _roundtrip(sig: onoff.OnlineOfflineSignature) -> onoff.OnlineOfflineSignature:

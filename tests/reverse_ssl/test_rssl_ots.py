@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rssl_helpers import seeded_rng
 
 from reverse_ssl import ots
 from reverse_ssl.errors import OneTimeKeyReused
 from reverse_ssl.ots import OTSScheme
+from tls12.testing import seeded_rng
 
 SCHEMES = [OTSScheme.LAMPORT, OTSScheme.WINTERNITZ_4, OTSScheme.WINTERNITZ_16, OTSScheme.WINTERNITZ_256]
 

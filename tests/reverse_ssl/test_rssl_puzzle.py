@@ -6,7 +6,6 @@ import dataclasses
 import functools
 
 import pytest
-from rssl_helpers import seeded_rng
 
 from reverse_ssl import primes
 from reverse_ssl.errors import (
@@ -28,6 +27,7 @@ from reverse_ssl.puzzle import (
     solve,
     verify_reply,
 )
+from tls12.testing import seeded_rng
 
 FIRST = PuzzleParams(Construction.RANGE, n_bits=512)
 SECOND = PuzzleParams(Construction.HASH_AND_RANGE, n_bits=512, preimage_bits=8)

@@ -17,11 +17,7 @@ from sine.errors import TagExpired
 from sine.fetch import main as fetch_main
 from sine.sign import main as sign_main
 from sine.site import sign_site
-
-try:
-    from .sine_helpers import site_files, write_site
-except ImportError:
-    from sine_helpers import site_files, write_site
+from tests.sine.sine_helpers import site_files, write_site
 
 
 @pytest.fixture

@@ -12,11 +12,7 @@ from sine.algorithms import SigningKey
 from sine.format import Buffer, pull_forward_authenticator
 from sine.links import expected_set
 from sine.site import load_signed, sign_site
-
-try:
-    from .sine_helpers import site_files, write_site
-except ImportError:
-    from sine_helpers import site_files, write_site
+from tests.sine.sine_helpers import site_files, write_site
 
 NOW = 1_700_000_000.0
 

@@ -21,11 +21,7 @@ import pytest
 from sine.algorithms import SigningKey
 from sine.server import OriginServer
 from sine.site import sign_site
-
-try:
-    from .sine_helpers import site_files, write_site
-except ImportError:
-    from sine_helpers import site_files, write_site
+from tests.sine.sine_helpers import site_files, write_site
 
 
 @pytest.fixture

@@ -3,21 +3,13 @@
 from __future__ import annotations
 
 import os
-from functools import lru_cache
 
-from sslsplit.splicer import Splicer
+from sslsplit.splicer import PayloadNeeded, Splicer
 from sslsplit.store import RecordStore
-from sslsplit.wire import Stub
 from sslsplit.writer import SplittingRecordWriter
 from tls12 import ClientConfig, ClientConnection, ServerConfig, ServerConnection
-from tls12.certs import Credentials, generate_self_signed
-from tls12.events import Event
 from tls12.suites import CipherSuite
-
-
-@lru_cache(maxsize=1)
-def credentials() -> Credentials:
-    return generate_self_signed(key_size=2048)
+from tls12.testing import PipeEvents, credentials, pipe
 
 
 class Chain:
@@ -35,27 +27,14 @@ class Chain:
 
     def to_client(self, stream: bytes, lookup=None) -> bytes:
         self.server_wire += len(stream)
-        self.splicer.feed(stream)
-        out = b""
-        while (msg := self.splicer.next_message()) is not None:
-            data = self.splicer.handle(msg)
-            if data is None:
-                assert isinstance(msg, Stub)
-                payload = (lookup or self.store.get)(msg.ident)
-                data = self.splicer.rebuild(msg, payload)
-            out += data
-        return out
+        events = self.splicer.receive_data(stream)
+        while events:  # a digest stub: look its payload up, then the splicer goes on
+            event = events.pop(0)
+            if isinstance(event, PayloadNeeded):
+                payload = (lookup or self.store.get)(event.stub.ident)
+                events += self.splicer.supply(event.stub, payload)
+        return self.splicer.data_to_send()
 
-    def pump(self) -> tuple[list[Event], list[Event]]:
-        s_events: list[Event] = []
-        c_events: list[Event] = []
-        for _ in range(6):
-            up = self.client.data_to_send()
-            if up:
-                s_events += self.server.receive_data(up)
-            down = self.server.data_to_send()
-            if down:
-                c_events += self.client.receive_data(self.to_client(down))
-            if not up and not down:
-                break
-        return s_events, c_events
+    def pipe(self) -> PipeEvents:
+        """Run client <-> server until quiet, the server's bytes spliced on their way down."""
+        return pipe(self.client, self.server, to_client=self.to_client)

@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from netsim import experiments as nex
-from netsim.replay import replay
 from netsim.synth import AMSTERDAM_LIKE, LCS_LIKE, generate, scaled
 from sslsplit import experiments as ex
+from sslsplit import trace_experiments as nex
 from sslsplit.paper_points import PAPER_POINTS, SOURCES, paper_bandwidth
+from sslsplit.replay import replay
 
 KINDS = {"measured", "modelled", "true by construction"}
 
@@ -50,6 +50,18 @@ def test_figures_7_and_8(sweep: pd.DataFrame) -> None:
     f8 = ex.figure8(sweep=sweep)
     big = f8[f8["size"] == 1 << 20].iloc[0]
     assert big["vs_http"] > 100 and big["vs_https"] > big["vs_http"]
+
+
+def test_figure12_measured_view_adds_measured_messages_to_the_model_view(sweep: pd.DataFrame) -> None:
+    sizes = [100, 100_000]
+    both = ex.figure12(sweep=sweep, sizes=sizes)
+    alone = ex.figure12(measured=False, sizes=sizes)
+    assert list(both["messages"].unique()) == ["measured", "paper setup"]
+    paper = both[both["messages"] == "paper setup"].drop(columns="messages").reset_index(drop=True)
+    pd.testing.assert_frame_equal(paper, alone)
+    ours = both[both["messages"] == "measured"]
+    # our servers' message sizes are not Apache's, so the measured curves move
+    assert not np.allclose(ours["latency_s"].to_numpy(), alone["latency_s"].to_numpy())
 
 
 def test_calibrated_model_and_wire_params(sweep: pd.DataFrame) -> None:

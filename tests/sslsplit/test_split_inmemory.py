@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 
 import pytest
-from split_helpers import Chain
 
 from sslsplit.splicer import PayloadMismatch
 from sslsplit.wire import IDEncoding, KeyExpose, Message, MessageReader, Stub
+from tests.sslsplit.split_helpers import Chain
 from tls12.errors import BadRecordMAC
 from tls12.events import ApplicationData, HandshakeComplete
 from tls12.record import OutgoingRecord
@@ -26,7 +26,7 @@ def _body(n: int, seed: int = 0) -> bytes:
 @pytest.mark.parametrize("suite", SPLIT_SUITES, ids=lambda s: s.name)
 def test_client_receives_spliced_stream(suite: CipherSuite) -> None:
     chain = Chain(suite)
-    s_events, c_events = chain.pump()
+    c_events, s_events = chain.pipe()
     assert isinstance(c_events[0], HandshakeComplete)
     body = _body(100_000)
     chain.server.send_data(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
@@ -42,7 +42,7 @@ def test_warm_proxy_server_sends_little() -> None:
     suite = CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA
     body = _body(1 << 20)
     chain = Chain(suite)
-    chain.pump()
+    chain.pipe()
     before = chain.server_wire
     chain.server.send_data(body)
     out = chain.server.data_to_send()
@@ -55,7 +55,7 @@ def test_warm_proxy_server_sends_little() -> None:
 def test_aead_suites_cannot_be_split() -> None:
     """With AES-GCM the tag covers the ciphertext: the server can only relay whole records."""
     chain = Chain(CipherSuite.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256)
-    chain.pump()
+    chain.pipe()
     assert chain.client.handshake_complete
     body = _body(100_000, 3)
     chain.server.send_data(body)
@@ -69,7 +69,7 @@ def test_aead_suites_cannot_be_split() -> None:
 
 def test_key_expose_off_sends_verbatim_records() -> None:
     chain = Chain(CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA, expose_keys=False)
-    chain.pump()
+    chain.pipe()
     chain.server.send_data(b"x" * 50_000)
     events = chain.client.receive_data(chain.to_client(chain.server.data_to_send()))
     assert b"".join(e.data for e in events) == b"x" * 50_000
@@ -99,7 +99,7 @@ def test_server_never_sends_mac_or_client_keys(suite: CipherSuite, expose_keys: 
         return original(stream, lookup)
 
     chain.to_client = capture  # type: ignore[method-assign]
-    chain.pump()
+    chain.pipe()
     chain.server.send_data(b"HTTP/1.1 200 OK\r\nContent-Length: 40000\r\n\r\n")
     chain.server.send_data(_body(40_000))
     chain.client.receive_data(chain.to_client(chain.server.data_to_send()))
@@ -143,7 +143,7 @@ def test_proxy_cannot_forge_a_client_record(suite: CipherSuite, forgery: str) ->
     from tls12.recordcrypto import RecordCipher
 
     chain = Chain(suite)
-    chain.pump()
+    chain.pipe()
     params = SUITES[suite]
     chain.client.send_data(b"GET /file_200000.bin HTTP/1.1\r\nHost: localhost\r\n\r\n")
     genuine = chain.client.data_to_send()
@@ -173,7 +173,7 @@ def test_proxy_cannot_forge_a_client_record(suite: CipherSuite, forgery: str) ->
 
 def _tampered_session() -> Chain:
     chain = Chain(CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA)
-    chain.pump()
+    chain.pipe()
     chain.server.send_data(_body(50_000, 1))
     return chain
 

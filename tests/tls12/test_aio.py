@@ -13,24 +13,18 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Awaitable, Callable
-from functools import lru_cache
 
 import pytest
 
 from tls12 import ClientConfig, ServerConfig, ServerConnection
 from tls12.aio import HandshakeTimeout, TLSStream, connect, serve
-from tls12.certs import Credentials, generate_self_signed
 from tls12.errors import AlertDescription, BadRecordMAC
 from tls12.events import AlertReceived, ApplicationData, HandshakeComplete
 from tls12.suites import CipherSuite
+from tls12.testing import credentials
 
 SUITE = CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA
 PAYLOAD = bytes(range(256)) * 8192  # 2 MiB
-
-
-@lru_cache(maxsize=1)
-def credentials() -> Credentials:
-    return generate_self_signed()
 
 
 def server_config() -> ServerConfig:

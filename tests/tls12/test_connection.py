@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from tls12_helpers import credentials, pump, seeded_rng
 
 from tls12 import (
     ApplicationData,
@@ -29,6 +28,7 @@ from tls12.events import AlertReceived
 from tls12.messages import TLS12, ClientHello, HandshakeType, frame_handshake, push_client_hello
 from tls12.record import ContentType, record_header
 from tls12.suites import SUITES, CipherSuite
+from tls12.testing import credentials, pipe, seeded_rng
 
 ALL_SUITES = list(SUITES)
 
@@ -57,7 +57,7 @@ def alert_of(data: bytes) -> tuple[int, int]:
 @pytest.mark.parametrize("suite", ALL_SUITES, ids=lambda s: s.name)
 def test_handshake_and_data_every_suite(suite: CipherSuite) -> None:
     server, client = make_pair(suite)
-    s_events, c_events = pump(server, client)
+    c_events, s_events = pipe(client, server)
     assert isinstance(s_events[0], HandshakeComplete) and isinstance(c_events[0], HandshakeComplete)
     assert s_events[0].cipher_suite == suite and s_events[0].extended_master_secret
     assert server.master_secret == client.master_secret and len(server.master_secret) == 48
@@ -75,7 +75,7 @@ def test_transcript_is_deterministic_with_seeded_rngs() -> None:
     runs = []
     for _ in range(2):
         server, client = make_pair(suite, seed=7)
-        pump(server, client)
+        pipe(client, server)
         client.send_data(b"hello")
         runs.append(client.data_to_send())
     assert runs[0] == runs[1]
@@ -86,10 +86,10 @@ def test_resumption_by_session_id(ems: bool) -> None:
     store = InMemorySessionStore()
     suite = CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA256
     server, client = make_pair(suite, store, ems=ems)
-    pump(server, client)
+    pipe(client, server)
     assert client.session is not None and len(store) == 1
     server2, client2 = make_pair(suite, store, session=client.session, ems=ems, seed=2)
-    s_events, c_events = pump(server2, client2)
+    c_events, s_events = pipe(client2, server2)
     assert s_events[0].resumed and c_events[0].resumed  # type: ignore[attr-defined]
     assert server2.master_secret == server.master_secret
     client2.send_data(b"resumed")
@@ -101,9 +101,9 @@ def test_no_resumption_across_ems_mismatch() -> None:
     store = InMemorySessionStore()
     suite = CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA
     server, client = make_pair(suite, store, ems=False)
-    pump(server, client)
+    pipe(client, server)
     server2, client2 = make_pair(suite, store, session=client.session, ems=True, seed=3)
-    s_events, _ = pump(server2, client2)
+    _, s_events = pipe(client2, server2)
     assert not s_events[0].resumed  # type: ignore[attr-defined]
     assert server2.master_secret != server.master_secret
 
@@ -111,15 +111,15 @@ def test_no_resumption_across_ems_mismatch() -> None:
 def test_unknown_session_falls_back_to_full_handshake() -> None:
     suite = CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA
     server, client = make_pair(suite, InMemorySessionStore())
-    pump(server, client)
+    pipe(client, server)
     server2, client2 = make_pair(suite, InMemorySessionStore(), session=client.session, seed=4)
-    s_events, c_events = pump(server2, client2)
+    c_events, s_events = pipe(client2, server2)
     assert not c_events[0].resumed and client2.handshake_complete  # type: ignore[attr-defined]
 
 
 def test_renegotiation_refused_with_warning() -> None:
     server, client = make_pair(CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA)
-    pump(server, client)
+    pipe(client, server)
     # the client asks to renegotiate: a second ClientHello inside the encrypted session
     hello = ClientHello(b"r" * 32, b"", (0x2F,), b"\x00", ())
     client._write_records(ContentType.HANDSHAKE, [frame_handshake(HandshakeType.CLIENT_HELLO, push_client_hello(hello))])
@@ -136,7 +136,7 @@ def test_renegotiation_refused_with_warning() -> None:
 
 def test_close_notify_both_ways() -> None:
     server, client = make_pair(CipherSuite.TLS_RSA_WITH_NULL_SHA256)
-    pump(server, client)
+    pipe(client, server)
     client.close()
     events = server.receive_data(client.data_to_send())
     assert events == [ConnectionClosed(clean=True, description=AlertDescription.CLOSE_NOTIFY)]
@@ -148,7 +148,7 @@ def test_close_notify_both_ways() -> None:
 
 def test_eof_without_close_notify_is_unclean() -> None:
     server, client = make_pair(CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA)
-    pump(server, client)
+    pipe(client, server)
     assert client.receive_data(b"") == [ConnectionClosed(clean=False)]
 
 
@@ -161,7 +161,7 @@ def test_send_before_handshake_is_local_error() -> None:
 @pytest.mark.parametrize("suite", [CipherSuite.TLS_RSA_WITH_NULL_SHA, CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA])
 def test_tampered_record_gives_bad_record_mac(suite: CipherSuite) -> None:
     server, client = make_pair(suite)
-    pump(server, client)
+    pipe(client, server)
     server.send_data(b"A" * 1000)
     wire = bytearray(server.data_to_send())
     wire[200] ^= 1
@@ -174,7 +174,7 @@ def test_tampered_record_gives_bad_record_mac(suite: CipherSuite) -> None:
 
 def test_truncated_stream_releases_only_authenticated_records() -> None:
     server, client = make_pair(CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA)
-    pump(server, client)
+    pipe(client, server)
     server.send_data(b"x" * 40_000)
     wire = server.data_to_send()
     events = client.receive_data(wire[: len(wire) - 10])

@@ -11,13 +11,13 @@ from functools import cache
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tls12_helpers import credentials, seeded_rng
 
 from tls12 import ClientConfig, ClientConnection, ServerConfig, ServerConnection
 from tls12.errors import RemoteProtocolError
 from tls12.messages import max_handshake_body
 from tls12.record import MAX_CIPHERTEXT
 from tls12.suites import SUITES, CipherSuite
+from tls12.testing import credentials, seeded_rng
 
 FUZZ = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

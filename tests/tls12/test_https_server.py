@@ -25,7 +25,6 @@ import tracemalloc
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 import h11
@@ -35,10 +34,12 @@ from hypothesis import strategies as st
 
 from tls12 import ClientConfig, ServerConfig
 from tls12.aio import connect
-from tls12.certs import Credentials, generate_self_signed, write_credentials
+from tls12.apps.file_handler import resolve_following_links, resolve_target
+from tls12.apps.harness import BackgroundServer
+from tls12.certs import write_credentials
 from tls12.errors import LocalProtocolError
-from tls12.https_server import BackgroundServer, resolve_following_links, resolve_target
 from tls12.suites import CipherSuite
+from tls12.testing import credentials
 
 REPO = Path(__file__).resolve().parents[2]
 SUITE = CipherSuite.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA
@@ -47,11 +48,6 @@ PAGE30 = bytes(range(65, 95))  # a 30-byte page
 MEDIUM = os.urandom(3 * 16384 + 1000)  # spans four records with or without its head
 RECORD = 16384
 APPLICATION_DATA = 23
-
-
-@lru_cache(maxsize=1)
-def credentials() -> Credentials:
-    return generate_self_signed()
 
 
 @dataclass

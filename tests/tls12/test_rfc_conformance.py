@@ -22,7 +22,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from OpenSSL import SSL
-from tls12_helpers import credentials, pump, seeded_rng
 
 from tls12 import (
     ClientConfig,
@@ -60,6 +59,7 @@ from tls12.messages import (
 from tls12.record import ContentType, OutgoingRecord, WriteProtection, record_header
 from tls12.session import Session
 from tls12.suites import SUITES, CipherSuite
+from tls12.testing import credentials, pipe, seeded_rng
 
 RSA_SUITE = CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA
 ECDHE_SUITE = CipherSuite.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256
@@ -125,7 +125,7 @@ def client(
 def first_session(store: InMemorySessionStore, ems: bool, suite: CipherSuite = RSA_SUITE) -> Session:
     """A session from a full handshake with our server, stored in ``store``."""
     srv, cli = server(store, suite), client(suite, ems=ems)
-    s_events, _ = pump(srv, cli)
+    _, s_events = pipe(cli, srv)
     assert isinstance(s_events[0], HandshakeComplete) and s_events[0].extended_master_secret is ems
     assert cli.session is not None and store.get(cli.session.session_id) is not None
     return cli.session
@@ -180,7 +180,7 @@ def test_server_runs_full_handshake_for_legacy_session_offered_with_ems() -> Non
     hello = cli.data_to_send()
     assert _ems_in_client_hello(hello)
     assert srv.receive_data(hello) == []
-    s_events, c_events = pump(srv, cli)
+    c_events, s_events = pipe(cli, srv)
     for done in (s_events[0], c_events[0]):
         assert isinstance(done, HandshakeComplete)
         assert not done.resumed and done.extended_master_secret

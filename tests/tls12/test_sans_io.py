@@ -7,7 +7,8 @@ from pathlib import Path
 
 import tls12
 
-ADAPTERS = {"aio.py", "https_server.py", "demo.py"}
+ADAPTERS = {"aio.py"}
+"""The asyncio adapter; the applications (``tls12/apps/``) are not scanned (``*.py`` is not recursive)."""
 FORBIDDEN = {"asyncio", "socket", "selectors", "time", "random", "threading"}
 
 

@@ -7,7 +7,6 @@ from multiprocessing.connection import Connection as Pipe
 
 import pytest
 from cryptography.hazmat.primitives import serialization
-from tls12_helpers import credentials, pump, seeded_rng
 
 from tls12 import (
     ApplicationData,
@@ -23,6 +22,7 @@ from tls12.messages import ClientHello
 from tls12.record import OutgoingRecord, RecordWriter, WriteProtection, record_header
 from tls12.recordcrypto import RecordCipher
 from tls12.suites import SUITES, CipherSuite
+from tls12.testing import credentials, pipe, seeded_rng
 
 # --- seam 1: private-key operations in another process -------------------------
 
@@ -66,7 +66,7 @@ def test_key_operations_in_another_process() -> None:
         for suite in (CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA, CipherSuite.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256):
             server = ServerConnection(ServerConfig(credentials=credentials(), cipher_suites=(suite,), key_operations=remote))
             client = ClientConnection(ClientConfig(cipher_suites=(suite,)))
-            s_events, c_events = pump(server, client)
+            c_events, s_events = pipe(client, server)
             assert isinstance(s_events[0], HandshakeComplete) and isinstance(c_events[0], HandshakeComplete)
         assert remote.calls == ["decrypt", "sign"]
     finally:
@@ -101,7 +101,7 @@ def test_record_writer_stubs_and_key_exposure(suite: CipherSuite) -> None:
     writer = StubWriter()
     server = ServerConnection(ServerConfig(credentials=credentials(), cipher_suites=(suite,)), record_writer=writer)
     client = ClientConnection(ClientConfig(cipher_suites=(suite,)))
-    pump(server, client)
+    pipe(client, server)
     params = SUITES[suite]
     exposed_key = server.write_protection.enc_key  # what a key-expose message carries; never the MAC key
     assert len(exposed_key) == params.key_length
@@ -132,7 +132,7 @@ def test_proxy_altering_payload_is_caught() -> None:
     writer = StubWriter()
     server = ServerConnection(ServerConfig(credentials=credentials(), cipher_suites=(suite,)), record_writer=writer)
     client = ClientConnection(ClientConfig(cipher_suites=(suite,)))
-    pump(server, client)
+    pipe(client, server)
     server.send_data(b"genuine")
     stub = server.data_to_send()
     params = SUITES[suite]
@@ -205,7 +205,7 @@ def test_handshake_customisation_points() -> None:
     suites = (CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA, CipherSuite.TLS_RSA_WITH_AES_256_CBC_SHA)
     server = ClientPreferenceServer(ServerConfig(credentials=credentials(), cipher_suites=suites))
     client = ClientConnection(ClientConfig(cipher_suites=tuple(reversed(suites))))
-    pump(server, client)
+    pipe(client, server)
     assert server.cipher_suite == CipherSuite.TLS_RSA_WITH_AES_256_CBC_SHA == client.cipher_suite
 
     class FixedPremasterClient(ClientConnection):
@@ -215,5 +215,5 @@ def test_handshake_customisation_points() -> None:
 
     server = FixedPremasterServer(ServerConfig(credentials=credentials(), cipher_suites=suites))
     client = FixedPremasterClient(ClientConfig(cipher_suites=suites))
-    s_events, c_events = pump(server, client)
+    c_events, s_events = pipe(client, server)
     assert isinstance(s_events[0], HandshakeComplete) and server.master_secret == client.master_secret

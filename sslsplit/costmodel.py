@@ -29,7 +29,7 @@ replays that played no part in the fit, and compared with every number the paper
 
 The four protocols (:class:`Protocol`) are HTTP, HTTPS, SSL splitting whose proxy misses (the
 server sends stubs *and*, through the miss handler, the payload) and SSL splitting whose proxy
-hits (stubs only). Cold/warm replays (:mod:`netsim.replay`) mix the last two per request.
+hits (stubs only). Cold/warm replays (:mod:`sslsplit.replay`) mix the last two per request.
 
 Units: bytes at the IP layer on the server's interface (the paper measured "bytes sent on the
 server's network interface"); sizes are HTTP body bytes.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from netsim.costmodel import (
+from sslsplit.costmodel import (
     SIZE_SWEEP,
     CostModel,
     LinearCost,

@@ -29,7 +29,8 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from .cache import LRUCache
+from netsim.cache import LRUCache
+
 from .costmodel import CostModel, Protocol
 
 __all__ = ["hits_unbounded", "hits_lru", "split_bytes", "replay", "CACHE_STATES"]

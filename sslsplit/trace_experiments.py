@@ -1,4 +1,4 @@
-"""Experiments of the SSL-splitting paper's §6.3 on real public traces and a synthetic trace.
+"""The SSL-splitting paper's §6.3 trace statistics on real public traces and synthetic ones.
 
 Each function computes one figure or table and returns a pandas DataFrame; plotting lives in
 ``notebooks/sslsplit_traces.ipynb``. ``quick=True`` gives CI-sized runs (seconds): a smaller
@@ -10,11 +10,12 @@ function                    paper
 :func:`trace_table`         §6.3 trace statistics (requests, GB, compressibility)
 :func:`fig9_size_cdf`       Figure 9, CDF of request sizes, chunk vs full trace
 :func:`repetition`          "a day compresses 1.5–3×, a month 4×, the whole trace 10×"
-:func:`fig7_efficiency`     Figure 7, file bytes per server byte vs file size (the model)
-:func:`fig10_11_bandwidth`  Figures 10/11, bandwidth per byte of file throughput
 :func:`two_weeks_warmth`    "if the previous two weeks had been cached ... 90 % warm"
-:func:`fig12_latency`       Figure 12, latency vs file size over the ADSL testbed
 =========================== ===============================================================
+
+Figures 7, 10/11 and 12 -- from the cost models alone (``measured=False``) or with real runs --
+are in :mod:`sslsplit.experiments`, which replays the workloads loaded here
+(:func:`load_workloads`, :func:`chunk_of`).
 
 Traces: every manifest trace whose files are present and that has response sizes (the bundled
 EPA-HTTP and WorldCup98 sample; LPDAAC-OPeNDAP or the classic ITA traces when fetched or in
@@ -40,26 +41,22 @@ The published numbers themselves are in :mod:`sslsplit.paper_points`, with their
 
 from __future__ import annotations
 
-import json
 import os
-import platform
-import subprocess
 from collections.abc import Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from .costmodel import SIZE_SWEEP, CostModel, Protocol, WireModel, paper_model
-from .latency import LATENCY_PROTOCOLS, AdslTestbed, request_latency
+from netsim.synth import AMSTERDAM_LIKE, LCS_LIKE, SynthParams, generate, scaled
+from netsim.traces import TraceError, load_manifest, load_workload, locate
+from netsim.tracestats import compressibility, repetition_vs_window, size_cdf, unique_bytes
+from netsim.workload import CHUNK_BYTES, DAY, select_chunk, window
+
+from .costmodel import CostModel, paper_model
 from .replay import hits_unbounded, replay
-from .synth import AMSTERDAM_LIKE, LCS_LIKE, SynthParams, generate, scaled
-from .traces import TraceError, load_manifest, load_workload, locate
-from .tracestats import compressibility, repetition_vs_window, size_cdf, unique_bytes
-from .workload import CHUNK_BYTES, DAY, select_chunk, window
 
 __all__ = [
     "PAPER_TRACES",
@@ -76,11 +73,8 @@ __all__ = [
     "trace_table",
     "fig9_size_cdf",
     "repetition",
-    "fig7_efficiency",
-    "fig10_11_bandwidth",
     "two_weeks_warmth",
-    "fig12_latency",
-    "run_metadata",
+    "run_config",
 ]
 
 #: Name of the synthetic www.lcs-like trace in the DataFrames.
@@ -248,55 +242,6 @@ def repetition(quick: bool = True, workloads: dict[str, pd.DataFrame] | None = N
     return pd.concat(parts, ignore_index=True)
 
 
-def fig7_efficiency(quick: bool = True, model: CostModel | None = None) -> pd.DataFrame:
-    """Figure 7 from the cost model: file bytes per server byte, per protocol and size.
-
-    ``efficiency`` comes from the linear ``model`` (default :func:`~netsim.costmodel.paper_model`),
-    ``wire_efficiency`` from the structural :class:`~netsim.costmodel.WireModel`. Every number is
-    ``modelled``. The linear model is *fitted to* the structural one, so their agreement is an
-    internal consistency check of the fit, not a validation: the comparison with the paper's
-    published points and with measured runs is :func:`sslsplit.experiments.paper_comparison`.
-    """
-    model = model or paper_model()
-    wire = WireModel()
-    sizes = SIZE_SWEEP[::3] if quick else SIZE_SWEEP
-    rows = []
-    for proto in Protocol:
-        lin = model.bytes(proto, sizes)
-        exact = wire.server_bytes(proto, sizes)
-        for s, a, b in zip(sizes, lin, exact, strict=True):
-            rows.append({"protocol": proto.value, "size": int(s), "linear_bytes": a,
-                         "wire_bytes": b, "efficiency": s / a, "wire_efficiency": s / b,
-                         "kind": MODELLED})
-    return pd.DataFrame(rows)
-
-
-def fig10_11_bandwidth(quick: bool = True, model: CostModel | None = None,
-                       workloads: dict[str, pd.DataFrame] | None = None) -> pd.DataFrame:
-    """Figures 10/11: server bytes per file byte, chunk and full trace, every protocol.
-
-    Columns: ``trace``, ``scope`` (``chunk``/``full``), ``protocol`` (http, https,
-    split_cold, split_warm, ideal), ``ratio``, ``vs_http``, ``hit_fraction``, ``requests``,
-    ``server_bytes``, ``file_bytes``, ``kind`` and ``note``.
-
-    The protocols' rows are ``modelled``. The ideal protocol's ratio is 1 / compressibility, a
-    statistic of the trace: ``measured`` on a public log, ``true by construction`` on a
-    synthetic trace (``note`` says why).
-    """
-    model = model or paper_model()
-    parts = []
-    for name, w in _works(quick, workloads).items():
-        for scope, part in (("chunk", chunk_of(name, w)), ("full", w)):
-            r = replay(part, model)
-            r.insert(0, "scope", scope)
-            r.insert(0, "trace", name)
-            ideal = r["protocol"].eq("ideal")
-            r["kind"] = np.where(ideal, trace_kind(name), MODELLED)
-            r["note"] = np.where(ideal, trace_note(name, scope), "")
-            parts.append(r)
-    return pd.concat(parts, ignore_index=True)
-
-
 def two_weeks_warmth(quick: bool = True, workloads: dict[str, pd.DataFrame] | None = None,
                      days: float = 14.0, model: CostModel | None = None) -> pd.DataFrame:
     """How warm a proxy that cached the preceding ``days`` would be for each chunk.
@@ -311,7 +256,7 @@ def two_weeks_warmth(quick: bool = True, workloads: dict[str, pd.DataFrame] | No
     ``modelled`` on a synthetic trace (whose generator was *not* tuned to the paper's 90 %).
     The ``*_vs_http`` columns are always modelled.
     """
-    from .workload import daytime_chunks
+    from netsim.workload import daytime_chunks
 
     model = model or paper_model()
     rows = []
@@ -345,49 +290,8 @@ def two_weeks_warmth(quick: bool = True, workloads: dict[str, pd.DataFrame] | No
     return pd.DataFrame(rows)
 
 
-def fig12_latency(quick: bool = True, params: AdslTestbed | None = None,
-                  sizes: Sequence[int] | None = None) -> pd.DataFrame:
-    """Figure 12 shape: simulated latency vs file size for HTTP, HTTPS and cold splitting.
-
-    Every number is ``modelled`` (SimPy over the ADSL testbed model; nothing is timed).
-    """
-    if sizes is None:
-        sizes = np.unique(np.round(np.geomspace(100, 2_000_000, 12 if quick else 40))
-                          ).astype(int).tolist()
-    rows = []
-    for s in tqdm(sizes, desc="latency", disable=quick, unit="size", mininterval=2.0):
-        for proto in LATENCY_PROTOCOLS:
-            rows.append({"protocol": proto, "size": int(s),
-                         "latency_s": request_latency(proto, int(s), params)})
-    df = pd.DataFrame(rows)
-    https = df[df.protocol == "https"].set_index("size")["latency_s"]
-    df["vs_https"] = df["latency_s"].to_numpy() / https.loc[df["size"]].to_numpy()
-    df["kind"] = MODELLED
-    return df
-
-
-def run_metadata(config: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What a results folder should record: configuration, git revision, package versions."""
-    import matplotlib
-    import simpy
-
-    root = Path(__file__).resolve().parent.parent
-    try:
-        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
-                             text=True, timeout=10).stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        rev = "unknown"
-    return {
-        "config": config or {},
-        "git_revision": rev,
-        "python": platform.python_version(),
-        "packages": {"numpy": np.__version__, "pandas": pd.__version__,
-                     "simpy": simpy.__version__, "matplotlib": matplotlib.__version__},
-        "traces": available_traces(),
-        "traces_dir": bool(os.environ.get("TRACES_DIR")),
-    }
-
-
-def write_metadata(path: str | os.PathLike[str], config: dict[str, Any] | None = None) -> None:
-    """Write :func:`run_metadata` as JSON."""
-    Path(path).write_text(json.dumps(run_metadata(config), indent=2, default=str))
+def run_config() -> dict[str, Any]:
+    """What this module's results depend on beyond the code and the quick flag, for ``run.json``:
+    the traces found (:func:`available_traces`) and whether ``$TRACES_DIR`` points at more.
+    The notebooks pass it to :func:`netsim.results.start_run`."""
+    return {"traces": available_traces(), "traces_dir": bool(os.environ.get("TRACES_DIR"))}

@@ -8,9 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from netsim import experiments as ex
 from netsim.synth import LCS_LIKE, generate, scaled
 from netsim.tracestats import compressibility
+from sslsplit import experiments as sx
+from sslsplit import trace_experiments as ex
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +21,7 @@ def works(epa_work: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 
 def test_fig10_11_invariants(works: dict[str, pd.DataFrame]) -> None:
-    df = ex.fig10_11_bandwidth(quick=True, workloads=works)
+    df = sx.figure10_11(quick=True, workloads=works, measured=False)
     assert set(df["scope"]) == {"chunk", "full"}
     for (trace, scope), g in df.groupby(["trace", "scope"]):
         r = g.set_index("protocol")["ratio"]
@@ -70,8 +71,8 @@ def test_two_weeks_warmth(works: dict[str, pd.DataFrame]) -> None:
     assert set(df["kind"]) == {ex.MODELLED}          # synthetic, not tuned to the paper's 90 %
 
 
-def test_fig7_and_fig12() -> None:
-    eff = ex.fig7_efficiency(quick=True)
+def test_fig7_and_fig12_from_the_models_alone() -> None:
+    eff = sx.figure7(quick=True, measured=False)
     assert set(eff["kind"]) == {ex.MODELLED}
     rel = np.abs(eff["efficiency"] / eff["wire_efficiency"] - 1)
     # internal consistency, not validation (the linear model is fitted to the structural one);
@@ -80,7 +81,7 @@ def test_fig7_and_fig12() -> None:
     assert rel[eff.protocol != "split_hit"].max() < 0.05
     hit = eff[eff.protocol == "split_hit"]
     assert (hit["efficiency"] <= hit["wire_efficiency"] * 1.05).all()
-    lat = ex.fig12_latency(quick=True, sizes=[100, 100_000])
+    lat = sx.figure12(quick=True, measured=False, sizes=[100, 100_000])
     assert len(lat) == 6 and (lat["latency_s"] > 0).all()
     assert lat.loc[lat.protocol == "https", "vs_https"].eq(1.0).all()
     assert set(lat["kind"]) == {ex.MODELLED}
@@ -99,5 +100,25 @@ def test_available_traces_and_metadata() -> None:
     names = ex.available_traces()
     assert "EPA-HTTP" in names and "WorldCup98-day6-sample" in names
     assert "SDSC-HTTP" not in names                    # no sizes
-    meta = ex.run_metadata({"quick": True})
-    assert meta["config"] == {"quick": True} and "pandas" in meta["packages"]
+    config = ex.run_config()
+    assert config["traces"] == names and isinstance(config["traces_dir"], bool)
+
+
+def test_model_only_views_refuse_a_measured_sweep() -> None:
+    sweep = pd.DataFrame({"size": [100], "protocol": ["http"], "server_bytes": [300]})
+    with pytest.raises(ValueError, match="measured=True"):
+        sx.figure7(sweep=sweep, measured=False)
+    with pytest.raises(ValueError, match="measured=True"):
+        sx.figure10_11(sweep=sweep, workloads={}, measured=False)
+    with pytest.raises(ValueError, match="measured=True"):
+        sx.figure12(sweep=sweep, measured=False, sizes=[100])
+
+
+def test_model_view_of_figures_10_11_honours_the_chunk_volume(
+    works: dict[str, pd.DataFrame]
+) -> None:
+    small = sx.figure10_11(workloads=works, chunk_bytes=1_000_000, measured=False)
+    chunk = small[small["scope"] == "chunk"].groupby("trace")["file_bytes"].first()
+    for trace, w in works.items():
+        assert chunk[trace] == ex.chunk_of(trace, w, 1_000_000)["size"].sum()
+        assert chunk[trace] < 2_000_000

@@ -7,7 +7,7 @@ and proxy → server over the ADSL line, with the proxy terminating both TCP con
 
 Each request is the exact sequence of *flights* of its protocol, every flight a TCP transfer
 on :class:`~netsim.tcp.TcpConnection` (slow start and all), byte counts from
-:class:`~netsim.costmodel.WireParams`:
+:class:`~sslsplit.costmodel.WireParams`:
 
 HTTP
     TCP open; GET; response header + body.
@@ -32,10 +32,11 @@ from dataclasses import dataclass, field
 
 import simpy
 
+from netsim.host import Host
+from netsim.link import ADSL_DOWN, ADSL_UP, LAN, Link, LinkParams
+from netsim.tcp import TcpConnection, TcpParams
+
 from .costmodel import WireParams
-from .host import Host
-from .link import ADSL_DOWN, ADSL_UP, LAN, Link, LinkParams
-from .tcp import TcpConnection, TcpParams
 
 __all__ = ["AdslTestbed", "request_latency", "LATENCY_PROTOCOLS"]
 

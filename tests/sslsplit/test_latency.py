@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from netsim.latency import AdslTestbed, request_latency
 from netsim.link import ADSL_UP
+from sslsplit.latency import AdslTestbed, request_latency
 
 
 def test_ordering_and_closeness() -> None:

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from netsim.cache import InfiniteCache, LRUCache
-from netsim.costmodel import CostModel, LinearCost, Protocol
-from netsim.replay import hits_lru, hits_unbounded, replay
+from sslsplit.costmodel import CostModel, LinearCost, Protocol
+from sslsplit.replay import hits_lru, hits_unbounded, replay
 
 
 def _unit_model() -> CostModel:

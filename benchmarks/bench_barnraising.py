@@ -1,0 +1,310 @@
+"""Barnraising broker: joins per second and DNS answers per second over loopback.
+
+Prints, all measured in the same run on this machine:
+
+1. **joins/s** of a real broker process (``python -m sslsplit.barnraising.broker``, SQLite in
+   WAL mode, every join committed before its reply) driven by ``--clients`` keep-alive
+   :class:`~sslsplit.barnraising.client.BrokerClient` connections; the ratio to the target
+   (1,000 joins/s) and to a **reference**: a trivial h11 server in its own process that
+   answers every POST with a constant (valid) join reply, driven by the same clients -- the cost of
+   HTTP framing and the client alone, so the ratio shows what parsing, the registry and the
+   database commit cost on top;
+2. **DNS answers/s** of the broker's responder (UDP, A queries for a site name with three
+   live volunteers, ``--window`` queries in flight): repeated queries (served by the
+   responder's answer cache) and distinct ones (each rendered by dnspython); the ratio to the
+   target (5,000 answers/s)
+   and to a reference: a trivial asyncio UDP echo server in its own process, driven by the
+   same load generator (the cost of Python datagram I/O alone), plus the round trip of one
+   ``dns.query.udp`` against that echo (dnspython's own client cost, for scale).
+
+``--json PATH`` writes the numbers.  Usage:
+``python benchmarks/bench_barnraising.py [--quick] [--clients N] [--window N] [--json PATH]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO))
+
+import dns.edns  # noqa: E402
+import dns.exception  # noqa: E402
+import dns.message  # noqa: E402
+import dns.query  # noqa: E402
+import h11  # noqa: E402
+from _common import fail, repo_env  # noqa: E402
+
+from sslsplit.barnraising.client import BrokerClient  # noqa: E402
+from sslsplit.barnraising.protocol import JoinReply, SiteInfo, encode_reply  # noqa: E402
+
+BENCH = "bench_barnraising"
+SITE = "bench/site"
+NAME = "www.bench.test"
+JOIN_TARGET = 1000.0
+DNS_TARGET = 5000.0
+
+
+# --- reference servers (each in its own process) -------------------------------------------
+
+
+def _http_constant(port_pipe: multiprocessing.connection.Connection) -> None:
+    """An h11 server that answers every request with one constant, valid join reply."""
+    site = SiteInfo(SITE, ("127.0.0.1", 8443), ("127.0.0.1", 8444), (NAME,), {})
+    _, body = encode_reply(JoinReply("0" * 32, 3600.0, site))
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = h11.Connection(h11.SERVER)
+        while True:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                data = await reader.read(16384)
+                conn.receive_data(data)
+                if not data:
+                    break
+            elif isinstance(event, h11.EndOfMessage):
+                writer.write(conn.send(h11.Response(status_code=200, headers=[
+                    ("content-type", "application/json"), ("content-length", str(len(body)))]))
+                    + conn.send(h11.Data(data=body)) + conn.send(h11.EndOfMessage()))
+                conn.start_next_cycle()
+            elif isinstance(event, h11.ConnectionClosed):
+                break
+        writer.close()
+
+    async def main() -> None:
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port_pipe.send(server.sockets[0].getsockname()[1])
+        await asyncio.Event().wait()
+
+    asyncio.run(main())
+
+
+def _udp_echo(port_pipe: multiprocessing.connection.Connection) -> None:
+    """An asyncio UDP server that sends every datagram back unchanged."""
+
+    class Echo(asyncio.DatagramProtocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            self.transport = transport
+
+        def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
+            self.transport.sendto(data, addr)  # type: ignore[attr-defined]
+
+    async def main() -> None:
+        transport, _ = await asyncio.get_running_loop().create_datagram_endpoint(
+            Echo, local_addr=("127.0.0.1", 0))
+        port_pipe.send(transport.get_extra_info("sockname")[1])
+        await asyncio.Event().wait()
+
+    asyncio.run(main())
+
+
+def _spawn(target: object) -> tuple[multiprocessing.Process, int]:
+    ctx = multiprocessing.get_context("fork")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=target, args=(child,), daemon=True)
+    proc.start()
+    if not parent.poll(30):
+        fail(BENCH, "a reference server did not start")
+    return proc, parent.recv()
+
+
+# --- the broker ----------------------------------------------------------------------------
+
+
+def _start_broker(db: Path) -> tuple[subprocess.Popen[str], int, int]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sslsplit.barnraising.broker", "--site", SITE,
+         "--server", "127.0.0.1:8443", "--store", "127.0.0.1:8444", "--name", NAME,
+         "--db", str(db), "--listen", "127.0.0.1:0", "--dns-port", "0", "--lease", "3600",
+         "--join-rate", "1e9", "--join-burst", "1e9"],
+        cwd=REPO, env=repo_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    ports = []
+    for _ in range(2):
+        line = proc.stdout.readline()
+        match = re.search(r":(\d+)$", line.strip())
+        if not match:
+            proc.kill()
+            fail(BENCH, f"the broker did not start: {proc.stderr.read() if proc.stderr else ''}")
+        ports.append(int(match.group(1)))
+    return proc, ports[0], ports[1]
+
+
+# --- load generators -----------------------------------------------------------------------
+
+
+async def _joins(port: int, clients: int, seconds: float, first_port: int) -> float:
+    """Joins per second by ``clients`` concurrent keep-alive clients during ``seconds``."""
+    counter = iter(range(first_port, 65536))
+    done = 0
+    end = 0.0
+
+    async def one(local: str) -> None:
+        nonlocal done
+        client = BrokerClient(f"barnraising://127.0.0.1:{port}/{SITE}", local_host=local)
+        while time.perf_counter() < end:
+            await client.join(next(counter))
+            done += 1
+        await client.close()
+
+    start = time.perf_counter()
+    end = start + seconds
+    await asyncio.gather(*(one(f"127.0.1.{i + 1}") for i in range(clients)))
+    return done / (time.perf_counter() - start)
+
+
+class _Flood(asyncio.DatagramProtocol):
+    """Keeps ``window`` queries in flight; counts the responses."""
+
+    def __init__(self, queries: list[bytes], window: int) -> None:
+        self.queries = queries
+        self.window = window
+        self.received = 0
+        self.sent = 0
+        self.transport: asyncio.DatagramTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        for _ in range(self.window):
+            self._send()
+
+    def _send(self) -> None:
+        assert self.transport is not None
+        self.transport.sendto(self.queries[self.sent % len(self.queries)])
+        self.sent += 1
+
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
+        self.received += 1
+        self._send()
+
+
+def _queries(distinct: bool) -> list[bytes]:
+    """A queries for the site's name: 1,024 that differ only in id (what the responder's
+    answer cache serves), or 8,192 that each carry their own 8-byte EDNS client cookie (RFC
+    7873, as BIND's resolver sends) -- twice the cache's size, so every one is rendered anew."""
+    queries = []
+    for i in range(8192 if distinct else 1024):
+        options = [dns.edns.GenericOption(dns.edns.OptionType.COOKIE, i.to_bytes(8, "big"))]
+        q = dns.message.make_query(NAME, "A", use_edns=0 if distinct else False,
+                                   options=options if distinct else None)
+        q.id = i & 0xFFFF
+        queries.append(q.to_wire())
+    return queries
+
+
+async def _answers(port: int, window: int, seconds: float, distinct: bool = False) -> float:
+    queries = _queries(distinct)
+    loop = asyncio.get_running_loop()
+    transport, flood = await loop.create_datagram_endpoint(
+        lambda: _Flood(queries, window), remote_addr=("127.0.0.1", port))
+    await asyncio.sleep(0.2)  # warm up
+    first, start = flood.received, time.perf_counter()
+    await asyncio.sleep(seconds)
+    rate = (flood.received - first) / (time.perf_counter() - start)
+    transport.close()
+    return rate
+
+
+def _dnspython_round_trip_us(port: int, n: int) -> float:
+    query = dns.message.make_query(NAME, "A")
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        try:
+            dns.query.udp(query, "127.0.0.1", port=port, timeout=2, ignore_unexpected=True)
+        except dns.query.UnexpectedSource:
+            pass
+        except dns.exception.DNSException:
+            pass  # the echo is not a valid answer; the round trip is what is timed
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e6
+
+
+async def _three_volunteers(port: int) -> None:
+    for host in ("127.0.0.2", "127.0.0.3", "127.0.0.4"):
+        client = BrokerClient(f"barnraising://127.0.0.1:{port}/{SITE}", local_host=host)
+        await client.join(443)
+        await client.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="shorter measurements")
+    parser.add_argument("--clients", type=int, default=8, help="concurrent join clients (8)")
+    parser.add_argument("--window", type=int, default=32, help="DNS queries in flight (32)")
+    parser.add_argument("--json", type=Path, help="write the numbers here")
+    args = parser.parse_args()
+    if not 1 <= args.clients <= 200 or not 1 <= args.window <= 4096:
+        parser.error("--clients must be 1-200 and --window 1-4096")
+    seconds = 1.0 if args.quick else 3.0
+
+    out: dict[str, float | int] = {"clients": args.clients, "window": args.window,
+                                   "seconds": seconds}
+    with tempfile.TemporaryDirectory() as tmp:
+        broker, port, dns_port = _start_broker(Path(tmp) / "bench.db")
+        http_ref, http_port = _spawn(_http_constant)
+        echo, echo_port = _spawn(_udp_echo)
+        try:
+            asyncio.run(_three_volunteers(port))  # DNS first, while exactly 3 are live
+            out["dns_answers_per_s"] = asyncio.run(_answers(dns_port, args.window, seconds))
+            out["dns_answers_per_s_uncached"] = asyncio.run(
+                _answers(dns_port, args.window, seconds, distinct=True))
+            out["reference_udp_echo_per_s"] = asyncio.run(_answers(echo_port, args.window,
+                                                                   seconds))
+            out["dnspython_round_trip_us_vs_echo"] = _dnspython_round_trip_us(
+                echo_port, 200 if args.quick else 1000)
+            out["dnspython_round_trip_us_vs_broker"] = _dnspython_round_trip_us(
+                dns_port, 200 if args.quick else 1000)
+            out["joins_per_s"] = asyncio.run(_joins(port, args.clients, seconds, 1000))
+            out["reference_http_requests_per_s"] = asyncio.run(
+                _joins(http_port, args.clients, seconds, 1000))
+        finally:
+            broker.send_signal(signal.SIGTERM)
+            try:
+                broker.wait(10)
+            except subprocess.TimeoutExpired:
+                broker.kill()
+            for proc in (http_ref, echo):
+                proc.kill()
+    out["joins_ratio_to_target"] = out["joins_per_s"] / JOIN_TARGET
+    out["joins_ratio_to_reference"] = out["joins_per_s"] / out["reference_http_requests_per_s"]
+    out["dns_ratio_to_target"] = out["dns_answers_per_s"] / DNS_TARGET
+    out["dns_ratio_to_reference"] = out["dns_answers_per_s"] / out["reference_udp_echo_per_s"]
+
+    print(f"broker joins/s ({args.clients} keep-alive clients, SQLite WAL commit per join): "
+          f"{out['joins_per_s']:,.0f}  = {out['joins_ratio_to_target']:.2f} x target "
+          f"{JOIN_TARGET:,.0f}")
+    print(f"  reference: constant-reply h11 server, same clients: "
+          f"{out['reference_http_requests_per_s']:,.0f} req/s; broker/reference = "
+          f"{out['joins_ratio_to_reference']:.2f}")
+    print(f"DNS answers/s (UDP, {args.window} in flight, 3 live volunteers): "
+          f"{out['dns_answers_per_s']:,.0f}  = {out['dns_ratio_to_target']:.2f} x target "
+          f"{DNS_TARGET:,.0f}")
+    print(f"  every query distinct (EDNS cookie; rendered by dnspython each time): "
+          f"{out['dns_answers_per_s_uncached']:,.0f}  = "
+          f"{out['dns_answers_per_s_uncached'] / DNS_TARGET:.2f} x target")
+    print(f"  reference: asyncio UDP echo, same load: {out['reference_udp_echo_per_s']:,.0f} "
+          f"datagrams/s; responder/echo = {out['dns_ratio_to_reference']:.2f}")
+    print(f"  dnspython dns.query.udp round trip: {out['dnspython_round_trip_us_vs_echo']:.0f} us "
+          f"against the echo, {out['dnspython_round_trip_us_vs_broker']:.0f} us against the "
+          "responder")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

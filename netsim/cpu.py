@@ -1,0 +1,272 @@
+"""CPU cost per protocol operation: a measured table, and a TLS 1.2 model that charges it.
+
+Principle 3 of the testbed (measured, then modelled): the simulated host spends, for each
+operation a protocol object performs, the time the real implementation takes for it on a
+reference machine. :class:`CostTable` holds those times (seconds); :func:`measure_costs` times
+the real code on this machine (``tls12`` key operations, ECDHE, handshake objects, the record
+cipher, ``hashlib``); :data:`DEFAULT_COSTS` is a frozen table measured once with it, so that
+simulations are reproducible without timing anything.
+
+Operations (seconds each, or per byte):
+
+=================  =======================================================================
+rsa_private        one RSA-2048 private-key operation (premaster decryption or signature)
+rsa_public         one RSA-2048 public-key operation (premaster encryption or verification)
+ecdhe_keygen       one x25519 key pair
+ecdhe_derive       one x25519 shared secret
+handshake_message  parsing or building one handshake message, transcript and PRF included
+                   (what a full handshake costs beyond its public-key operations, per message)
+record_fixed       sealing or opening one protected record, fixed part
+record_per_byte    sealing or opening a protected record, per byte of fragment
+hash_per_byte      SHA-256 per byte (``hashlib``; SINE's hash chains)
+=================  =======================================================================
+
+A *CPU model* turns what an endpoint did in one step (the bytes it received, the bytes it
+produced) into a list of ``(operation, seconds)``; :class:`netsim.drive.Driver` runs them on
+the endpoint's :class:`~netsim.host.Host`. :class:`Tls12Cpu` reads the TLS record stream
+(record headers and, before ChangeCipherSpec, handshake message types; it needs no keys) and
+charges:
+
+* each protected record sent or received: ``record_fixed + length * record_per_byte``;
+* each handshake message sent or received: ``handshake_message``;
+* ClientKeyExchange received: ``rsa_private`` (RSA suites) or ``ecdhe_derive`` (ECDHE: the
+  server sent a ServerKeyExchange); ClientKeyExchange sent: ``rsa_public`` or
+  ``ecdhe_keygen + ecdhe_derive``; ServerKeyExchange sent: ``ecdhe_keygen + rsa_private``;
+  ServerKeyExchange received: ``rsa_public``.
+
+What it leaves out: certificate chain validation, session resumption (no public-key
+operation, only ``handshake_message`` steps), memory and system-call costs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Protocol
+
+__all__ = ["CostTable", "DEFAULT_COSTS", "ZERO_COSTS", "CpuModel", "NoCpu", "Tls12Cpu",
+           "measure_costs"]
+
+
+@dataclass(frozen=True)
+class CostTable:
+    """Seconds per operation on the reference machine (see the module docstring)."""
+
+    rsa_private: float = 0.0
+    rsa_public: float = 0.0
+    ecdhe_keygen: float = 0.0
+    ecdhe_derive: float = 0.0
+    handshake_message: float = 0.0
+    record_fixed: float = 0.0
+    record_per_byte: float = 0.0
+    hash_per_byte: float = 0.0
+    source: str = "assumed"
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name != "source" and not value >= 0.0:
+                raise ValueError(f"{f.name} must be >= 0 s, got {value}")
+
+    def record(self, nbytes: int) -> float:
+        """Seconds to seal or open one protected record of ``nbytes`` fragment bytes."""
+        return self.record_fixed + nbytes * self.record_per_byte
+
+    def to_dict(self) -> dict[str, float | str]:
+        """Plain values (for JSON: the benchmarks save measured tables, models read them)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, values: dict[str, float | str]) -> CostTable:
+        """The inverse of :meth:`to_dict`; unknown keys are a ``ValueError``."""
+        names = {f.name for f in fields(cls)}
+        unknown = set(values) - names
+        if unknown:
+            raise ValueError(f"unknown cost entries: {sorted(unknown)}")
+        return cls(**values)  # type: ignore[arg-type]
+
+
+#: Measured with :func:`measure_costs` (``quick=False``) on a 2-core x86-64 virtual machine,
+#: Python 3.11, OpenSSL 3 through ``cryptography`` and the ``tls12`` C record extension.
+DEFAULT_COSTS = CostTable(
+    rsa_private=2.4e-4,
+    rsa_public=1.9e-5,
+    ecdhe_keygen=3.4e-5,
+    ecdhe_derive=6.6e-5,
+    handshake_message=2.7e-5,
+    record_fixed=5.4e-7,
+    record_per_byte=7.2e-10,
+    hash_per_byte=5.5e-10,
+    source="default",
+)
+
+#: No CPU time at all: the network alone.
+ZERO_COSTS = CostTable(source="zero")
+
+
+class CpuModel(Protocol):
+    """Per-endpoint: the operations one step performed, as ``(operation, seconds)`` pairs."""
+
+    def charge(self, received: bytes, sent: bytes) -> list[tuple[str, float]]: ...
+
+
+class NoCpu:
+    """A CPU model that charges nothing (the default of the driver)."""
+
+    def charge(self, received: bytes, sent: bytes) -> list[tuple[str, float]]:
+        return []
+
+
+# TLS wire constants (RFC 5246 §6.2.1, §7.4): enough to read a record stream without keys.
+_CCS, _ALERT, _HANDSHAKE, _APPDATA = 20, 21, 22, 23
+_SERVER_KEY_EXCHANGE, _CLIENT_KEY_EXCHANGE = 12, 16
+
+
+class _RecordScanner:
+    """Splits one direction's byte stream into records; tracks ChangeCipherSpec."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self._hs = bytearray()          # plaintext handshake bytes not yet split into messages
+        self.protected = False
+
+    def feed(self, data: bytes) -> tuple[list[int], list[int]]:
+        """(lengths of protected records, types of plaintext handshake messages) completed."""
+        self._buf += data
+        records: list[int] = []
+        messages: list[int] = []
+        buf = self._buf
+        while len(buf) >= 5:
+            n = (buf[3] << 8) | buf[4]
+            if len(buf) < 5 + n:
+                break
+            ctype = buf[0]
+            fragment = bytes(buf[5 : 5 + n])
+            del buf[: 5 + n]
+            if self.protected:
+                records.append(n)
+                if ctype == _HANDSHAKE:
+                    messages.append(-1)       # an encrypted handshake message (Finished)
+            elif ctype == _HANDSHAKE:
+                self._hs += fragment
+                while len(self._hs) >= 4:
+                    size = int.from_bytes(self._hs[1:4], "big")
+                    if len(self._hs) < 4 + size:
+                        break
+                    messages.append(self._hs[0])
+                    del self._hs[: 4 + size]
+            if ctype == _CCS:
+                self.protected = True
+        return records, messages
+
+
+class Tls12Cpu:
+    """Charges a :class:`CostTable` for what one TLS 1.2 endpoint did (see the module docstring)."""
+
+    def __init__(self, costs: CostTable = DEFAULT_COSTS) -> None:
+        self.costs = costs
+        self._in = _RecordScanner()
+        self._out = _RecordScanner()
+        self._ske_sent = False
+        self._ske_received = False
+
+    def charge(self, received: bytes, sent: bytes) -> list[tuple[str, float]]:
+        c = self.costs
+        ops: list[tuple[str, float]] = []
+        records, messages = self._in.feed(received)
+        for mtype in messages:
+            ops.append(("handshake_message", c.handshake_message))
+            if mtype == _SERVER_KEY_EXCHANGE:
+                self._ske_received = True
+                ops.append(("rsa_public", c.rsa_public))
+            elif mtype == _CLIENT_KEY_EXCHANGE:
+                ops.append(("ecdhe_derive", c.ecdhe_derive) if self._ske_sent
+                           else ("rsa_private", c.rsa_private))
+        ops += [("record_open", c.record(n)) for n in records]
+        records, messages = self._out.feed(sent)
+        for mtype in messages:
+            ops.append(("handshake_message", c.handshake_message))
+            if mtype == _SERVER_KEY_EXCHANGE:
+                self._ske_sent = True
+                ops += [("ecdhe_keygen", c.ecdhe_keygen), ("rsa_private", c.rsa_private)]
+            elif mtype == _CLIENT_KEY_EXCHANGE:
+                ops += ([("ecdhe_keygen", c.ecdhe_keygen), ("ecdhe_derive", c.ecdhe_derive)]
+                        if self._ske_received else [("rsa_public", c.rsa_public)])
+        ops += [("record_seal", c.record(n)) for n in records]
+        return ops
+
+
+def _best(fn: Callable[[], object], repeat: int, number: int) -> float:
+    """Seconds per call: the best of ``repeat`` runs of ``number`` calls (least noisy)."""
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / number)
+    return best
+
+
+def measure_costs(quick: bool = True) -> CostTable:
+    """Time every operation of :class:`CostTable` with the real code on this machine.
+
+    RSA-2048 with ``tls12``'s key operations (PKCS#1 v1.5 premaster decryption and
+    encryption), x25519 with :mod:`tls12.ecdhe`, full in-memory RSA handshakes between real
+    ``tls12`` client and server objects (``handshake_message`` is what is left once the two
+    public-key operations are subtracted, per message), the ``tls12`` record cipher
+    (AES-128-CBC + HMAC-SHA1) on a 64-byte and a 16 KiB record (a line through both), and
+    ``hashlib.sha256``. ``quick`` takes fewer repetitions (a second or so in total).
+    """
+    from cryptography.hazmat.primitives.asymmetric import padding
+
+    from tls12 import ClientConnection, ServerConnection
+    from tls12.certs import generate_self_signed
+    from tls12.config import ClientConfig, ServerConfig
+    from tls12.ecdhe import ecdhe_keypair, ecdhe_shared_secret
+    from tls12.keys import LocalKey
+    from tls12.messages import NamedGroup
+    from tls12.recordcrypto import RecordCipher
+    from tls12.suites import CipherSuite
+
+    repeat, number = (3, 5) if quick else (7, 20)
+    creds = generate_self_signed(key_size=2048)
+    key = LocalKey(creds.private_key)
+    public = creds.private_key.public_key()
+    premaster = b"\x03\x03" + os.urandom(46)
+    encrypted = public.encrypt(premaster, padding.PKCS1v15())
+    rsa_private = _best(lambda: key.decrypt_premaster(encrypted), repeat, number)
+    rsa_public = _best(lambda: public.encrypt(premaster, padding.PKCS1v15()), repeat, number)
+    group = NamedGroup.X25519
+    seed = os.urandom(32)
+    priv, pub = ecdhe_keypair(group, seed)
+    keygen = _best(lambda: ecdhe_keypair(group, seed), repeat, number * 4)
+    derive = _best(lambda: ecdhe_shared_secret(group, priv, pub), repeat, number * 4)
+
+    suite = (CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA,)
+
+    def handshake() -> None:
+        server = ServerConnection(ServerConfig(credentials=creds, cipher_suites=suite))
+        client = ClientConnection(ClientConfig(cipher_suites=suite))
+        for _ in range(4):
+            server.receive_data(client.data_to_send())
+            client.receive_data(server.data_to_send())
+        if not client.handshake_complete:  # pragma: no cover - a broken build
+            raise RuntimeError("in-memory handshake did not complete")
+
+    # ClientHello, ServerHello, Certificate, ServerHelloDone, ClientKeyExchange, 2 x Finished,
+    # each built by one side and parsed by the other
+    per_message = (_best(handshake, repeat, number) - rsa_private - rsa_public) / 14
+    cipher = RecordCipher("aes-128-cbc", "sha1", bytes(16), bytes(20))
+    small, large = bytes(64), bytes(16384)
+    iv = bytes(16)
+    t_small = _best(lambda: cipher.seal(1, _APPDATA, 0x0303, small, iv), repeat, number * 50)
+    t_large = _best(lambda: cipher.seal(1, _APPDATA, 0x0303, large, iv), repeat, number * 10)
+    per_byte = max(t_large - t_small, 0.0) / (len(large) - len(small))
+    block = os.urandom(1 << 20)
+    hash_per_byte = _best(lambda: hashlib.sha256(block).digest(), repeat, 2) / len(block)
+    return CostTable(rsa_private, rsa_public, keygen, derive, max(per_message, 0.0),
+                     max(t_small - len(small) * per_byte, 0.0), per_byte, hash_per_byte,
+                     source="measured")

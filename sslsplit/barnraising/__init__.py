@@ -1,0 +1,24 @@
+"""Barnraising (SSL splitting paper §5): volunteers lend their bandwidth to a site.
+
+A volunteer knows only a URI, ``barnraising://BROKER/some/site``; it joins the site through
+the *broker*, runs an SSL-splitting proxy for it, and renews its lease while it serves.  The
+broker keeps the volunteers in SQLite and answers the site's DNS names with the live
+volunteers' addresses, so unmodified browsers reach them and still check the site's own
+certificate (HTTPS reference integrity, §5.2).
+
+Modules, sans-IO cores first:
+
+* :mod:`.uri` -- ``barnraising://`` URIs;
+* :mod:`.protocol` -- the versioned join protocol (join, renew, leave, report, lookup);
+* :mod:`.ratelimit` -- token buckets per source address;
+* :mod:`.zone` -- authoritative DNS answers from a live address list (dnspython);
+* :mod:`.registry` -- sites, the SQLite volunteer database, leases and bans;
+* :mod:`.broker` -- the broker on sockets, ``python -m sslsplit.barnraising.broker``;
+* :mod:`.dns` -- the DNS responder on UDP and TCP;
+* :mod:`.client` -- the volunteer's side of the join protocol.
+"""
+
+from .protocol import ProtocolError, SiteInfo
+from .uri import BarnraisingURI, URIError, parse_uri
+
+__all__ = ["BarnraisingURI", "URIError", "parse_uri", "ProtocolError", "SiteInfo"]

@@ -1,0 +1,1 @@
+"""Tests of the SimPy building blocks and workloads (:mod:`netsim`)."""

@@ -1,0 +1,1 @@
+"""Tests of SINE (:mod:`sine`); site fixtures in ``sine_helpers``."""

@@ -1,0 +1,2 @@
+"""Tests of SSL splitting (:mod:`sslsplit`); in-memory server -> splicer -> client chains
+in ``split_helpers``."""
