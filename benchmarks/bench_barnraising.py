@@ -17,8 +17,17 @@ Prints, all measured in the same run on this machine:
    same load generator (the cost of Python datagram I/O alone), plus the round trip of one
    ``dns.query.udp`` against that echo (dnspython's own client cost, for scale).
 
+3. **cache sharing** (paper §5.3): three in-process volunteers (127.0.0.2-4) of a real
+   splitting origin and broker, ``curl`` downloading one file through each in turn: payloads
+   the origin's store sent per download, peer lookups and **messages per lookup** (1.00: one
+   ring owner, O(1)); then the ring alone at 10 to 10^4 members: microseconds per owner
+   lookup against a reference (one SHA-256 of the id, which any hash-named lookup pays), the
+   largest member's share of 10^5 keys against the mean, and the hop count a Chord DHT would
+   need (log2 n, modelled) beside the ring's 1.
+
 ``--json PATH`` writes the numbers.  Usage:
-``python benchmarks/bench_barnraising.py [--quick] [--clients N] [--window N] [--json PATH]``.
+``python benchmarks/bench_barnraising.py [--quick] [--part all|broker|sharing] [--clients N]
+[--window N] [--json PATH]``.
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import multiprocessing
 import re
 import signal
@@ -49,6 +59,7 @@ from _common import fail, repo_env  # noqa: E402
 
 from sslsplit.barnraising.client import BrokerClient  # noqa: E402
 from sslsplit.barnraising.protocol import JoinReply, SiteInfo, encode_reply  # noqa: E402
+from sslsplit.barnraising.ring import Ring  # noqa: E402
 
 BENCH = "bench_barnraising"
 SITE = "bench/site"
@@ -239,12 +250,119 @@ async def _three_volunteers(port: int) -> None:
         await client.close()
 
 
+# --- cache sharing ---------------------------------------------------------------------------
+
+
+async def _sharing(tmp: Path, size: int) -> dict[str, float | int]:
+    """Three volunteers, one download through each: origin payloads and peer messages."""
+    import random
+    import shutil
+
+    from sslsplit.barnraising.broker import Broker
+    from sslsplit.barnraising.registry import Registry, SiteConfig
+    from sslsplit.server import SplittingServer
+    from sslsplit.volunteer import Volunteer
+    from tls12.certs import generate_self_signed, write_credentials
+
+    if shutil.which("curl") is None:
+        fail(BENCH, "curl not found on PATH; install curl")
+    (tmp / "www").mkdir()
+    body = random.Random(5).randbytes(size)
+    (tmp / "www" / "f.bin").write_bytes(body)
+    creds = generate_self_signed(NAME)
+    write_credentials(creds, tmp / "site.pem", tmp / "site.key")
+    origin = SplittingServer(tmp / "www", creds)
+    await origin.start("127.0.0.1", 0, 0)
+    config = SiteConfig(SITE, ("127.0.0.1", origin.port), ("127.0.0.1", origin.store_port),
+                        (NAME,), {"memory_mb": 64})
+    broker = Broker(Registry([config], ":memory:", lease_seconds=60))
+    await broker.start("127.0.0.1", 0)
+    uri = f"barnraising://127.0.0.1:{broker.port}/{SITE}"
+    volunteers = [Volunteer(uri, host=f"127.0.0.{i}") for i in (2, 3, 4)]
+    per_download = []
+    try:
+        for v in volunteers:
+            await v.start()
+        for v in volunteers:
+            await v.refresh_ring()
+        for v in volunteers:
+            before = origin.store_stats.found
+            proc = await asyncio.create_subprocess_exec(
+                "curl", "--silent", "--show-error", "--tlsv1.2", "--ciphers", "AES128-SHA256",
+                "--cacert", str(tmp / "site.pem"), "--resolve", f"{NAME}:{v.port}:{v.host}",
+                f"https://{NAME}:{v.port}/f.bin", "--output", str(tmp / "out.bin"))
+            if await proc.wait() != 0 or (tmp / "out.bin").read_bytes() != body:
+                fail(BENCH, "a download through a volunteer failed")
+            per_download.append(origin.store_stats.found - before)
+        lookups = sum(v.ring.lookups for v in volunteers if v.ring is not None)
+        messages = sum(v.ring.messages for v in volunteers if v.ring is not None)
+    finally:
+        for v in volunteers:
+            await v.stop()
+        await broker.close()
+        await origin.close()
+    records = -(-size // 16384)
+    return {"sharing_file_bytes": size, "sharing_records": records,
+            "origin_payloads_download_1": per_download[0],
+            "origin_payloads_downloads_2_3": per_download[1] + per_download[2],
+            "peer_lookups": lookups, "peer_messages": messages,
+            "messages_per_lookup": messages / lookups if lookups else 0.0}
+
+
+def _ring_costs(quick: bool) -> dict[str, float | int]:
+    import hashlib
+    import random
+
+    rng = random.Random(1)
+    keys = [rng.randbytes(32) for _ in range(20_000 if quick else 100_000)]  # stub ids
+    out: dict[str, float | int] = {}
+    start = time.perf_counter()
+    for key in keys:
+        hashlib.sha256(key).digest()
+    ref = (time.perf_counter() - start) / len(keys) * 1e6
+    out["reference_sha256_us"] = ref
+    for n in (10, 100, 1000, 10_000):
+        members = [(f"10.0.{i >> 8}.{i & 255}", 7000) for i in range(n)]
+        start = time.perf_counter()
+        ring = Ring(members)
+        out[f"ring_build_s_n{n}"] = time.perf_counter() - start
+        start = time.perf_counter()
+        for key in keys:
+            ring.owner(key)
+        out[f"ring_owner_us_n{n}"] = (time.perf_counter() - start) / len(keys) * 1e6
+        out[f"ring_max_share_over_mean_n{n}"] = max(ring.shares().values()) * n
+        churn = max(1, n // 100)  # 1 % leave, as many join
+        start = time.perf_counter()
+        ring.update(members[churn:] + [(f"10.1.{i >> 8}.{i & 255}", 7000) for i in range(churn)])
+        out[f"ring_churn_update_s_n{n}"] = time.perf_counter() - start
+    return out
+
+
+def _print_sharing(out: dict[str, float | int]) -> None:
+    print(f"cache sharing, 3 volunteers, {out['sharing_file_bytes']:,} B file "
+          f"({out['sharing_records']} records), one curl through each:")
+    print(f"  payloads from the origin's store: {out['origin_payloads_download_1']} for the first "
+          f"download, {out['origin_payloads_downloads_2_3']} for the next two together")
+    print(f"  peer lookups {out['peer_lookups']}, messages {out['peer_messages']}: "
+          f"{out['messages_per_lookup']:.2f} messages per lookup (one ring owner, O(1))")
+    ref = out["reference_sha256_us"]
+    for n in (10, 100, 1000, 10_000):
+        print(f"  ring of {n:>6,}: owner lookup {out[f'ring_owner_us_n{n}']:.2f} us "
+              f"= {out[f'ring_owner_us_n{n}'] / ref:.1f} x one SHA-256 ({ref:.2f} us); "
+              f"build {out[f'ring_build_s_n{n}'] * 1e3:.0f} ms, 1 % churn "
+              f"{out[f'ring_churn_update_s_n{n}'] * 1e3:.0f} ms; largest share "
+              f"{out[f'ring_max_share_over_mean_n{n}']:.2f} x mean; messages 1 vs Chord "
+              f"~{math.log2(n):.1f} hops (modelled)")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="shorter measurements")
     parser.add_argument("--clients", type=int, default=8, help="concurrent join clients (8)")
     parser.add_argument("--window", type=int, default=32, help="DNS queries in flight (32)")
     parser.add_argument("--json", type=Path, help="write the numbers here")
+    parser.add_argument("--part", choices=("all", "broker", "sharing"), default="all",
+                        help="what to measure (default all)")
     args = parser.parse_args()
     if not 1 <= args.clients <= 200 or not 1 <= args.window <= 4096:
         parser.error("--clients must be 1-200 and --window 1-4096")
@@ -252,6 +370,16 @@ def main() -> int:
 
     out: dict[str, float | int] = {"clients": args.clients, "window": args.window,
                                    "seconds": seconds}
+    if args.part in ("all", "sharing"):
+        with tempfile.TemporaryDirectory() as tmp:
+            out.update(asyncio.run(_sharing(Path(tmp), 256_000 if args.quick else 1_000_000)))
+        out.update(_ring_costs(args.quick))
+        _print_sharing(out)
+    if args.part == "sharing":
+        if args.json:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps(out, indent=2))
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         broker, port, dns_port = _start_broker(Path(tmp) / "bench.db")
         http_ref, http_port = _spawn(_http_constant)

@@ -106,6 +106,8 @@ TABLE_HEADERS = {
     "sslsplit": ["figure", "workload", "quantity", "paper", "measured", "model, calibrated here",
                  "model, paper's setup", "trace statistic"],
     "performance": ["benchmark", "command", "result", "reference (same run)", "ratio", "target", "kind"],
+    "driver": ["figure", "points", "vs the old model: median / largest gap", "where they differ",
+               "kind"],
 }
 
 # --------------------------------------------------------------------------------------------
@@ -372,6 +374,38 @@ def _drive(src: Source) -> list[str]:
 
 
 @row("performance")
+def _drive_split(src: Source) -> list[str]:
+    d = src.json("benchmarks/drive.json")["split_cold"]
+    return [
+        "SimPy driver: cold SSL splitting (real splitting server, proxy `Splicer`, cache-miss fetches)",
+        "same",
+        f"{d['driver_per_s']:,.0f} simulated connections per wall s",
+        f"the same flights as byte counts {d['size_only_per_s']:,.0f} per s",
+        f"{d['ratio']:.3f}",
+        "report",
+        "measured",
+    ]
+
+
+@row("performance")
+def _barnraising_sharing(src: Source) -> list[str]:
+    d = src.json("benchmarks/barnraising.json")
+    return [
+        f"Barnraising cache sharing: 3 volunteers, a {d['sharing_file_bytes'] / 1e6:.0f} MB file "
+        f"({d['sharing_records']} records) fetched through each; consistent-hashing ring lookup",
+        "same",
+        f"origin sent {d['origin_payloads_download_1']} payloads for the first download, "
+        f"{d['origin_payloads_downloads_2_3']} for the next two; "
+        f"{d['messages_per_lookup']:.2f} messages per peer lookup; ring owner lookup at 10^4 "
+        f"volunteers {d['ring_owner_us_n10000']:.1f} µs",
+        f"SHA-256 of one stub id {d['reference_sha256_us']:.2f} µs",
+        "—",
+        "O(1) or O(log n) messages per lookup (met: 1)",
+        "measured",
+    ]
+
+
+@row("performance")
 def _barnraising(src: Source) -> list[list[str]]:  # type: ignore[override]
     d = src.json("benchmarks/barnraising.json")
     return [
@@ -541,6 +575,81 @@ def _synthetic_traces(src: Source) -> list[list[str]]:  # type: ignore[override]
 # --------------------------------------------------------------------------------------------
 # SINE and Reverse SSL next to their papers (make reproduce -> results/{sine,reverse_ssl}/*.csv)
 # --------------------------------------------------------------------------------------------
+
+
+def _gaps(values: Any) -> str:
+    gaps = [abs(float(v)) for v in values]
+    gaps.sort()
+    return f"{gaps[len(gaps) // 2] * 100:.1f} % / {gaps[-1] * 100:.1f} %"
+
+
+@row("driver")
+def _linktestbed(src: Source) -> list[str]:
+    rows = src.csv("benchmarks/linktestbed.csv")
+    sizes = " / ".join(f"{int(r['size_bytes']):,} B" for r in rows)
+    return [
+        "SSL splitting Fig. 12, HTTPS only: the real `tls12` HTTPS server and curl over the "
+        "kernel-shaped ADSL line (`python benchmarks/bench_linktestbed.py`), vs the old model",
+        str(len(rows)),
+        " / ".join(f"{float(r['measured_over_model']) - 1:+.1%}" for r in rows) + f" at {sizes}",
+        "measured, not model vs model: the model keeps the paper's RSA time and handshake sizes "
+        "(small files); it was not recalibrated from these runs",
+        "measured (median of curl's time_total) vs modelled",
+    ]
+
+
+@row("driver")
+def _driver_fig12(src: Source) -> list[str]:
+    rows = src.csv("sslsplit/figure12_driver.csv")
+    rows = [r for r in rows if r["model_latency_s"] not in ("", "nan")]
+    return [
+        "SSL splitting Fig. 12 (HTTP, HTTPS, cold splitting over ADSL)",
+        str(len(rows)),
+        _gaps(float(r["driver_latency_s"]) / float(r["model_latency_s"]) - 1 for r in rows),
+        "the old model's paper-setup handshake is ~700 B longer (HTTP/HTTPS); the real proxy "
+        "fetches each missing payload with its own ADSL round trip (cold splitting, small files)",
+        "modelled (both), bytes from the real objects on the driver",
+    ]
+
+
+@row("driver")
+def _driver_sine(src: Source) -> list[list[str]]:  # type: ignore[override]
+    out = []
+    why = {
+        "4": "HTTPS: the model's typed handshake sizes; large cached files: the verifier hashes "
+             "while bytes arrive, the model after the last byte",
+        "5": "HTTPS: the model's typed handshake sizes (one more TCP segment, a smaller window)",
+        "6": "SINEB, warm cache: the model starts all 22 exchanges at once, the real handshakes "
+             "finish tens of ms apart",
+    }
+    for fig, what in (("4", "latency vs file size"), ("5", "latency vs client bandwidth"),
+                      ("6", "portal page of 22 objects")):
+        rows = src.csv(f"sine/figure{fig}_driver.csv")
+        out.append([
+            f"SINE Fig. {fig} ({what})",
+            str(len(rows)),
+            _gaps(r["rel_diff"] for r in rows),
+            why[fig],
+            "modelled (both), bytes from the real objects on the driver",
+        ])
+    return out
+
+
+@row("driver")
+def _driver_dos(src: Source) -> list[str]:
+    rows = src.csv("reverse_ssl/dos_driver.csv")
+    old = {(r["puzzles"], r["attack_rate"]): r for r in rows if r["model"] == "old"}
+    pairs = [(old[(r["puzzles"], r["attack_rate"])], r) for r in rows
+             if r["model"] == "driver" and (r["puzzles"], r["attack_rate"]) in old]
+    return [
+        "Reverse SSL DoS (legitimate handshakes served vs attack rate, with and without puzzles)",
+        str(len(pairs)),
+        _gaps(float(d["legit_success_rate"]) - float(o["legit_success_rate"]) for o, d in pairs)
+        + " (absolute, fraction served)",
+        "agree until the server saturates; beyond, a real handshake queues for the CPU twice "
+        "and a real flood sends its garbage in one write, so the driver is more pessimistic",
+        "modelled (both), bytes replayed from real recorded handshakes",
+    ]
 
 
 @row("others")

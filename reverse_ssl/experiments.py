@@ -1,17 +1,18 @@
 """Experiments of the Reverse SSL paper, each a function returning a pandas DataFrame.
 
-=====================  ====================================================================
-function               what it re-measures
-=====================  ====================================================================
-:func:`table2`         RSA private / public key operation at 512-4096 bits (paper Table 2)
-:func:`table3`         online server cost, original vs reverse, and the speedup (Table 3)
-:func:`table4`         RSA key generation (Table 4), OpenSSL and the Python puzzle solver
-:func:`handshake_cpu`  server CPU per *whole* handshake of this implementation, by mode
-:func:`ots_costs`      offline token, online signing and verification per one-time scheme
-:func:`puzzle_costs`   puzzle solving time vs K and vs p, and the cost of each check
-:func:`throughput`     handshakes/s of the asyncio server under closed-loop load
-:func:`dos_sweep`      the SimPy DoS model calibrated with measured costs
-=====================  ====================================================================
+=============================  ===================================================================
+function                       what it re-measures
+=============================  ===================================================================
+:func:`table2`                 RSA private / public key operation at 512-4096 bits (paper Table 2)
+:func:`table3`                 online server cost, original vs reverse, and the speedup (Table 3)
+:func:`table4`                 RSA key generation (Table 4), OpenSSL and the Python puzzle solver
+:func:`handshake_cpu`          server CPU per *whole* handshake of this implementation, by mode
+:func:`ots_costs`              offline token, online signing and verification per one-time scheme
+:func:`puzzle_costs`           puzzle solving time vs K and vs p, and the cost of each check
+:func:`throughput`             handshakes/s of the asyncio server under closed-loop load
+:func:`dos_sweep`              the SimPy DoS model calibrated with measured costs
+:func:`dos_driver_comparison`  the same flood, old model vs real handshake bytes on the driver
+=============================  ===================================================================
 
 Every function takes ``quick``: CI-sized repetitions (the whole quick set
 runs in a few minutes on two cores).  The paper's numbers sit in ``paper_*``
@@ -57,7 +58,7 @@ from tls12.testing import pipe
 from . import ots
 from .client_connection import ReverseClientConnection
 from .config import ReverseClientConfig, ReverseServerConfig
-from .dos import DoSParams, sweep_attack_rates
+from .dos import DoSParams, run_dos, sweep_attack_rates
 from .errors import PuzzleRefused
 from .messages import Mode, ReverseHandshakeType
 from .onoff import make_offline_token, sign_online
@@ -76,6 +77,15 @@ from .puzzle import (
 )
 from .server import RSA_SUITES
 from .server_connection import ReverseServerConnection
+from .simulate import (
+    NET,
+    TCP,
+    Endpoints,
+    HandshakeCosts,
+    Scripts,
+    record_scripts,
+    run_driver_dos,
+)
 
 __all__ = [
     "PAPER_TABLE2",
@@ -92,6 +102,7 @@ __all__ = [
     "measure_costs",
     "calibrated_dos_params",
     "dos_sweep",
+    "dos_driver_comparison",
     "run_config",
 ]
 
@@ -547,10 +558,52 @@ def dos_sweep(costs: dict[str, float], quick: bool = True, seed: int = 1) -> pd.
     return df
 
 
+def dos_driver_comparison(costs: dict[str, float], quick: bool = True, seed: int = 1,
+                          scripts: Scripts | None = None) -> pd.DataFrame:
+    """Old model (:mod:`reverse_ssl.dos`) vs driver (:mod:`reverse_ssl.simulate`), same sweep.
+
+    One row per (``model``, ``puzzles``, attack rate).  The flood is :func:`dos_sweep`'s
+    (legitimate load 30 % of the standard handshake's capacity, attack rates in multiples
+    of that capacity, four attacker cores, the measured ``costs``); both models run every
+    point with the same parameters and seed.  Quick mode runs 6 simulated seconds with a
+    2 s handshake timeout (the driver moves every legitimate handshake's bytes over TCP:
+    about 25 segments and their ACKs each); the full run 60 s with the default 5 s.
+    ``scripts``: recorded handshakes to replay (default: recorded here with a 2048-bit
+    server key and the default 1024-bit puzzle, about a second).
+
+    Extra columns: ``wall_s`` (this point's wall-clock seconds), ``simulated_connections``
+    and ``simulated_legit_connections`` (expected counts: rate x duration), and the same per
+    wall second, ``conn_per_wall_s`` and ``legit_conn_per_wall_s`` (the legitimate ones are
+    the driver's TCP connections; its attackers are abstract, as in the old model).
+    """
+    capacity = 1.0 / costs["cost_original"]
+    multiples = (0.0, 0.5, 1.0, 2.0, 5.0, 10.0) if quick else (0.0, 0.25, 0.5, 1.0, 2.0, 5.0,
+                                                               10.0, 20.0)
+    base = calibrated_dos_params(costs, legit_rate=0.3 * capacity, seed=seed,
+                                 duration=6.0 if quick else 60.0, timeout=2.0 if quick else 5.0)
+    if scripts is None:
+        scripts = record_scripts(Endpoints(credentials(2048)), HandshakeCosts.from_params(base))
+    rows = []
+    for puzzles in (False, True):
+        for m in multiples:
+            p = replace(base, attack_rate=m * capacity, puzzles=puzzles)
+            for model, run in (("old", run_dos), ("driver", lambda q: run_driver_dos(q, scripts))):
+                t0 = time.perf_counter()
+                r = run(p)
+                wall = time.perf_counter() - t0
+                conns, legit = (p.legit_rate + p.attack_rate) * p.duration, p.legit_rate * p.duration
+                rows.append({"model": model, "puzzles": puzzles, "attack_rate": p.attack_rate,
+                             "attack_rate_x_capacity": m, **r, "wall_s": wall,
+                             "simulated_connections": conns, "simulated_legit_connections": legit,
+                             "conn_per_wall_s": conns / wall, "legit_conn_per_wall_s": legit / wall})
+    return pd.DataFrame(rows)
+
+
 def run_config() -> dict[str, Any]:
     """What this module's results depend on beyond the code and the quick flag, for ``run.json``.
 
-    The DoS model's default parameters; the notebook passes this to
+    The DoS model's default parameters and the driver's link and TCP; the notebook passes this to
     :func:`netsim.results.start_run`, which adds the git revision, versions and CPU count.
     """
-    return {"dos_defaults": asdict(DoSParams())}
+    return {"dos_defaults": asdict(DoSParams()),
+            "dos_driver": {"link": asdict(NET), "tcp": asdict(TCP)}}

@@ -12,10 +12,15 @@ function               what it reproduces
 :func:`figure5`        Figure 5: latency of one 100 KB file vs the client's bandwidth
                        (128 kbit/s .. 100 Mbit/s; server-proxy ~4 Mbit/s)
 :func:`figure6`        Figure 6: a 330 KB portal page from 22 hosts x 15 KB, warm and cold cache
+:func:`figure4_driver`  Figures 4, 5 and 6 again, each point computed twice: by the model and by
+:func:`figure5_driver`  :mod:`sine.simulate` (the real origin, cache and verifier driven over
+:func:`figure6_driver`  byte-accurate TCP by :mod:`netsim.drive`), side by side
 =====================  ==========================================================================
 
 Figures 4-6 come from the SimPy model in :mod:`sine.model` (netsim links and TCP) fed with
-costs measured on this machine.  The paper gives its figures only as plots; the numbers it
+costs measured on this machine; the ``*_driver`` functions set the model beside the real objects
+driven in simulated time (``latency_model_s`` / ``latency_driver_s``, their relative gap and
+the wall-clock seconds each took).  The paper gives its figures only as plots; the numbers it
 states in the text are in :data:`PAPER_CLAIMS` and are set beside ours.  Every function takes
 ``quick`` (CI-sized sweeps and fewer repetitions).
 """
@@ -27,6 +32,8 @@ import concurrent.futures
 import ssl
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -35,10 +42,11 @@ from .algorithms import SigAlg, SigningKey, VerifyingKey
 from .client import SineClient
 from .model import PROTOCOLS, Costs, Scenario, fetch_latency, measure_costs, portal_latency
 from .server import OriginServer, make_self_signed
+from .simulate import SimSite, driver_fetch_latency, driver_portal_latency
 from .site import sign_site
 
 __all__ = ["PAPER_CLAIMS", "PAPER_TABLE2", "table2", "cpu_costs", "figure4", "figure5",
-           "figure6"]
+           "figure6", "figure4_driver", "figure5_driver", "figure6_driver"]
 
 #: Table II of the paper (N requests in one session).
 PAPER_TABLE2 = {
@@ -143,9 +151,18 @@ def _costs(costs: Costs | None, quick: bool) -> Costs:
     return costs if costs is not None else measure_costs(quick)
 
 
+def _sizes(quick: bool) -> list[int]:
+    return [1_000, 10_000, 100_000, 1_000_000] + ([] if quick else [5_000_000, 10_000_000])
+
+
+def _bandwidths(quick: bool) -> list[float]:
+    return [128e3, 512e3, 1e6, 4e6, 10e6, 100e6] if quick else [
+        128e3, 256e3, 512e3, 1e6, 2e6, 4e6, 10e6, 20e6, 50e6, 100e6]
+
+
 def figure4(quick: bool = True, costs: Costs | None = None) -> pd.DataFrame:
     """Throughput (Mbit/s) per file size for the nine protocols of Table III (warm cache)."""
-    sizes = [1_000, 10_000, 100_000, 1_000_000] + ([] if quick else [5_000_000, 10_000_000])
+    sizes = _sizes(quick)
     sc = Scenario(costs=_costs(costs, quick))
     rows = []
     for protocol in PROTOCOLS:
@@ -159,8 +176,7 @@ def figure4(quick: bool = True, costs: Costs | None = None) -> pd.DataFrame:
 def figure5(quick: bool = True, costs: Costs | None = None, size: int = 100_000
             ) -> pd.DataFrame:
     """Latency (s) of one ``size``-byte file as the client's bandwidth grows."""
-    bandwidths = [128e3, 512e3, 1e6, 4e6, 10e6, 100e6] if quick else [
-        128e3, 256e3, 512e3, 1e6, 2e6, 4e6, 10e6, 20e6, 50e6, 100e6]
+    bandwidths = _bandwidths(quick)
     c = _costs(costs, quick)
     rows = []
     for bw in bandwidths:
@@ -186,4 +202,68 @@ def figure6(quick: bool = True, costs: Costs | None = None, hosts: int = 22,
             rows.append({"protocol": protocol, "cache": cache,
                          "page_bytes": hosts * size,
                          "latency_s": portal_latency(protocol, hosts, size, sc, warm)})
+    return pd.DataFrame(rows)
+
+
+# -- the same figures on the real objects (sine.simulate), beside the model ---------------------
+
+
+def _pair(model: Callable[[], float], driver: Callable[[], float]) -> dict[str, float]:
+    """Run both callables; latencies, relative gap (driver vs model) and wall seconds."""
+    t0 = time.perf_counter()
+    old = model()
+    t1 = time.perf_counter()
+    new = driver()
+    t2 = time.perf_counter()
+    return {"latency_model_s": old, "latency_driver_s": new, "rel_diff": new / old - 1,
+            "model_wall_s": t1 - t0, "driver_wall_s": t2 - t1}
+
+
+def figure4_driver(quick: bool = True, costs: Costs | None = None) -> pd.DataFrame:
+    """Figure 4 per point, model vs driver: latency and throughput per file size (warm)."""
+    sizes = _sizes(quick)
+    sc = Scenario(costs=_costs(costs, quick))
+    rows = []
+    with SimSite({SimSite.doc_path(s): s for s in sizes}) as site:
+        for protocol in PROTOCOLS:
+            for size in sizes:
+                row = _pair(partial(fetch_latency, protocol, size, sc),
+                            partial(driver_fetch_latency, protocol, size, sc, site=site))
+                rows.append({"protocol": protocol, "size_bytes": size, **row,
+                             "throughput_model_mbps": size * 8 / row["latency_model_s"] / 1e6,
+                             "throughput_driver_mbps": size * 8 / row["latency_driver_s"] / 1e6})
+    return pd.DataFrame(rows)
+
+
+def figure5_driver(quick: bool = True, costs: Costs | None = None, size: int = 100_000
+                   ) -> pd.DataFrame:
+    """Figure 5 per point, model vs driver: latency of one file vs the client's bandwidth."""
+    c = _costs(costs, quick)
+    rows = []
+    with SimSite({SimSite.doc_path(size): size}) as site:
+        for bw in _bandwidths(quick):
+            sc = Scenario(client_bw=bw, costs=c)
+            for protocol in PROTOCOLS:
+                row = _pair(partial(fetch_latency, protocol, size, sc),
+                            partial(driver_fetch_latency, protocol, size, sc, site=site))
+                rows.append({"protocol": protocol, "client_kbps": bw / 1e3, **row})
+    return pd.DataFrame(rows)
+
+
+def figure6_driver(quick: bool = True, costs: Costs | None = None, hosts: int = 22,
+                   size: int = 15_000) -> pd.DataFrame:
+    """Figure 6 per point, model vs driver: the portal page, warm and cold cache."""
+    sc = Scenario(costs=_costs(costs, quick))
+    rows = []
+    with SimSite(dict.fromkeys(SimSite.portal_paths(hosts, size), size)) as site:
+        for protocol in PROTOCOLS:
+            for warm in (True, False):
+                if not protocol.endswith("-proxy") and not warm:
+                    continue
+                cache = ("warm" if warm else "cold") if protocol.endswith("-proxy") else "none"
+                row = _pair(
+                    partial(portal_latency, protocol, hosts, size, sc, warm),
+                    partial(driver_portal_latency, protocol, hosts, size, sc, warm, site=site))
+                rows.append({"protocol": protocol, "cache": cache, "page_bytes": hosts * size,
+                             "fetches": hosts, **row})
     return pd.DataFrame(rows)

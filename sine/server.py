@@ -27,11 +27,12 @@ import argparse
 import asyncio
 import datetime
 import ipaddress
+import itertools
 import mimetypes
 import ssl
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from pathlib import Path
@@ -135,17 +136,19 @@ class OriginServer:
             except (ConnectionError, ssl.SSLError):
                 pass
 
-    async def _send(self, conn: h11.Connection, writer: asyncio.StreamWriter, event: h11.Event
-                    ) -> None:
-        data = conn.send(event)
-        if data:
-            self.stats.bytes_sent += len(data)
-            writer.write(data)
-            await writer.drain()
-
     async def _respond(
         self, conn: h11.Connection, writer: asyncio.StreamWriter, req: h11.Request, is_tls: bool
     ) -> None:
+        for data in self.respond(conn, req, is_tls):
+            writer.write(data)
+            await writer.drain()
+
+    def respond(self, conn: h11.Connection, req: h11.Request, is_tls: bool) -> Iterator[bytes]:
+        """The bytes of the response to ``req`` on ``conn`` (sans-IO: no socket involved).
+
+        The listener writes them to its socket; a simulation (:mod:`sine.simulate`) puts the
+        very same bytes on a simulated TCP connection.  ``stats`` counts them as sent.
+        """
         if is_tls:
             self.stats.tls_requests += 1
         else:
@@ -160,13 +163,16 @@ class OriginServer:
         headers = [(b"Server", b"sine-origin"), (b"Date", _http_date(self.clock())),
                    *([] if status == 304 else [(b"Content-Length", str(length).encode())]),
                    *headers]
-        await self._send(conn, writer, h11.Response(
-            status_code=status, headers=headers, reason=HTTPStatus(status).phrase.encode()))
-        if not head:
-            chunks = body if isinstance(body, list) else body[0]
-            for chunk in chunks:
-                await self._send(conn, writer, h11.Data(data=chunk))
-        await self._send(conn, writer, h11.EndOfMessage())
+        chunks = [] if head else body if isinstance(body, list) else body[0]
+        events = itertools.chain(
+            [h11.Response(status_code=status, headers=headers,
+                          reason=HTTPStatus(status).phrase.encode())],
+            (h11.Data(data=chunk) for chunk in chunks), [h11.EndOfMessage()])
+        for event in events:  # lazily: a large stream is never held in memory at once
+            data = conn.send(event)
+            if data:
+                self.stats.bytes_sent += len(data)
+                yield data
 
     # -- routing (pure apart from reading files) --------------------------------------------
 

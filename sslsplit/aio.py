@@ -29,10 +29,11 @@ report the end like an EOF, with the reset kept in ``reader.reset``.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import re
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from http import HTTPStatus
 from types import TracebackType
@@ -56,7 +57,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _PATH = re.compile(rb"^/payload/(\d{1,5})/([0-9a-f]{2,200})$")
-Lookup = Callable[[IDEncoding, bytes], bytes | None]
+Lookup = Callable[[IDEncoding, bytes], "bytes | None | Awaitable[bytes | None]"]
+"""A payload by id, or None; may be a coroutine (a peer that fetches on a miss)."""
 
 
 @dataclass
@@ -95,6 +97,8 @@ async def _handle(
                 elif match:
                     try:
                         found = lookup(IDEncoding(int(match.group(1))), bytes.fromhex(match.group(2).decode()))
+                        if inspect.isawaitable(found):
+                            found = await found
                     except ValueError:
                         found = None
                     if found is not None:
@@ -216,12 +220,16 @@ class ResetAwareReader(asyncio.StreamReader):
             super().set_exception(exc)
 
 
-async def open_connection(host: str, port: int) -> tuple[ResetAwareReader, asyncio.StreamWriter]:
-    """Like :func:`asyncio.open_connection`, with a :class:`ResetAwareReader`."""
+async def open_connection(
+    host: str, port: int, *, local_host: str | None = None
+) -> tuple[ResetAwareReader, asyncio.StreamWriter]:
+    """Like :func:`asyncio.open_connection`, with a :class:`ResetAwareReader`; ``local_host``
+    binds the connection's source address."""
     loop = asyncio.get_running_loop()
     reader = ResetAwareReader()
     protocol = asyncio.StreamReaderProtocol(reader)
-    transport, _ = await loop.create_connection(lambda: protocol, host, port)
+    local = (local_host, 0) if local_host else None
+    transport, _ = await loop.create_connection(lambda: protocol, host, port, local_addr=local)
     return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
 
 

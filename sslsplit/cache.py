@@ -25,14 +25,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from .aio import PayloadClient
 from .wire import IDEncoding, check_payload
 
-__all__ = ["LocalCache", "MemoryCache", "DiskCache", "CacheHierarchy", "CacheMiss", "HierarchyStats"]
+__all__ = ["LocalCache", "PayloadSource", "MemoryCache", "DiskCache", "CacheHierarchy", "CacheMiss", "HierarchyStats"]
 
 
 class CacheMiss(LookupError):
     """No level of the hierarchy, origin included, had a valid payload for an id."""
+
+
+class PayloadSource(Protocol):
+    """A remote level: :class:`~sslsplit.aio.PayloadClient`, or a volunteer's ring of peers."""
+
+    name: str
+
+    async def fetch(self, encoding: IDEncoding, ident: bytes) -> bytes | None: ...
+
+    async def close(self) -> None: ...
 
 
 class LocalCache(Protocol):
@@ -141,7 +150,7 @@ class HierarchyStats:
 class CacheHierarchy:
     """Local caches, then remote sources; every payload verified against its id."""
 
-    def __init__(self, local: list[LocalCache], remote: list[PayloadClient] | None = None) -> None:
+    def __init__(self, local: list[LocalCache], remote: list[PayloadSource] | None = None) -> None:
         self.local = list(local)
         self.remote = list(remote or [])
         self.stats = HierarchyStats()

@@ -16,6 +16,9 @@ function                    paper
 :func:`held_out_agreement`  the same on fresh synthetic chunks, several seeds
 :func:`figure12`            Figure 12: latency vs size behind the ADSL model, real message sizes
                             (``measured=False``: the paper setup's message sizes alone)
+:func:`figure12_driver`     Figure 12 on :mod:`netsim.drive`: the real HTTP, HTTPS and splitting
+                            objects in simulated time, beside :func:`figure12`'s flight model
+                            (:mod:`sslsplit.simulate`)
 :func:`paper_comparison`    every published §6 number next to ours, measured and modelled
 =========================== ==================================================================
 
@@ -71,6 +74,7 @@ from .costmodel import (
 from .latency import LATENCY_PROTOCOLS, AdslTestbed, request_latency
 from .paper_points import DEVIATION_NOTES, OUR_TRACE, PAPER_POINTS, paper_bandwidth
 from .replay import replay
+from .simulate import figure12_driver
 from .testbed import Download, PlainStream, Testbed
 from .trace_experiments import (
     BY_CONSTRUCTION,
@@ -98,6 +102,7 @@ __all__ = [
     "replay_chunk",
     "figure10_11",
     "figure12",
+    "figure12_driver",
     "agreement",
     "HELD_OUT_SHAPES",
     "held_out_chunk",

@@ -24,6 +24,10 @@ SSL splitting, cold cache
     (store and forward), which is what makes cold splitting slower for large files.
 
 Requests run one at a time on an idle network, as in the paper (no congestion effects).
+
+:mod:`sslsplit.simulate` runs the real objects that produce these flights over the same
+topology (:func:`sslsplit.simulate.figure12_driver` puts both side by side);
+:func:`uplink_bytes` gives the bytes this model puts on the server's line, for comparison.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from netsim.tcp import TcpConnection, TcpParams
 
 from .costmodel import WireParams
 
-__all__ = ["AdslTestbed", "request_latency", "LATENCY_PROTOCOLS"]
+__all__ = ["AdslTestbed", "request_latency", "uplink_bytes", "LATENCY_PROTOCOLS"]
 
 #: Protocols :func:`request_latency` simulates.
 LATENCY_PROTOCOLS = ("http", "https", "split_cold")
@@ -78,6 +82,25 @@ def _stub_bytes(size: int, w: WireParams) -> tuple[int, int]:
     rec = w.large_file_record if size > w.large_file_bytes else w.record_payload
     n = -(-size // rec)
     return (1 + n) * w.stub_overhead + w.http_header, size + n * w.miss_overhead
+
+
+def uplink_bytes(protocol: str, size: int, params: AdslTestbed | None = None) -> int:
+    """TCP payload bytes the server sends on its ADSL line in :func:`request_latency`'s flights.
+
+    The sum of the server's flights (handshake, response; for cold splitting the key-expose
+    messages, the stubs and the miss handler's payloads) -- what the driver measures from the
+    real objects in :func:`sslsplit.simulate.figure12_driver`.
+    """
+    if protocol not in LATENCY_PROTOCOLS:
+        raise ValueError(f"protocol must be one of {LATENCY_PROTOCOLS}, got {protocol!r}")
+    p = params or AdslTestbed()
+    w = p.wire
+    if protocol == "http":
+        return _response_bytes(size, w, False)
+    if protocol == "https":
+        return w.tls_handshake + _response_bytes(size, w, True)
+    stubs, payload = _stub_bytes(size, w)
+    return w.tls_handshake + 2 * w.key_expose + stubs + payload
 
 
 def request_latency(protocol: str, size: int, params: AdslTestbed | None = None) -> float:

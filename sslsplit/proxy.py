@@ -76,8 +76,12 @@ class SplittingProxy:
         *,
         rng: Callable[[int], bytes] = os.urandom,
         idle_timeout: float = 60.0,
+        source_host: str | None = None,
     ) -> None:
+        """``source_host`` binds connections to the server to that address (a Barnraising
+        volunteer connects from the address it is known by)."""
         self.server = server
+        self.source_host = source_host
         self.hierarchy = hierarchy
         self.rng = rng
         self.idle_timeout = idle_timeout
@@ -156,7 +160,7 @@ class SplittingProxy:
         server_writer: asyncio.StreamWriter | None = None
         tasks: list[asyncio.Task[None]] = []
         try:
-            server_reader, server_writer = await asyncio.wait_for(open_connection(*self.server), 10)
+            server_reader, server_writer = await asyncio.wait_for(open_connection(*self.server, local_host=self.source_host), 10)
             up = asyncio.create_task(self._client_to_server(client_reader, server_writer))
             down = asyncio.create_task(self._server_to_client(server_reader, client_writer))
             tasks = [up, down]

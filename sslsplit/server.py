@@ -11,6 +11,12 @@ Modes (``--mode``): ``null`` accepts only authentication-only suites
 and exposes the server-write key; ``auto`` (default) prefers a NULL suite when
 the client offers one and falls back to key exposure, as in the paper (§3.4).
 
+With ``--broker barnraising://BROKER/site`` the origin also runs Barnraising's feedback loop
+(§7.4, :mod:`sslsplit.barnraising.origin`): a plain HTTPS port for the site's ``trusted.`` name
+redirects every request to one live volunteer under ``--mirror``, the splitting port watches
+for the redirected request to arrive through that volunteer within ``--deadline`` seconds,
+and volunteers that fail are reported to the broker, which drops them from DNS.
+
 Run ``python -m sslsplit.server --help``.
 """
 
@@ -33,6 +39,11 @@ from tls12.session import InMemorySessionStore
 from tls12.suites import SUITES, CipherSuite
 
 from .aio import PayloadServerStats, serve_payloads
+from .barnraising.client import BrokerClient
+from .barnraising.feedback import FeedbackMonitor
+from .barnraising.origin import OriginFeedback
+from .barnraising.protocol import ProtocolError
+from .barnraising.uri import URIError
 from .cli import close_servers, hostport, wait_for_signal
 from .server_upstream import UpstreamForwarder
 from .store import RecordStore
@@ -96,7 +107,10 @@ class SplittingServer:
         store: RecordStore | None = None,
         session_cache: bool = True,
         idle_timeout: float = 30.0,
+        feedback: OriginFeedback | None = None,
     ) -> None:
+        """``feedback`` (Barnraising, §7.4): watch the requests the origin redirected to
+        volunteers (:class:`~sslsplit.barnraising.origin.OriginFeedback`); needs ``root``."""
         if (root is None) == (upstream is None):
             raise ValueError("give exactly one of root (a document root) and upstream (an HTTP server)")
         self.root = Path(root) if root is not None else None
@@ -110,6 +124,9 @@ class SplittingServer:
         self.encoding = encoding
         self.store = store if store is not None else RecordStore()
         self.idle_timeout = idle_timeout
+        self.feedback = feedback
+        if feedback is not None and self.root is None:
+            raise ValueError("the feedback loop serves a document root, not an upstream")
         self.stats = ServerStats()
         self.totals = SplitTotals()
         self.store_stats = PayloadServerStats()
@@ -137,7 +154,21 @@ class SplittingServer:
         )
 
     async def start(self, host: str = "127.0.0.1", port: int = 0, store_port: int = 0) -> None:
-        if self.root is not None:
+        if self.feedback is not None and self.root is not None:
+            fb = self.feedback
+
+            def closed_fb(stream: TLSStream) -> None:
+                self.stats.record(stream)
+                self._closed(stream)
+                fb.closed(stream)
+
+            tls = await serve(
+                fb.handler("mirror", self.root.resolve(strict=True), self.stats, self.idle_timeout,
+                           coalesce=False),
+                host, port, self.config, connection_factory=self._connection,
+                on_open=self.stats.open, on_close=closed_fb,
+            )
+        elif self.root is not None:
             tls = await start_server(
                 self.root, host, port, self.config, stats=self.stats, idle_timeout=self.idle_timeout,
                 connection_factory=self._connection, on_close=self._closed, coalesce=False,  # header-free payload records
@@ -184,19 +215,56 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=MODES, default="auto", help="suites to accept (default auto: NULL if offered, else key-expose)")
     p.add_argument("--encoding", choices=("sha256", "sha1"), default="sha256", help="payload id digest (sha1 = the paper's)")
     p.add_argument("--store-max-mb", type=cli.non_negative_float, default=256.0, help="unpinned record store bound in MiB (default 256)")
+    fb = p.add_argument_group("Barnraising feedback loop (paper §7.4)")
+    fb.add_argument("--broker", metavar="URI", help="barnraising://BROKER/site: redirect the trusted "
+                    "name to the site's volunteers and report those that fail")
+    fb.add_argument("--report-token", default="", help="the site's secret for reports")
+    fb.add_argument("--mirror", metavar="NAME", help="DNS name under which volunteers are named (mirror.example)")
+    fb.add_argument("--trusted-port", type=cli.port, default=8445, help="plain HTTPS port of the trusted name (default 8445)")
+    fb.add_argument("--deadline", type=cli.positive_float, default=2.0,
+                    help="seconds a redirected request has to arrive through its volunteer (default 2)")
     p.add_argument("-v", "--verbose", action="store_true", help="log every connection and request")
     return p
 
 
+def _feedback(args: argparse.Namespace) -> OriginFeedback | None:
+    """The feedback loop the options ask for (``--broker``), or None."""
+    if args.broker is None:
+        if args.mirror or args.report_token:
+            raise cli.UsageError("--mirror and --report-token go with --broker")
+        return None
+    if args.root is None or not args.mirror or not args.report_token:
+        raise cli.UsageError("--broker needs --root, --mirror and --report-token")
+    try:
+        client = BrokerClient(args.broker)
+    except URIError as exc:
+        raise cli.UsageError(f"--broker: {exc}") from None
+    return OriginFeedback(client, args.report_token, mirror=args.mirror,
+                          monitor=FeedbackMonitor(args.deadline))
+
+
 async def _run(args: argparse.Namespace, creds: Credentials) -> None:
+    feedback = _feedback(args)
     server = SplittingServer(
         args.root, creds, upstream=args.upstream, mode=args.mode,
         encoding=IDEncoding.DIGEST if args.encoding == "sha1" else IDEncoding.DIGEST_SHA256,
-        store=RecordStore(int(args.store_max_mb * (1 << 20))),
+        store=RecordStore(int(args.store_max_mb * (1 << 20))), feedback=feedback,
     )
+    if feedback is not None:  # the broker first: a wrong URI fails before anything listens
+        try:
+            await feedback.start()
+        except (ProtocolError, OSError, TimeoutError) as exc:
+            await feedback.close()
+            why = cli.describe_os_error(exc) if isinstance(exc, OSError) else str(exc) or "timed out"
+            raise cli.CLIError(f"cannot use broker {args.broker}: {why}") from None
     await server.start(args.host, args.port, args.store_port)
     print(f"splitting server on {args.host}:{server.port}, record store on {args.host}:{server.store_port}", flush=True)
+    if feedback is not None:
+        port = await feedback.start_trusted(args.root.resolve(), server.config, args.host, args.trusted_port)
+        print(f"trusted name on {args.host}:{port}, redirecting to volunteers under {feedback.mirror}", flush=True)
     await wait_for_signal()
+    if feedback is not None:
+        await feedback.close()
     await server.close()
     t = server.totals
     print(f"{t.connections} connections, {t.bytes_to_proxies} B sent to proxies for {t.payload_bytes} B of payload")

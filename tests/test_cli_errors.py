@@ -50,6 +50,7 @@ MODULES = (
     "tls12.demo",
     "sslsplit.server",
     "sslsplit.proxy",
+    "sslsplit.volunteer",
     "netsim.traces",
     "sine.sign",
     "sine.server",
@@ -64,6 +65,7 @@ REQUIRED = {
     "tls12.https_server": "--root {docroot}",
     "sslsplit.server": "--root {docroot}",
     "sslsplit.proxy": "--server 127.0.0.1:1 --store 127.0.0.1:2",
+    "sslsplit.volunteer": "barnraising://127.0.0.1:1/a/site",
     "netsim.traces": "list",
     "sine.sign": "{docroot} --key {rsa}",
     "sine.server": "{signed}",
@@ -140,6 +142,12 @@ CASES: tuple[Case, ...] = (
     case("sslsplit.proxy", "--server 127.0.0.1:1 --store 127.0.0.1:2 --memory-mb -1", 2, "--memory-mb", "-1"),
     case("sslsplit.proxy", "--server 127.0.0.1:1 --store 127.0.0.1:2 --disk-cache {text}", 2, "--disk-cache", "not a directory"),
     case("sslsplit.proxy", "--server 127.0.0.1:1 --store 127.0.0.1:2 --listen 127.0.0.1:{busy}", 1, "address already in use"),
+    # sslsplit.volunteer
+    case("sslsplit.volunteer", "", 2, "required", "URI"),
+    case("sslsplit.volunteer", "ftp://broker/a/site", 2, "URI", "barnraising"),
+    case("sslsplit.volunteer", "barnraising://127.0.0.1:1/a/site --listen nope", 2, "--listen", "host:port"),
+    case("sslsplit.volunteer", "barnraising://127.0.0.1:1/a/site --cache-port 70000", 2, "--cache-port", "70000"),
+    case("sslsplit.volunteer", "barnraising://127.0.0.1:1/a/site", 1, "cannot connect", "broker", "refused"),
     # netsim.traces
     case("netsim.traces", "", 2, "required", "command"),
     case("netsim.traces", "stats", 2, "required", "path_or_name"),

@@ -52,7 +52,7 @@ CORES: dict[str, tuple[str, ...]] = {
         "__init__.py", "cache.py", "costmodel.py", "paper_points.py", "replay.py",
         "splicer.py", "store.py", "wire.py", "writer.py", "barnraising/uri.py",
         "barnraising/__init__.py", "barnraising/protocol.py", "barnraising/ratelimit.py",
-        "barnraising/zone.py",
+        "barnraising/zone.py", "barnraising/ring.py", "barnraising/feedback.py",
     ),
     "sine": (
         "__init__.py", "algorithms.py", "errors.py", "format.py", "links.py", "tag.py",
@@ -62,16 +62,20 @@ CORES: dict[str, tuple[str, ...]] = {
         "__init__.py", "client_connection.py", "config.py", "errors.py", "messages.py",
         "onoff.py", "ots.py", "primes.py", "puzzle.py", "server_connection.py",
     ),
+    "sslacc_sim": (),  # all SimPy models, see MODELS
 }  # fmt: skip
 
 #: SimPy models (simulated time only).
 MODELS: dict[str, tuple[str, ...]] = {
-    "sslsplit": ("latency.py",),
-    "reverse_ssl": ("dos.py",),
+    "sslsplit": ("latency.py", "simulate.py"),
+    "reverse_ssl": ("dos.py", "simulate.py"),
+    "sine": ("simulate.py",),
+    "sslacc_sim": ("__init__.py", "cluster.py", "params.py", "relay.py", "tcpside.py"),
 }
 
 #: Modules that are not cores, with the reason. ``apps/`` folders are excluded as a whole.
 EXCLUDED: dict[str, dict[str, str]] = {
+    "sslacc_sim": {},
     "tls12": {
         "aio.py": "asyncio adapter around the sans-IO connections",
         "cli.py": "command-line plumbing shared by the programs",
@@ -92,6 +96,9 @@ EXCLUDED: dict[str, dict[str, str]] = {
         "barnraising/broker.py": "asyncio Barnraising broker and its command line",
         "barnraising/dns.py": "asyncio DNS responder: UDP and TCP around the zone core",
         "barnraising/client.py": "asyncio join-protocol client of the broker",
+        "barnraising/sharing.py": "asyncio cache sharing between volunteers over the ring",
+        "barnraising/origin.py": "asyncio feedback loop on the origin: redirects and reports",
+        "volunteer.py": "asyncio Barnraising volunteer and its command line",
     },
     "sine": {
         "client.py": "asyncio verifying client",

@@ -26,7 +26,11 @@ by the next :meth:`data_to_send`.
 Seams for the protocols built on this core (documented where they live):
 1. :mod:`tls12.keys` -- private-key operations (premaster decryption, signing);
 2. :mod:`tls12.record` -- the record writer, MAC without encryption, write keys;
-3. :mod:`tls12.state` -- :meth:`Connection.export_state` / ``import_state``;
+3. :mod:`tls12.state` -- :meth:`Connection.export_state` / ``import_state``,
+   and for mirrors the compact :meth:`Connection.export_keys` plus
+   :meth:`Connection.export_progress` deltas, record boundaries of the output
+   (:meth:`Connection.data_to_send_records`) and input consumed one record at
+   a time (:meth:`Connection.receive_record`);
 4. handshake customisation -- the ``_handle_*`` / ``_build_*`` methods of the
    subclasses are the points to override, ``TRANSITIONS.extend(...)`` adds
    messages and states, and a subclass of the role's handshake context
@@ -37,8 +41,9 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Callable
+from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import prf
 from .buffer import Buffer
@@ -56,6 +61,7 @@ from .events import AlertReceived, ApplicationData, ConnectionClosed, Event, Han
 from .handshake_table import ANY_STATE, SAME, RecordInput, Transition, TransitionTable
 from .messages import Finished, HandshakeType, frame_handshake, pull_handshake_header
 from .record import (
+    IV_KEY_LABEL,
     MAX_PLAINTEXT,
     ContentType,
     DirectionKeys,
@@ -66,7 +72,17 @@ from .record import (
 )
 from .suites import SUITES, CipherSuite, SuiteParams
 
-__all__ = ["Connection", "HandshakeState", "COMMON_TRANSITIONS", "keys_to_json", "keys_from_json"]
+if TYPE_CHECKING:
+    from .state import Progress
+
+__all__ = [
+    "Connection",
+    "HandshakeState",
+    "COMMON_TRANSITIONS",
+    "ReceivedRecord",
+    "keys_to_json",
+    "keys_from_json",
+]
 
 
 class HandshakeState(Enum):
@@ -109,6 +125,19 @@ _APPLICATION_DATA_RECORD = int(ContentType.APPLICATION_DATA)
 _HANDSHAKE_RECORD = int(ContentType.HANDSHAKE)
 _ALERT_RECORD = int(ContentType.ALERT)
 _APPLICATION_DATA = RecordInput.APPLICATION_DATA
+_RECORD_TYPES = frozenset(int(c) for c in ContentType)
+
+
+@dataclass(frozen=True, slots=True)
+class ReceivedRecord:
+    """One record handled by :meth:`Connection.receive_record`."""
+
+    wire_length: int
+    """Bytes the record took on the wire, 5-byte header included."""
+    read_seq: int
+    """The read sequence number after it (what a checkpoint at this boundary exports)."""
+    events: list[Event]
+    """What the record meant (often nothing: a part of a handshake message)."""
 
 
 class Connection:
@@ -175,19 +204,49 @@ class Connection:
         """The current write epoch: keys (encryption key and IV only through it), MAC computation."""
         return self._write
 
-    def receive_data(self, data: bytes) -> list[Event]:
-        """Feed bytes from the peer; ``b""`` means the transport reached end of file."""
+    def receive_data(self, data: bytes, *, max_records: int | None = None) -> list[Event]:
+        """Feed bytes from the peer; ``b""`` means the transport reached end of file.
+
+        ``max_records`` limits how many whole records this call processes
+        (``None``: all of them); the rest stay buffered for
+        :meth:`receive_record`.  ``max_records=0`` only buffers.
+        """
         if self.state is HandshakeState.CLOSED:
             return []
         if not data:
             self.state = HandshakeState.CLOSED
             return [ConnectionClosed(clean=False)]
+        if max_records is not None and max_records < 0:
+            raise ValueError("max_records must be at least 0")
         self._reader.feed(data)
+        return self._process_records(max_records)[0]
+
+    def receive_record(self) -> ReceivedRecord | None:
+        """Process the next whole record already buffered; ``None`` if there is none.
+
+        Per-record progress for a mirror (SSLACC §5.5): after each record the
+        returned :class:`ReceivedRecord` says how many wire bytes it took and
+        the read sequence number that now summarises the read direction, so a
+        checkpoint can be taken at exactly that record boundary.  Buffer the
+        bytes with ``receive_data(data, max_records=0)`` first.
+        """
+        if self.state is HandshakeState.CLOSED:
+            return None
+        before = self._reader.buffered
+        events, count = self._process_records(1)
+        if not count:
+            return None
+        return ReceivedRecord(before - self._reader.buffered, self._reader.seq, events)
+
+    def _process_records(self, limit: int | None) -> tuple[list[Event], int]:
+        """Handle up to ``limit`` buffered whole records: (their events, how many were handled)."""
+        count = 0
         try:
-            while self.state is not HandshakeState.CLOSED:
+            while self.state is not HandshakeState.CLOSED and (limit is None or count < limit):
                 record = self._reader.next_record()
                 if record is None:
                     break
+                count += 1
                 self._handle_record(*record)
         except RemoteProtocolError as exc:
             self._fatal(exc.description)
@@ -196,7 +255,7 @@ class Connection:
             self._events = []
             raise
         events, self._events = self._events, []
-        return events
+        return events, count
 
     def send_data(self, data: bytes) -> None:
         """Queue application data, fragmented into records of at most 2^14 bytes."""
@@ -226,6 +285,33 @@ class Connection:
         out = bytes(self._output)
         self._output.clear()
         return out
+
+    def data_to_send_records(self) -> list[bytes]:
+        """What :meth:`data_to_send` would return, cut into whole records (header included).
+
+        For a mirror that must know which records the peer has acknowledged
+        (SSLACC §5.6): the *i*-th element's length is the wire size of one
+        record, so an acknowledged byte count maps to "records 0..k-1 whole,
+        record k up to byte j".  Sequence numbers count back from the end: the
+        last record has ``write_protection.seq - 1``, the one before it one
+        less, back to the ChangeCipherSpec that started the current epoch.
+        :class:`LocalProtocolError` (and nothing is taken) if the record
+        writer emits something other than TLS records (the SSL-splitting
+        writer emits stubs).
+        """
+        out = bytes(self._output)
+        records = []
+        pos = 0
+        while pos < len(out):
+            if len(out) - pos < 5 or out[pos] not in _RECORD_TYPES:
+                raise LocalProtocolError("the record writer's output is not whole TLS records")
+            end = pos + 5 + int.from_bytes(out[pos + 3 : pos + 5], "big")
+            if end > len(out):
+                raise LocalProtocolError("the record writer's output is not whole TLS records")
+            records.append(out[pos:end])
+            pos = end
+        self._output.clear()
+        return records
 
     # --- records ----------------------------------------------------------
 
@@ -397,8 +483,19 @@ class Connection:
             params.key_length,
             params.fixed_iv_length,
         )
-        client = DirectionKeys(params, block.client_key, block.client_mac_key, block.client_iv)
-        server = DirectionKeys(params, block.server_key, block.server_mac_key, block.server_iv)
+        # k' of each direction (tls12.record: explicit CBC IVs), from the master secret under
+        # a label of our own, so nothing in the key block -- exposed in part by sslsplit -- gives it
+        client_iv_key = server_iv_key = b""
+        if params.block_size:
+            seed = self.server_random + self.client_random
+            iv_keys = prf.prf(self.master_secret, IV_KEY_LABEL, seed, 32)
+            client_iv_key, server_iv_key = iv_keys[:16], iv_keys[16:]
+        client = DirectionKeys(
+            params, block.client_key, block.client_mac_key, block.client_iv, client_iv_key
+        )
+        server = DirectionKeys(
+            params, block.server_key, block.server_mac_key, block.server_iv, server_iv_key
+        )
         self._pending_write, self._pending_read = (client, server) if self.is_client else (server, client)
 
     def _set_premaster(self, premaster: bytes) -> None:
@@ -447,6 +544,48 @@ class Connection:
         from .state import export_connection
 
         return export_connection(self)
+
+    def export_keys(self) -> bytes:
+        """The compact base of an established connection: keys and parameters, no transcript.
+
+        Taken once after the handshake; from then on :meth:`export_progress`
+        is all a mirror needs (see :func:`tls12.state.export_keys`).
+        """
+        from .state import export_keys
+
+        return export_keys(self)
+
+    def export_progress(self) -> Progress:
+        """Sequence numbers and close flags now: the delta on top of :meth:`export_keys`."""
+        from .state import Progress
+
+        return Progress(
+            self._reader.seq,
+            self._write.seq,
+            self._close_sent,
+            self._close_received,
+            self.state is HandshakeState.CLOSED,
+        )
+
+    def import_progress(self, progress: Progress | bytes) -> None:
+        """Move an imported connection to ``progress`` (a :class:`tls12.state.Progress`).
+
+        The sequence numbers are set as given, backwards included: a mirror
+        rewinds the write side to the first record the peer has not
+        acknowledged and re-seals it (byte-identically, :mod:`tls12.record`).
+        """
+        from .state import Progress
+
+        if isinstance(progress, bytes):
+            progress = Progress.from_bytes(progress)
+        if not self._handshake_done:
+            raise LocalProtocolError("progress applies to a connection past its handshake")
+        self._reader.seq = progress.read_seq
+        self._write.seq = progress.write_seq
+        self._close_sent = progress.close_sent
+        self._close_received = progress.close_received
+        if progress.closed:
+            self.state = HandshakeState.CLOSED
 
     def export_machinery(self) -> dict[str, Any]:
         """The record layer and buffers as JSON-ready values (for :mod:`tls12.state`).
@@ -499,6 +638,7 @@ def keys_to_json(keys: DirectionKeys | None) -> dict[str, Any] | None:
         "enc_key": keys.enc_key.hex(),
         "mac_key": keys.mac_key.hex(),
         "iv": keys.iv.hex(),
+        "iv_key": keys.iv_key.hex(),
     }
 
 
@@ -507,5 +647,9 @@ def keys_from_json(data: dict[str, Any] | None) -> DirectionKeys | None:
         return None
     params = SUITES[CipherSuite(data["suite"])]
     return DirectionKeys(
-        params, bytes.fromhex(data["enc_key"]), bytes.fromhex(data["mac_key"]), bytes.fromhex(data["iv"])
+        params,
+        bytes.fromhex(data["enc_key"]),
+        bytes.fromhex(data["mac_key"]),
+        bytes.fromhex(data["iv"]),
+        bytes.fromhex(data.get("iv_key", "")),  # absent in documents of earlier versions
     )

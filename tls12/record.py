@@ -14,6 +14,63 @@ records pass through a :class:`RecordWriter` -- **seam 2** of the core:
 
 A writer sees each record's content type, sequence number and plaintext
 (:class:`OutgoingRecord`) in order and returns the bytes to put on the wire.
+
+Explicit CBC IVs: unpredictable, yet reproducible from exported state
+--------------------------------------------------------------------
+TLS 1.1 and 1.2 put a fresh IV in front of every CBC record (RFC 5246
+§6.2.3.2): it "SHOULD be chosen at random, and MUST be unpredictable".  The
+requirement is unpredictability to whoever chooses plaintexts -- the attack
+it stops is the one on TLS 1.0's chained IVs (BEAST, 2011), where an
+attacker who knows the next IV before the plaintext is encrypted can test a
+guess of an earlier block.  Nothing in the protocol needs the IV to be
+*random*: the receiver reads it off the wire.  RFC 4346 §6.2.3.2 (TLS 1.1)
+already described ways to fill the IV field other than drawing it straight
+from a strong RNG (a block masked with the previous record's CBC residue),
+and NIST SP 800-38A (Appendix C) names the standard one: encrypt a nonce with
+the block cipher under a secret key.
+
+This record layer does exactly that.  For a CBC suite each direction's keys
+carry a 16-byte ``iv_key`` k' (:attr:`DirectionKeys.iv_key`), and the record
+with sequence number ``seq`` gets::
+
+    IV = AES-128-ECB_k'(seq as a 16-byte big-endian integer)
+
+k' comes from the master secret through the TLS PRF with a label of our own
+(:data:`IV_KEY_LABEL`, see :meth:`tls12.connection.Connection._derive_keys`).
+Only the sender uses it -- the peer just reads the IV -- so no peer has to
+know the label, and real peers (OpenSSL, Python's ``ssl``) accept the records.
+
+*Why this is unpredictable to an outsider.*  AES under a secret key is a
+pseudorandom permutation: without k' the IV of any sequence number not yet
+used is indistinguishable from random, however many earlier (seq, IV) pairs
+one has seen on the wire.  k' is a PRF output of the master secret under a
+label no other key uses, so it is independent of everything else derived
+from it: the key block (MAC keys, encryption keys, the key-block IVs) and
+the Finished values.  In particular an SSL-splitting proxy in key-expose mode
+(:mod:`sslsplit`) receives the server-write *encryption key and key-block
+IV* and the per-record MACs -- never the master secret, the MAC key or k' --
+so it cannot predict the server's IVs either.  (It can decrypt the
+server-write direction with the exposed key anyway; the point is that the
+exposure leaks nothing more.)
+
+*Why it is safe to be deterministic.*  An IV repeats only if the same key
+seals two records under one sequence number.  A connection never does; a
+mirror that continues an exported connection re-seals the *same* plaintext
+at that sequence number, which yields the same bytes -- that is the point:
+two imports of one exported state, and the original, seal a plaintext into
+byte-identical records, so a backup can resend the tail of a half-
+acknowledged record (SSLACC).  Sealing a *different* plaintext under a
+sequence number the peer may have seen would reuse the IV with a different
+message (revealing whether the two share leading blocks), so a mirror that
+rewinds the write sequence number (:meth:`tls12.connection.Connection.import_progress`)
+must re-seal the very plaintext the original sealed there -- the reason
+SSLACC clusters record sizes before writing them (§5.6).
+
+The IVs of the C extension and of its Python twin are the same bytes,
+because both take the explicit IV as an argument; they are computed here, in
+Python, once per record (one ECB call per :meth:`WriteProtection.seal_many`
+batch).  Keys without ``iv_key`` (AEAD and NULL suites need none; keys
+built by hand may lack it) fall back to the injected RNG.
 """
 
 from __future__ import annotations
@@ -21,6 +78,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
+
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from .aead import AEADRecordCipher
 from .errors import BadRecordMAC, ProtocolVersionError, RecordOverflow, UnexpectedMessage
@@ -37,7 +96,13 @@ __all__ = [
     "RecordWriter",
     "RecordReader",
     "record_header",
+    "IV_KEY_LABEL",
 ]
+
+IV_KEY_LABEL = b"websec-testbed explicit iv key"
+"""The PRF label that derives the per-direction IV keys k' from the master secret.
+
+Not a TLS label: only the sender uses k', so the peer never needs it."""
 
 MAX_PLAINTEXT = 1 << 14
 MAX_CIPHERTEXT = (1 << 14) + 2048
@@ -63,6 +128,13 @@ class DirectionKeys:
     enc_key: bytes
     mac_key: bytes
     iv: bytes
+    """The key-block IV (RFC 5246 §6.3); unused by TLS 1.2 CBC records, exposed by sslsplit."""
+    iv_key: bytes = b""
+    """k': the secret that makes explicit CBC IVs (module docstring); ``b""``: IVs from the RNG."""
+
+    def __post_init__(self) -> None:
+        if self.iv_key and len(self.iv_key) != 16:
+            raise ValueError(f"iv_key must be 16 bytes, not {len(self.iv_key)}")
 
     def cipher(self) -> RecordCipher | AEADRecordCipher:
         if self.params.aead:
@@ -88,6 +160,13 @@ class WriteProtection:
         self.seq = seq
         self._rng = rng
         self._cipher = keys.cipher() if keys is not None else None
+        self._block = bool(keys is not None and keys.params.block_size)
+        # ECB is stateless, so one encryptor context serves every record of the epoch
+        self._iv_ecb = (
+            Cipher(algorithms.AES(keys.iv_key), modes.ECB()).encryptor()
+            if self._block and keys is not None and keys.iv_key
+            else None
+        )
 
     @property
     def encrypted(self) -> bool:
@@ -106,10 +185,22 @@ class WriteProtection:
     def iv(self) -> bytes:
         return self.keys.iv if self.keys else b""
 
-    def _iv(self) -> bytes:
-        """A fresh explicit CBC IV from the injected RNG (AEAD suites use the sequence number)."""
-        assert self.keys is not None
-        return self._rng(16) if self.keys.params.block_size else b""
+    def _iv(self, seq: int) -> bytes:
+        """The explicit CBC IV of record ``seq`` (module docstring); ``b""`` for AEAD and NULL."""
+        if not self._block:
+            return b""
+        if self._iv_ecb is None:
+            return self._rng(16)
+        return self._iv_ecb.update(seq.to_bytes(16, "big"))
+
+    def _ivs(self, first_seq: int, count: int) -> list[bytes]:
+        """The IVs of records ``first_seq`` .. ``first_seq + count - 1``, in one ECB call."""
+        if self._iv_ecb is None:
+            return [self._iv(first_seq + i) for i in range(count)]
+        blocks = self._iv_ecb.update(
+            b"".join((first_seq + i).to_bytes(16, "big") for i in range(count))
+        )
+        return [blocks[i : i + 16] for i in range(0, 16 * count, 16)]
 
     def compute_mac(self, record: OutgoingRecord) -> bytes:
         """The record's MAC, computed without encrypting it."""
@@ -123,7 +214,7 @@ class WriteProtection:
             body = record.plaintext
         else:
             body = self._cipher.seal(
-                record.seq, record.content_type, record.version, record.plaintext, self._iv()
+                record.seq, record.content_type, record.version, record.plaintext, self._iv(record.seq)
             )
         return record_header(record.content_type, record.version, len(body)) + body
 
@@ -132,7 +223,7 @@ class WriteProtection:
         if self._cipher is None:
             body = record.plaintext
         else:
-            body = self._cipher.seal_with_mac(record.plaintext, mac, self._iv())
+            body = self._cipher.seal_with_mac(record.plaintext, mac, self._iv(record.seq))
         return record_header(record.content_type, record.version, len(body)) + body
 
     def seal_many(self, records: list[OutgoingRecord]) -> bytes:
@@ -140,7 +231,7 @@ class WriteProtection:
         if self._cipher is None or len(records) < 2:
             return b"".join(self.seal(r) for r in records)
         first = records[0]
-        ivs = [self._iv() for _ in records]
+        ivs = self._ivs(first.seq, len(records))
         bodies = self._cipher.seal_many(
             first.seq, first.content_type, first.version, [r.plaintext for r in records], ivs
         )
@@ -192,6 +283,11 @@ class RecordReader:
     def pending(self) -> bytes:
         """Bytes received but not yet consumed (part of exported state)."""
         return bytes(self._buffer)
+
+    @property
+    def buffered(self) -> int:
+        """How many bytes :attr:`pending` holds, without copying them."""
+        return len(self._buffer)
 
     def next_record(self) -> tuple[int, bytes] | None:
         """The next (content type, plaintext), or None if no whole record is buffered."""

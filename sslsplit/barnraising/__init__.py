@@ -15,7 +15,13 @@ Modules, sans-IO cores first:
 * :mod:`.registry` -- sites, the SQLite volunteer database, leases and bans;
 * :mod:`.broker` -- the broker on sockets, ``python -m sslsplit.barnraising.broker``;
 * :mod:`.dns` -- the DNS responder on UDP and TCP;
-* :mod:`.client` -- the volunteer's side of the join protocol.
+* :mod:`.client` -- the volunteer's side of the join protocol;
+* :mod:`.ring` -- consistent hashing of stub ids onto the live volunteers (why not a DHT);
+* :mod:`.sharing` -- cache sharing between volunteers over the ring (one message a lookup);
+* :mod:`.feedback` -- the origin's feedback loop, sans-IO: redirects, no-shows, verdicts;
+* :mod:`.origin` -- the feedback loop on the origin's sockets (``trusted.`` redirects, reports).
+
+The volunteer itself is :mod:`sslsplit.volunteer` (``python -m sslsplit.volunteer URI``).
 """
 
 from .protocol import ProtocolError, SiteInfo

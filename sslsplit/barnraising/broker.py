@@ -36,6 +36,7 @@ from tls12 import cli
 
 from ..cli import hostport, wait_for_signal
 from .dns import DNSServer
+from .feedback import label_host
 from .protocol import (
     MAX_BODY,
     BodyTooLarge,
@@ -81,7 +82,7 @@ class Broker:
         """
         site = self._names.get(name)
         if site is None:
-            return None
+            return self._lookup_one(name)
         now = self.clock()
         cached = self._dns_cache.get(site)
         if cached is not None and cached[0] == self.registry.version and now < cached[1]:
@@ -91,6 +92,16 @@ class Broker:
         addresses = tuple(dict.fromkeys(v.host for v in live))  # one entry per address
         self._dns_cache[site] = (self.registry.version, valid_until, addresses)
         return addresses
+
+    def _lookup_one(self, name: str) -> tuple[str, ...] | None:
+        """``v127-0-0-2.mirror.example``: the one volunteer a label names, if it is live under a
+        served name (the feedback loop's redirects, :mod:`.feedback`); else ``None``."""
+        label, _, parent = name.partition(".")
+        host = label_host(label) if parent in self._names else None
+        if host is None:
+            return None
+        live = self.lookup(parent)
+        return (host,) if live is not None and host in live else None
 
     async def start(self, host: str = "127.0.0.1", port: int = DEFAULT_PORT, *,
                     dns_host: str | None = None, dns_port: int | None = None,
@@ -165,7 +176,8 @@ class Broker:
             pass
         finally:
             writer.close()
-            with contextlib.suppress(Exception):
+            # at loop shutdown the close waiter itself is cancelled: the handler ends anyway
+            with contextlib.suppress(Exception, asyncio.CancelledError):
                 await writer.wait_closed()
 
     async def _read_request(self, conn: h11.Connection, reader: asyncio.StreamReader

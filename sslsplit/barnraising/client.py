@@ -4,9 +4,9 @@
 (h11) to the broker a ``barnraising://`` URI names, and returns the typed reply or raises the
 broker's typed error (:mod:`.protocol`).  :class:`Membership` is what a volunteer runs: join,
 renew every third of the lease (so two renewals may fail before the lease ends), join again if
-the broker forgot it (lease lost, broker database replaced), and leave when stopped.  It is
-the seed of ``python -m sslsplit.volunteer URI``, which will wrap a
-:class:`~sslsplit.proxy.SplittingProxy` configured from the join reply.
+the broker forgot it (lease lost, broker database replaced), and leave when stopped.
+``python -m sslsplit.volunteer URI`` (:mod:`sslsplit.volunteer`) runs it beside a
+:class:`~sslsplit.proxy.SplittingProxy` configured from the broker's reply.
 
 The broker publishes the address a join *comes from*; a volunteer serving on a particular
 address binds its connection to it with ``local_host`` (on loopback: 127.0.0.2, ...).
@@ -45,7 +45,7 @@ from .uri import BarnraisingURI, parse_uri
 __all__ = ["BrokerClient", "Membership"]
 
 logger = logging.getLogger("sslsplit.barnraising.client")
-MAX_REPLY = 65536
+MAX_REPLY = 1 << 20  # a lookup lists every peer: ~25 B each
 
 
 class BrokerClient:

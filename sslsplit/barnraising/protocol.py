@@ -23,7 +23,9 @@ Messages (every field is required unless a default is shown; unknown fields are 
     renew  {"site", "volunteer_id"}             -> {"lease_seconds", "site": SITE}
     leave  {"site", "volunteer_id"}             -> {"removed": bool}
     report {"site", "host", "port": null, "reason": "", "token"}  -> {"removed": int}
-    lookup {"site"}                             -> {"site": SITE, "volunteers": int}
+    lookup {"site"}                             -> {"site": SITE, "volunteers": int,
+                                                    "peers": [[host, cache_port], ...],
+                                                    "addresses": [[host, port], ...]}
 
     SITE = {"name", "server": [host, port], "store": [host, port], "names": [dns names],
             "params": {str: str | int | float | bool}}
@@ -31,7 +33,11 @@ Messages (every field is required unless a default is shown; unknown fields are 
 ``host`` in a join is the volunteer's address as clients reach it (an IP literal, because the
 DNS responder publishes it as an A or AAAA record); null means "the address I connect from".
 ``capacity`` is the volunteer's upload capacity in kbit/s, the weight for a capacity-aware
-redirection.  ``token`` in a report is the site's shared secret: only the origin reports.
+redirection.  ``peers`` in a lookup reply lists the live volunteers that serve their cache to
+each other (those that joined with a ``cache_port``), sorted: the membership of the site's
+cache-sharing ring (:mod:`.ring`); a reply without it means no peers.  ``addresses`` lists
+where clients reach the live volunteers (sorted), which the origin's feedback loop
+(:mod:`.feedback`) redirects clients to.  ``token`` in a report is the site's shared secret: only the origin reports.
 
 Errors are ``{"error": {"code", "message", "retry_after"?}}`` with the HTTP status of the
 error class; :func:`parse_reply` turns them back into the same :class:`ProtocolError`
@@ -453,9 +459,13 @@ class ReportReply(Reply):
 class LookupReply(Reply):
     site: SiteInfo
     volunteers: int
+    peers: tuple[tuple[str, int], ...] = ()
+    addresses: tuple[tuple[str, int], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {"site": self.site.to_json(), "volunteers": self.volunteers}
+        return {"site": self.site.to_json(), "volunteers": self.volunteers,
+                "peers": [list(p) for p in self.peers],
+                "addresses": [list(a) for a in self.addresses]}
 
 
 REQUESTS: dict[str, type[Request]] = {c.OP: c for c in (Join, Renew, Leave, Report, Lookup)}
@@ -579,7 +589,13 @@ def parse_reply(op: str, status: int, body: bytes) -> Reply:
     elif op == "report":
         reply = ReportReply(f.integer("removed", 0, 1 << 31))
     else:
+        lists = []
+        for key in ("peers", "addresses"):
+            value = f._get(key, [], False)
+            if not isinstance(value, list):
+                raise MalformedMessage(f"lookup reply: {key!r} must be a list of [host, port]")
+            lists.append(tuple(_endpoint(p, f"lookup reply {key}") for p in value))
         reply = LookupReply(SiteInfo.from_json(f._get("site", None, True)),
-                            f.integer("volunteers", 0, 1 << 31))
+                            f.integer("volunteers", 0, 1 << 31), lists[0], lists[1])
     f.done()
     return reply

@@ -264,7 +264,10 @@ class Registry:
             if isinstance(request, Report):
                 return self._report(site, request, now)
             if isinstance(request, Lookup):
-                return LookupReply(site.info, len(self.live(site.name, now)))
+                live = self.live(site.name, now)
+                peers = sorted({(v.host, v.cache_port) for v in live if v.cache_port})
+                addresses = sorted({(v.host, v.port) for v in live})
+                return LookupReply(site.info, len(live), tuple(peers), tuple(addresses))
         except sqlite3.Error as exc:
             raise ServiceUnavailable(f"volunteer database failed: {exc}") from None
         raise TypeError(f"not a request: {request!r}")

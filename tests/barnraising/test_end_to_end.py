@@ -2,12 +2,12 @@
 
 An SSL-splitting origin (``python -m sslsplit.server``) serves a site whose certificate names
 ``www.news.test``; a broker (``python -m sslsplit.barnraising.broker --dns-port``) serves the
-site; three volunteers on 127.0.0.2-4 each run ``python -m sslsplit.proxy`` configured from
-the broker's answer and stay registered with :class:`Membership`.  Then unmodified clients:
-``dig`` finds the three volunteers, and ``curl`` connects to each address DNS gave while
-checking the *site's* certificate (``--cacert``, no ``--insecure``) and gets the file byte
-for byte.  A volunteer killed with SIGKILL (its renewals stop with it) leaves DNS within its
-lease; the others leave cleanly.
+site; three volunteers on 127.0.0.2-4 are ``python -m sslsplit.volunteer URI``, configured by
+nothing but the URI.  Then unmodified clients: ``dig`` finds the three volunteers, and
+``curl`` connects to each address DNS gave while checking the *site's* certificate
+(``--cacert``, no ``--insecure``) and gets the file byte for byte.  A volunteer killed with
+SIGKILL (its renewals die with it) leaves DNS within its lease; one stopped with SIGTERM
+leaves at once (it says *leave* before it closes).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from sslsplit.barnraising.client import BrokerClient, Membership
+from sslsplit.barnraising.client import BrokerClient
 from tls12.certs import generate_self_signed, write_credentials
 
 pytestmark = pytest.mark.interop
@@ -87,7 +87,6 @@ async def _scenario(tmp: Path) -> None:
     write_credentials(generate_self_signed(NAME), cert, key)
 
     procs: list[asyncio.subprocess.Process] = []
-    members: list[Membership] = []
     try:
         origin, (server_port, store_port) = await _start(
             "-m", "sslsplit.server", "--root", str(tmp / "www"), "--port", "0",
@@ -102,20 +101,17 @@ async def _scenario(tmp: Path) -> None:
         uri = f"barnraising://127.0.0.1:{broker_port}/{SITE}"
 
         port = _port_free_on_all(VOLUNTEERS)
-        proxies = {}
-        for host in VOLUNTEERS:  # each volunteer: ask the broker, serve, then join
-            client = BrokerClient(uri, local_host=host)
-            site = (await client.lookup()).site
-            assert site.server == ("127.0.0.1", server_port) and site.params["memory_mb"] == 32
-            proxy, _ = await _start(
-                "-m", "sslsplit.proxy", "--server", f"{site.server[0]}:{site.server[1]}",
-                "--store", f"{site.store[0]}:{site.store[1]}", "--listen", f"{host}:{port}",
-                "--memory-mb", str(site.params["memory_mb"]))
-            procs.append(proxy)
-            proxies[host] = proxy
-            member = Membership(client, port, capacity=160.0)
-            await member.start()
-            members.append(member)
+        volunteers = {}
+        for host in VOLUNTEERS:
+            volunteer, _ = await _start("-m", "sslsplit.volunteer", uri,
+                                        "--listen", f"{host}:{port}", "--refresh", "0.5")
+            procs.append(volunteer)
+            volunteers[host] = volunteer
+        observer = BrokerClient(uri)
+        lookup = await observer.lookup()
+        await observer.close()
+        assert lookup.site.server == ("127.0.0.1", server_port)
+        assert [h for h, _ in lookup.peers] == VOLUNTEERS  # all three share their caches
 
         assert await _dig(dns_port) == VOLUNTEERS
         for address in await _dig(dns_port):  # the client goes where DNS sends it
@@ -126,22 +122,22 @@ async def _scenario(tmp: Path) -> None:
                        f"https://{NAME}:{port}/f.bin", "--output", str(out))
             assert out.read_bytes() == body, address
 
-        # a volunteer dies: its proxy is SIGKILLed and its renewals stop with it
-        proxies[VOLUNTEERS[2]].send_signal(signal.SIGKILL)
-        await members[2].pause()
+        # a volunteer dies: SIGKILL, no leave; its lease runs out
+        volunteers[VOLUNTEERS[2]].send_signal(signal.SIGKILL)
         killed = time.monotonic()
         while await _dig(dns_port) != VOLUNTEERS[:2]:
             assert time.monotonic() - killed < LEASE + 3, "dead volunteer still in DNS"
             await asyncio.sleep(0.2)
         assert time.monotonic() - killed <= LEASE + 1.5  # lease + one expiry period
 
-        for member in members[:2]:  # the others leave cleanly
-            await member.stop()
-        assert await _dig(dns_port) == []
+        # a volunteer stops: SIGTERM, it leaves before it exits -- gone from DNS at once
+        stopping = volunteers[VOLUNTEERS[1]]
+        stopping.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(stopping.wait(), 10) == 0
+        assert await _dig(dns_port) == VOLUNTEERS[:1]
+        assert stopping.stdout is not None
+        assert b"left;" in await stopping.stdout.read()
     finally:
-        for member in members:
-            await member.pause()
-            await member.client.close()
         for proc in procs:
             if proc.returncode is None:
                 proc.send_signal(signal.SIGTERM)

@@ -30,7 +30,12 @@ def test_join_returns_site_parameters_and_lease() -> None:
     assert reply.lease_seconds == 30 and reply.site == SITE.info
     assert reply.site.params == {"memory_mb": 64}
     assert _hosts(reg) == [("127.0.0.2", 4433)]
-    assert reg.handle(p.Lookup(SITE.name), "10.0.0.1", T0) == p.LookupReply(SITE.info, 1)
+    assert reg.handle(p.Lookup(SITE.name), "10.0.0.1", T0) == p.LookupReply(
+        SITE.info, 1, (), (("127.0.0.2", 4433),))  # no cache_port: not in the sharing ring
+    reg.handle(p.Join(SITE.name, 4433, cache_port=7000), "127.0.0.3", T0)
+    lookup = reg.handle(p.Lookup(SITE.name), "10.0.0.1", T0)
+    assert isinstance(lookup, p.LookupReply) and lookup.peers == (("127.0.0.3", 7000),)
+    assert lookup.addresses == (("127.0.0.2", 4433), ("127.0.0.3", 4433))
 
 
 def test_lease_expires_unless_renewed() -> None:

@@ -184,6 +184,8 @@ REPLIES: list[tuple[str, p.Reply]] = [
     ("leave", p.LeaveReply(True)),
     ("report", p.ReportReply(2)),
     ("lookup", p.LookupReply(SITE, 3)),
+    ("lookup", p.LookupReply(SITE, 2, (("127.0.0.2", 7000),), (("127.0.0.2", 4433),
+                                                              ("::1", 4433)))),
 ]
 
 

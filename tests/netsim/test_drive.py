@@ -15,7 +15,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from netsim.cpu import DEFAULT_COSTS, ZERO_COSTS, CostTable, Tls12Cpu
-from netsim.drive import Driver, HttpFileServer, HttpGetClient, run_pair
+from netsim.drive import (
+    ByteSource,
+    Driver,
+    Forward,
+    HttpFileServer,
+    HttpGetClient,
+    Relay,
+    run_pair,
+    tls_records,
+)
 from netsim.host import Host, HostParams
 from netsim.link import Duplex, LinkParams
 from netsim.tcp import TcpConnection, TcpParams, wire_bytes
@@ -259,3 +268,104 @@ def test_docstring_example() -> None:
 
     result = doctest.testmod(netsim.drive)
     assert result.attempted > 0 and result.failed == 0
+
+
+# --- the relay (a middlebox that terminates one connection and opens another) ---------------
+
+class Echo:
+    """A sans-IO echo server: sends back what it receives, FIN after the client's FIN."""
+
+    def __init__(self) -> None:
+        self._out = bytearray()
+        self.eof = False
+
+    def receive_data(self, data: bytes) -> list[Any]:
+        self._out += data
+        self.eof = self.eof or not data
+        return [data]
+
+    def data_to_send(self) -> bytes:
+        out = bytes(self._out)
+        self._out.clear()
+        return out
+
+
+def _echo_app(side: Any, event: Any) -> None:
+    if event == b"":
+        side.shutdown()
+
+
+def echo_through_relay(data: bytes, app: Any, lan: LinkParams, wan: LinkParams
+                       ) -> tuple[Relay, ByteSource, Echo]:
+    env = simpy.Environment()
+    near, far = Duplex(env, lan), Duplex(env, wan)
+    front = TcpConnection(env, (near.ab,), (near.ba,))
+    back = TcpConnection(env, (far.ab,), (far.ba,))
+    source, echo = ByteSource(data), Echo()
+    relay = Relay(env, front, back, source, echo, app, client_app=ByteSource.app,
+                  server_app=_echo_app)
+    env.run()
+    return relay, source, echo
+
+
+@pytest.mark.parametrize("unit", [None, tls_records], ids=["cut-through", "store-and-forward"])
+def test_echo_through_relay_returns_every_byte_and_both_fins(unit: Any) -> None:
+    records = b"".join(bytes((23, 3, 3, n >> 8, n & 0xFF)) + bytes([n % 251]) * n
+                       for n in (100, 3000, 1, 16384, 0, 777))
+    relay, source, echo = echo_through_relay(records, Forward(unit), LinkParams(1e7, 0.001),
+                                             LinkParams(1e6, 0.010))
+    assert bytes(source.received) == records and source.eof and echo.eof
+    back = relay.back
+    assert back is not None and relay.finished_at is not None
+    # every byte crossed both legs once in each direction, FINs passed through
+    assert relay.front.bytes_by_direction() == {"client->server": len(records),
+                                                "server->client": len(records)}
+    assert back.bytes_by_direction() == {"client->server": len(records),
+                                         "server->client": len(records)}
+    assert back.conn.a.seq.fin_received and relay.front.conn.b.seq.fin_received
+    relay_flights = [f.nbytes for f in back.flights if f.side == "relay"]
+    if unit is tls_records:
+        # store and forward: the relay writes whole records only
+        cuts = 0
+        for n in relay_flights:
+            cuts += n
+            assert tls_records(records[:cuts]) == cuts
+    else:
+        assert sum(relay_flights) == len(records)
+
+
+def test_store_and_forward_costs_the_first_hop_per_unit() -> None:
+    """One large record: cut through overlaps the two hops, store and forward cannot."""
+    record = bytes((23, 3, 3, 0x40, 0x00)) + bytes(16384)
+    lan, wan = LinkParams(1e6, 0.001), LinkParams(1e6, 0.001)
+    cut, _, _ = echo_through_relay(record, Forward(), lan, wan)
+    held, _, _ = echo_through_relay(record, Forward(tls_records), lan, wan)
+    assert cut.finished_at is not None and held.finished_at is not None
+    first_to_server = {
+        name: min(f.time for f in r.back.flights if f.side == "relay")  # type: ignore[union-attr]
+        for name, r in (("cut", cut), ("held", held))}
+    # cut through sends the first segment on as soon as it arrives; store and forward waits
+    # for the whole record: at least its serialisation time on the first hop (16 KiB at 1 Mbit/s)
+    assert first_to_server["held"] - first_to_server["cut"] > 16384 * 8 / 1e6 * 0.9
+    assert held.finished_at > cut.finished_at
+
+
+def test_real_tls_through_a_relay_with_cpu_on_the_relay_host() -> None:
+    env = simpy.Environment()
+    near, far = Duplex(env, LinkParams(1e8, 0.0001)), Duplex(env, LinkParams(ADSL, D))
+    front = TcpConnection(env, (near.ab,), (near.ba,))
+    back = TcpConnection(env, (far.ab,), (far.ba,))
+    client, server = pair(RSA)
+    get = HttpGetClient("/file.bin")
+    relay_host = Host(env, "proxy")
+    relay = Relay(env, front, back, client, server, Forward(tls_records), client_app=get,
+                  server_app=HttpFileServer(BODY), relay_host=relay_host,
+                  front_cpu=Tls12Cpu(DEFAULT_COSTS), back_cpu=Tls12Cpu(DEFAULT_COSTS))
+    env.run()
+    assert get.body == BODY
+    assert relay.front.client.error is None and relay.back is not None
+    assert relay.back.server.error is None
+    # the relay's records were priced on its own host
+    jobs = relay_host.jobs_frame()
+    assert len(jobs) > 0 and relay.front.server.cpu_seconds > 0
+    assert relay.back.client.cpu_seconds > 0

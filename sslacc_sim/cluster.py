@@ -1,0 +1,262 @@
+"""Cluster membership: nodes on a LAN, keepalives, a master, 1024 buckets with owner and mirror.
+
+Scenario (the paper's sections 3 and 3.2): ``N`` nodes share a virtual IP; every packet for it
+reaches every node, and a node handles it only if the packet's bucket (:func:`~sslacc_sim.
+tcpside.bucket_of`) is assigned to it.  Each bucket has an *owner* (holds the working state)
+and a *mirror* (holds the mirrored state, the next live node in id order after the owner).
+
+* Every node sends a keepalive every ``keepalive_interval`` seconds to every other node over
+  the :class:`Lan` (a real message with a size, on the shared wire).
+* Every node watches the keepalives; a node not heard for ``dead_after`` intervals is dead in
+  its view.  The live node with the lowest id in a node's view is the *master*; only the
+  master changes the bucket table.  When the master itself dies the next node becomes master
+  by the same rule, without an election message.
+* On a death the master gives each bucket the dead node owned to that bucket's mirror (the
+  node with the state) and picks new mirrors; listeners (:meth:`Cluster.subscribe`) hear each
+  change after the table's broadcast reaches them (one LAN delay).
+* On a join the master moves *idle* buckets (no connection in them) to the newcomer until
+  the load is even; on a graceful :meth:`Cluster.leave` the leaver's buckets move at once.
+
+Failures are :meth:`Node.kill`: the node stops sending and receiving at once, its pending
+cluster messages are lost and its processes end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import simpy
+
+from netsim.link import Link, LinkParams, Packet, send_on
+
+from .params import ClusterParams
+
+__all__ = ["Lan", "Node", "Cluster", "BucketChange", "ClusterError"]
+
+
+class ClusterError(RuntimeError):
+    """Local misuse of the cluster model (unknown node, no live node left)."""
+
+
+class Lan:
+    """The cluster's wire: one shared link (bandwidth, delay), messages between nodes.
+
+    ``messages`` and ``bytes`` count every cluster message sent (keepalives included).
+    """
+
+    def __init__(self, env: simpy.Environment, params: ClusterParams) -> None:
+        self.env = env
+        self.params = params
+        self.link = Link(env, LinkParams(params.lan_bandwidth, params.lan_delay), "lan")
+        self.messages = 0
+        self.bytes = 0
+
+    def send(self, src: Node, dst: Node, payload_size: int,
+             on_arrive: Callable[[Any], None], payload: Any = None) -> None:
+        """Send ``payload_size`` bytes (plus the header) from ``src`` to ``dst``.
+
+        ``on_arrive(payload)`` runs at ``dst`` on arrival, unless either node died meanwhile.
+        """
+        if not src.alive:
+            return
+        size = payload_size + self.params.msg_header
+        self.messages += 1
+        self.bytes += size
+
+        def arrive(pkt: Packet) -> None:
+            if src.alive and dst.alive:      # a node that died took its messages with it
+                on_arrive(pkt.payload)
+
+        send_on((self.link,), size, arrive, payload)
+
+
+class Node:
+    """One accelerator: CPU and card resources, a keepalive sender and a failure detector."""
+
+    def __init__(self, env: simpy.Environment, node_id: int, cluster: Cluster) -> None:
+        self.env = env
+        self.id = node_id
+        self.cluster = cluster
+        self.alive = True
+        self.cpu = simpy.Resource(env, capacity=1)
+        self.card = simpy.Resource(env, capacity=1)
+        self.last_seen: dict[int, float] = {}
+        self.processes: list[simpy.Process] = []
+        self.spawn(self._keepalives())
+        self.spawn(self._detector())
+
+    def __repr__(self) -> str:
+        return f"Node({self.id}{'' if self.alive else ', dead'})"
+
+    def spawn(self, gen: Any) -> simpy.Process:
+        """Start a process that dies with the node."""
+        proc = self.env.process(gen)
+        self.processes.append(proc)
+        return proc
+
+    def kill(self) -> None:
+        """Fail-stop: no more sending, receiving or computing."""
+        if not self.alive:
+            return
+        self.alive = False
+        for proc in self.processes:
+            if proc.is_alive and proc is not self.env.active_process:
+                proc.interrupt("killed")
+        self.processes.clear()
+
+    def view(self) -> list[int]:
+        """Ids this node believes alive (itself included), in id order."""
+        horizon = self.env.now - self.cluster.params.detection_time
+        alive = {n for n, t in self.last_seen.items() if t >= horizon}
+        return sorted(alive | {self.id})
+
+    def is_master(self) -> bool:
+        """The master is the live node with the lowest id in this node's view."""
+        return self.alive and self.view()[0] == self.id
+
+    def _keepalives(self):  # type: ignore[no-untyped-def]
+        p = self.cluster.params
+        try:
+            while True:
+                for other in self.cluster.nodes:
+                    if other is not self:
+                        self.cluster.lan.send(self, other, 16, other._heard, self.id)
+                yield self.env.timeout(p.keepalive_interval)
+        except simpy.Interrupt:
+            return
+
+    def _heard(self, sender: int) -> None:
+        self.last_seen[sender] = self.env.now
+
+    def _detector(self):  # type: ignore[no-untyped-def]
+        p = self.cluster.params
+        try:
+            yield self.env.timeout(p.detection_time + p.keepalive_interval / 2)
+            while True:
+                if self.is_master():
+                    self.cluster._master_check(self)
+                yield self.env.timeout(p.keepalive_interval / 2)
+        except simpy.Interrupt:
+            return
+
+
+@dataclass(frozen=True, slots=True)
+class BucketChange:
+    """One row of the table broadcast: ``bucket`` now owned by ``owner``, mirrored by ``mirror``."""
+
+    bucket: int
+    old_owner: int
+    owner: int
+    mirror: int | None
+    time: float
+
+
+class Cluster:
+    """``n`` nodes, the bucket table and its listeners; metrics in ``changes`` and ``deaths``."""
+
+    def __init__(self, env: simpy.Environment, n: int, params: ClusterParams | None = None
+                 ) -> None:
+        if n < 1:
+            raise ValueError("a cluster needs at least one node")
+        self.env = env
+        self.params = params = params if params is not None else ClusterParams()
+        self.lan = Lan(env, params)
+        self.nodes: list[Node] = []
+        self.members: list[int] = list(range(n))
+        for i in range(n):
+            self.nodes.append(Node(env, i, self))
+        self.owner = [b % n for b in range(params.buckets)]
+        self.mirror: list[int | None] = [self._next(o) for o in self.owner]
+        self.busy_buckets: set[int] = set()
+        self._listeners: list[Callable[[BucketChange], None]] = []
+        self.changes: list[BucketChange] = []
+        self.deaths: list[tuple[float, int, int]] = []   #: (time, dead node, declared by)
+
+    def node(self, node_id: int) -> Node:
+        """The node with ``node_id``."""
+        if not 0 <= node_id < len(self.nodes):
+            raise ClusterError(f"no node {node_id}")
+        return self.nodes[node_id]
+
+    def subscribe(self, listener: Callable[[BucketChange], None]) -> None:
+        """Call ``listener(change)`` for every bucket-table change, after the broadcast delay."""
+        self._listeners.append(listener)
+
+    def master(self) -> Node:
+        """The current master: the lowest-id member."""
+        return self.node(self.members[0])
+
+    def _next(self, owner: int) -> int | None:
+        ring = self.members
+        if len(ring) < 2:
+            return None
+        return ring[(ring.index(owner) + 1) % len(ring)]
+
+    # -- master actions -----------------------------------------------------------------
+    def _master_check(self, master: Node) -> None:
+        view = master.view()
+        for dead in [m for m in self.members if m not in view]:
+            self.deaths.append((self.env.now, dead, master.id))
+            self._remove(dead)
+        for new in [v for v in view if v not in self.members and self.nodes[v].alive]:
+            self._add(new)
+
+    def _remove(self, dead: int) -> None:
+        self.members.remove(dead)
+        if not self.members:
+            raise ClusterError("no live node left")
+        moved = []
+        for b in range(self.params.buckets):
+            if self.owner[b] == dead:
+                heir = self.mirror[b]
+                self.owner[b] = heir if heir is not None and heir in self.members \
+                    else self.members[b % len(self.members)]
+                moved.append((b, dead))
+        for b in range(self.params.buckets):
+            old_mirror = self.mirror[b]
+            self.mirror[b] = self._next(self.owner[b])
+            if old_mirror != self.mirror[b] and (b, dead) not in moved:
+                moved.append((b, self.owner[b]))
+        self._broadcast(moved)
+
+    def _add(self, new: int) -> None:
+        self.members.append(new)
+        self.members.sort()
+        share = self.params.buckets // len(self.members)
+        moved = []
+        for b in range(self.params.buckets):
+            if len(moved) >= share:
+                break
+            if b not in self.busy_buckets and self.owner[b] != new:
+                moved.append((b, self.owner[b]))
+                self.owner[b] = new
+        for b in range(self.params.buckets):
+            self.mirror[b] = self._next(self.owner[b])
+        self._broadcast(moved)
+
+    def _broadcast(self, moved: list[tuple[int, int]]) -> None:
+        changes = [BucketChange(b, old, self.owner[b], self.mirror[b], self.env.now)
+                   for b, old in moved]
+        self.changes.extend(changes)
+
+        def deliver(_: object) -> None:
+            for change in changes:
+                for listener in self._listeners:
+                    listener(change)
+
+        self.env.timeout(self.params.lan_delay).callbacks.append(deliver)
+
+    # -- join and leave -------------------------------------------------------------------
+    def join(self) -> Node:
+        """A new node starts sending keepalives; the master admits it on the next check."""
+        node = Node(self.env, len(self.nodes), self)
+        self.nodes.append(node)
+        return node
+
+    def leave(self, node_id: int) -> None:
+        """Graceful leave: the node's buckets go to their mirrors now, then it stops."""
+        self.deaths.append((self.env.now, node_id, node_id))
+        self._remove(node_id)
+        self.node(node_id).kill()

@@ -1,0 +1,143 @@
+"""Cache sharing between a site's volunteers on asyncio (paper §5.3), over :mod:`.ring`.
+
+A volunteer's cache hierarchy (:mod:`sslsplit.cache`) is: its memory (and disk) cache, then
+:class:`RingSource` -- the one peer the ring names as the owner of the payload's stub id --
+then the origin's record store.  So a local miss costs **one** message to a peer, whatever the
+number of volunteers (:attr:`RingSource.messages` counts them; the tests and the benchmark
+check messages == lookups).  When the owner is the volunteer itself, the ring is skipped.
+
+The owner answers from its own caches and, on a miss, fetches the payload from the origin
+for the asker (:class:`PeerServer`, read-through): the first volunteer to need a payload
+makes the owner fetch it once, and every other volunteer then gets it from the owner, so a
+payload leaves the origin about once per site instead of once per volunteer.  An owner
+answers through to the origin only for keys its own ring says it owns (never forwarding to
+another peer), so views of the ring that differ for a moment cannot make a loop.
+
+Nothing a peer sends is trusted: :class:`~sslsplit.cache.CacheHierarchy` hashes every payload
+against its stub id and discards a poisoned one (counted under ``"ring"`` in its stats), and
+the request continues at the origin.  A peer that cannot be reached counts as a source error
+and is skipped the same way.  Either way the peer is then *avoided* for ``penalty`` seconds:
+lookups of the keys it owns go straight to the origin (no message, counted in
+:attr:`RingSource.skipped`), so a black-holing or poisoning peer costs its neighbours one
+timeout (``timeout``, 1 s by default) or one wasted transfer, not one per payload.  Until the
+broker drops it, that is all a malicious volunteer can do to its peers.
+
+Concurrent requests from peers for the same id at an owner share one origin fetch
+(:class:`PeerServer`, single flight).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from ..aio import PayloadClient
+from ..cache import CacheHierarchy, CacheMiss
+from ..wire import IDEncoding, check_payload
+from .ring import Ring
+
+__all__ = ["Peer", "RingSource", "PeerServer"]
+
+logger = logging.getLogger("sslsplit.barnraising.sharing")
+
+Peer = tuple[str, int]
+"""A volunteer's cache endpoint: ``(host, cache_port)``, as in the broker's lookup reply."""
+
+
+class RingSource:
+    """The remote cache level "the ring owner of this id" (one message per lookup)."""
+
+    name = "ring"
+
+    def __init__(self, me: Peer | None, ring: Ring[Peer] | None = None, *,
+                 timeout: float = 1.0, penalty: float = 30.0) -> None:
+        self.me = me
+        self.ring: Ring[Peer] = ring if ring is not None else Ring()
+        self.timeout = timeout
+        self.penalty = penalty
+        self.lookups = 0
+        """Ids looked up on a peer (the owner was not this volunteer)."""
+        self.messages = 0
+        """Requests sent to peers; equals :attr:`lookups`: one owner per id, no routing."""
+        self.skipped = 0
+        """Ids whose owner was being avoided (no message; the origin's copy is used)."""
+        self.poisoned: dict[Peer, int] = {}
+        self._avoid: dict[Peer, float] = {}
+        self._clients: dict[Peer, PayloadClient] = {}
+
+    def owns(self, ident: bytes) -> bool:
+        return self.me is not None and self.ring.owner(ident) == self.me
+
+    async def update(self, peers: tuple[Peer, ...] | list[Peer]) -> bool:
+        """Take a new member list (from a broker lookup); close connections to departed peers."""
+        changed = self.ring.update(peers)
+        for peer in [p for p in self._clients if p not in self.ring.members]:
+            await self._clients.pop(peer).close()
+        return changed
+
+    def avoided(self, peer: Peer) -> bool:
+        until = self._avoid.get(peer)
+        return until is not None and asyncio.get_running_loop().time() < until
+
+    def _penalise(self, peer: Peer) -> None:
+        self._avoid[peer] = asyncio.get_running_loop().time() + self.penalty
+
+    async def fetch(self, encoding: IDEncoding, ident: bytes) -> bytes | None:
+        owner = self.ring.owner(ident)
+        if owner is None or owner == self.me:
+            return None
+        if self.avoided(owner):
+            self.skipped += 1
+            return None
+        client = self._clients.get(owner)
+        if client is None:
+            client = self._clients[owner] = PayloadClient(
+                *owner, timeout=self.timeout, name=f"peer {owner[0]}:{owner[1]}")
+        self.lookups += 1
+        self.messages += 1
+        try:
+            payload = await client.fetch(encoding, ident)
+        except (OSError, TimeoutError):
+            self._penalise(owner)
+            raise
+        if payload is not None and not check_payload(encoding, ident, payload):
+            self.poisoned[owner] = self.poisoned.get(owner, 0) + 1
+            self._penalise(owner)  # the hierarchy discards it; we stop asking this peer
+        return payload
+
+    async def close(self) -> None:
+        for client in self._clients.values():
+            await client.close()
+        self._clients.clear()
+
+
+class PeerServer:
+    """What a volunteer answers its peers: its caches, and the origin's copy for keys it owns."""
+
+    def __init__(self, hierarchy: CacheHierarchy, ring: RingSource) -> None:
+        self.hierarchy = hierarchy
+        self.ring = ring
+        self.served = 0
+        self.fetched_for_peers = 0
+        self._inflight: dict[tuple[IDEncoding, bytes], asyncio.Future[bytes | None]] = {}
+
+    async def lookup(self, encoding: IDEncoding, ident: bytes) -> bytes | None:
+        payload = self.hierarchy.lookup_local(encoding, ident)
+        if payload is None and self.ring.owns(ident):
+            key = (encoding, ident)
+            pending = self._inflight.get(key)
+            if pending is not None:  # another peer's request is fetching it already
+                payload = await asyncio.shield(pending)
+            else:
+                future = self._inflight[key] = asyncio.get_running_loop().create_future()
+                try:
+                    payload = await self.hierarchy.get(encoding, ident)  # we own it: origin
+                    self.fetched_for_peers += 1
+                except CacheMiss:
+                    payload = None
+                finally:
+                    del self._inflight[key]
+                    future.set_result(payload)
+        if payload is not None:
+            self.served += 1
+        return payload
