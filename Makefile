@@ -6,7 +6,7 @@ PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
 PYTEST_ARGS ?= -n 2
 
-.PHONY: help venv build test lint reproduce benchmarks readme clean
+.PHONY: help venv build test lint reproduce benchmarks readme notebook clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -45,6 +45,10 @@ benchmarks: build  ## run every benchmark (ratios against references measured in
 	$(PY) benchmarks/bench_barnraising.py --json results/benchmarks/barnraising.json
 	$(PY) benchmarks/bench_linktestbed.py --csv results/benchmarks/linktestbed.csv
 	$(PY) benchmarks/bench_reverse_ssl.py --throughput --json results/benchmarks/reverse_ssl.json
+	$(PY) benchmarks/bench_sweep.py --json results/benchmarks/sweep.json
+
+notebook: build  ## open the notebooks in JupyterLab from the project's venv (quick sizes; REPRODUCE_QUICK=0 for full)
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
 
 readme: venv  ## copy the result files the README quotes to docs/results/ and regenerate its tables
 	$(PY) notebooks/summarize.py --update

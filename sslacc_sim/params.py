@@ -31,7 +31,17 @@ class ClusterParams:
     maximum segment lifetime; RSTs for unknown connections stay suppressed for ``2 * msl``
     after a takeover.  ``cluster_then_commit``: the First Law; turning it off is the
     negative control of the paper's Figure 6.  ``response_piece``: bytes the relay reads
-    from the origin per step (one checkpoint each).
+    from the origin per step (one checkpoint each).  ``compact_updates``: after the handshake
+    send keys once and then only sequence numbers, record sizes and origin offsets (sections
+    5.5-5.6; off: every update is the whole exported state).  ``record_size_prewrite``: the
+    compact update names the size of each record about to be written (section 5.6); turning
+    it off is the negative control of Figures 25-26.  ``partial_acks``: acknowledge (after
+    clustering it) the read part of a client record when the rest has not come within twice
+    the estimated packet inter-arrival time (section 5.5); ``iat_gain``: weight of a new
+    inter-arrival sample in that estimate (an exponentially weighted mean), which starts at
+    ``iat_initial`` seconds.
+    ``replicate_sessions``: :class:`~sslacc_sim.sessions.ClusterSessionStore` sends each new
+    session to every node (off: resumption only on the node that made the session).
     """
 
     rsa_ops_per_s: float = 200.0
@@ -46,6 +56,12 @@ class ClusterParams:
     msl: float = 30.0
     cluster_then_commit: bool = True
     response_piece: int = 16384
+    compact_updates: bool = True
+    record_size_prewrite: bool = True
+    partial_acks: bool = True
+    iat_gain: float = 0.125
+    iat_initial: float = 0.01
+    replicate_sessions: bool = True
 
     def __post_init__(self) -> None:
         if self.rsa_ops_per_s <= 0:
@@ -56,6 +72,8 @@ class ClusterParams:
             raise ValueError("keepalive_interval must be positive and dead_after at least 1")
         if self.buckets < 1 or self.lan_bandwidth <= 0 or self.response_piece < 1:
             raise ValueError("buckets, lan_bandwidth and response_piece must be positive")
+        if not 0 < self.iat_gain <= 1 or self.iat_initial <= 0:
+            raise ValueError("iat_gain must be in (0, 1] and iat_initial positive")
 
     @property
     def rsa_time(self) -> float:

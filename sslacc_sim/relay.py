@@ -27,17 +27,41 @@ connection is unknown and is reset after the 2MSL silence.
 replaces a dead mirror the owner sends the pending checkpoint to the new mirror, so a dead
 mirror delays connections by the detection time but does not deadlock them.
 
-Where the compact export will slot in (issue 11, section 1): today a checkpoint carries the
-whole exported state, including the ciphertext queued for sending, so a response piece
-costs its own size in cluster bytes.  With byte-identical re-sealing and the compact
-post-handshake form, :meth:`Relay._checkpoint` will send keys once and then only sequence
-numbers, record sizes and the origin offset (the record-size pre-write of section 5.6); the
-mirror will re-read the origin from ``response_offset`` and re-seal.  Client records are
-framed here from their 5-byte headers and fed to the server one whole record at a time, so
-ClientKeyExchange, ChangeCipherSpec and Finished get the paper's three separate updates
-(Figure 19) even when they share a segment; tls12's per-record consumption can replace
-:func:`_split_records` when it lands.  After the server's Finished has reached the client an
-``established`` update follows (Figure 20).
+**Records.**  Client bytes are buffered in the server (``receive_data(..., max_records=0)``)
+and consumed one whole record at a time (``receive_record()``), so ClientKeyExchange,
+ChangeCipherSpec and Finished get the paper's three separate updates (Figure 19) even when
+they share a segment, and every checkpoint ends on a record boundary.  After the server's
+Finished has reached the client an ``established`` update follows (Figure 20).
+
+**Compact updates** (``ClusterParams.compact_updates``, sections 5.5-5.6).  Until the
+handshake ends a checkpoint carries the whole exported state (~4 KB, mostly the transcript).
+The ``established`` update carries the keys once (:meth:`tls12.Connection.export_keys`);
+from then on an update carries only the 18-byte :class:`tls12.state.Progress` (sequence
+numbers and close flags), how many queued records it covers, the plaintext size of each
+response record about to be written (the *record-size pre-write*), the origin offset where
+their plaintext starts, and the raw bytes of any other queued record (an alert, tens of
+bytes).  A new mirror gets the keys again with its first update.  On takeover the mirror
+imports the keys, rewinds the write sequence number to the first queued record, re-reads the
+origin from ``plain_start`` in the pre-written sizes and re-seals: the records are
+byte-identical (tls12 derives CBC IVs from the exported state), so the client can take the
+tail of a half-received record from the mirror.  With ``record_size_prewrite`` off the mirror
+does not know the sizes and reads the origin in chunks of its own (a quarter piece, as in
+Figure 25): a failure mid-record then garbles the client's stream, as section 5.6 says.
+Measured by :meth:`Relay.cluster_bytes_frame` (the tests check the ratio): about 37 KB of
+cluster messages per 16 KiB response piece with full updates, about 300 bytes compact (most
+of it the JSON header line).
+
+**Partial ACKs** (section 5.5).  The owner acknowledges client bytes only at record
+boundaries, so a client record larger than the client's window would deadlock (the client
+waits for an ACK, the owner for the rest of the record).  With ``ClusterParams.partial_acks``
+the owner keeps an exponentially weighted estimate of the packet inter-arrival time; when
+part of a record has waited twice that long it sends a ``partial_ack`` update that carries
+those bytes themselves (``Checkpoint.partial``: one of the few updates with data), then
+acknowledges them.  A mirror taking over buffers them and reads the rest of the record from
+the client's retransmission.  Partial ACKs are used after the handshake only (compact mode).
+
+**Sessions.**  Every node's ``ServerConfig`` may use :meth:`Relay.session_store`, a
+:class:`~sslacc_sim.sessions.ClusterSessionStore`, so a session resumes on any node.
 """
 
 from __future__ import annotations
@@ -62,9 +86,12 @@ from tls12 import (
     ServerConnection,
     TLSError,
 )
-from tls12.state import export_connection, import_connection
+from tls12.errors import LocalProtocolError
+from tls12.record import MAX_PLAINTEXT
+from tls12.state import Progress, export_connection, import_connection
 
 from .cluster import BucketChange, Cluster, Node
+from .sessions import ClusterSessionStore
 from .tcpside import (
     ClusterTcpConnection,
     FourTuple,
@@ -77,7 +104,9 @@ from .tcpside import (
 
 __all__ = ["Checkpoint", "Origin", "Relay", "RelayConn", "TlsClient", "CheckpointHook"]
 
-#: ``hook(conn, checkpoint, phase)`` with phase "prepared", "committed" or "released".
+#: ``hook(conn, checkpoint, phase)`` with phase "prepared" (state captured, nothing sent),
+#: "sent" (update on the LAN, not acknowledged; only with a mirror), "committed" (mirror
+#: acknowledged, output not released) or "released".
 CheckpointHook = Callable[["RelayConn", "Checkpoint", str], None]
 
 
@@ -88,6 +117,17 @@ class Checkpoint:
     Offsets count stream bytes (not sequence numbers): ``rcv_appack`` client bytes committed,
     ``out_start`` where the state's queued output starts in the server -> client stream,
     ``request_offset`` / ``response_offset`` bytes handed to / read from the origin.
+
+    A *full* checkpoint has the exported state in ``tls_state``.  A *compact* one (after the
+    handshake, see the module docstring) has ``progress`` (a :class:`tls12.state.Progress`
+    after all queued output), ``rewind`` (queued records sealed from the origin's bytes,
+    followed by ``raw_records`` others), ``sizes`` (plaintext sizes of the
+    queued response records, ``None`` without pre-writes), ``plain_start`` (origin offset of
+    their plaintext) and ``raw`` (the other queued records, verbatim).  ``keys`` travels only
+    in a mirror's first compact update.  ``buffered``: client bytes past ``rcv_appack``
+    that a full ``tls_state`` already holds in its record buffer (a takeover does not feed
+    them again when the client retransmits them).  ``partial``: the start of a client record
+    already acknowledged to the client by a partial ACK (section 5.5), clustered as data.
     """
 
     conn_id: int
@@ -98,17 +138,42 @@ class Checkpoint:
     request_offset: int
     response_offset: int
     tls_state: bytes
+    progress: bytes = b""
+    rewind: int = 0
+    raw_records: int = 0
+    sizes: tuple[int, ...] | None = None
+    plain_start: int = 0
+    raw: bytes = b""
+    keys: bytes = b""
+    buffered: int = 0
+    partial: bytes = b""
+
+    @property
+    def compact(self) -> bool:
+        """Whether this is a post-handshake compact update (no ``tls_state``)."""
+        return bool(self.progress)
 
     def encode(self) -> bytes:
-        """Wire form: a JSON header line, then the exported TLS state."""
-        head = {k: v for k, v in asdict(self).items() if k != "tls_state"}
-        return json.dumps(head, sort_keys=True).encode() + b"\n" + self.tls_state
+        """Wire form: a JSON header line, then the blobs (state, keys, raw records)."""
+        head = {k: v for k, v in asdict(self).items()
+                if k not in ("tls_state", "keys", "raw", "progress", "partial")}
+        head["progress"] = self.progress.hex()
+        head["lengths"] = [len(self.tls_state), len(self.keys), len(self.partial)]
+        return (json.dumps(head, sort_keys=True, separators=(",", ":")).encode() + b"\n"
+                + self.tls_state + self.keys + self.partial + self.raw)
 
     @classmethod
     def decode(cls, data: bytes) -> Checkpoint:
         """Inverse of :meth:`encode`."""
-        head, _, blob = data.partition(b"\n")
-        return cls(tls_state=blob, **json.loads(head))
+        line, _, blob = data.partition(b"\n")
+        head = json.loads(line)
+        n_state, n_keys, n_partial = head.pop("lengths")
+        sizes = head.pop("sizes")
+        at = n_state + n_keys
+        return cls(tls_state=blob[:n_state], keys=blob[n_state:at],
+                   partial=blob[at:at + n_partial], raw=blob[at + n_partial:],
+                   progress=bytes.fromhex(head.pop("progress")),
+                   sizes=None if sizes is None else tuple(sizes), **head)
 
 
 class Origin:
@@ -155,16 +220,9 @@ _LABELS = {
 }
 
 
-def _split_records(buf: bytearray) -> list[bytes]:
-    """Remove and return the complete TLS records at the front of ``buf``."""
-    records = []
-    while len(buf) >= 5:
-        n = 5 + int.from_bytes(buf[3:5], "big")
-        if len(buf) < n:
-            break
-        records.append(bytes(buf[:n]))
-        del buf[:n]
-    return records
+def _fragments(n: int) -> tuple[int, ...]:
+    """Plaintext sizes of the records ``send_data`` makes of ``n`` bytes."""
+    return tuple(min(MAX_PLAINTEXT, n - i) for i in range(0, n, MAX_PLAINTEXT)) or (0,)
 
 
 def _committed_in(conn: RelayConn) -> int:
@@ -188,7 +246,16 @@ class RelayConn:
     tcp: ClusterTcpConnection
     handler: int
     inbox: simpy.Store
+    #: a copy of the client bytes buffered in ``tls`` (to label each record before reading it)
     rx: bytearray = field(default_factory=bytearray)
+    #: stream offset of the end of the last client record consumed
+    consumed: int = 0
+    #: packet inter-arrival estimator (section 5.5): estimate, last arrival, partial ACKs
+    iat: float = 0.0
+    last_arrival: float | None = None
+    partial_acks: int = 0
+    #: client bytes still to arrive that the imported state had buffered already
+    skip_in: int = 0
     ready: bool = True
     tls: ServerConnection | None = None
     request_offset: int = 0
@@ -199,6 +266,14 @@ class RelayConn:
     mirrored: dict[int, Checkpoint] = field(default_factory=dict)
     pending: tuple[Checkpoint, bytes, simpy.Event] | None = None
     takeovers: list[tuple[float, int, str]] = field(default_factory=list)
+    #: the compact base, once exported; which nodes have received it
+    keys: bytes | None = None
+    keys_at: set[int] = field(default_factory=set)
+    mirror_keys: dict[int, bytes] = field(default_factory=dict)
+    #: (origin offset, plaintext sizes) of the response records queued in ``tls``
+    piece: tuple[int, tuple[int, ...]] | None = None
+    #: queued records a takeover re-created verbatim (they follow the re-sealed ones)
+    carry: list[tuple[bytes, int]] = field(default_factory=list)
 
 
 class Relay:
@@ -218,7 +293,18 @@ class Relay:
         self.guards = {n.id: RstGuard(env, self.params.msl) for n in cluster.nodes}
         self.hook: CheckpointHook | None = None
         self.resets: list[tuple[float, int]] = []
+        self.session_stores: dict[int, ClusterSessionStore] = {}
+        for n in cluster.nodes:
+            self.session_store(n.id)
         cluster.subscribe(self._on_change)
+
+    def session_store(self, node_id: int) -> ClusterSessionStore:
+        """Node ``node_id``'s copy of the cluster's session table (for its ``ServerConfig``)."""
+        store = self.session_stores.get(node_id)
+        if store is None:
+            store = ClusterSessionStore(self.cluster, node_id, self.session_stores,
+                                        replicate=self.params.replicate_sessions)
+        return store
 
     def checkpoints_frame(self) -> pd.DataFrame:
         """Every cluster update sent: time, connection, label, bytes (the real message size),
@@ -226,6 +312,22 @@ class Relay:
         rows = [(t, c.id, label, size, node) for c in self.conns
                 for t, label, size, node in c.checkpoints]
         return pd.DataFrame(rows, columns=["time", "conn", "label", "bytes", "node"])
+
+    def cluster_bytes_frame(self) -> pd.DataFrame:
+        """Per connection: cluster-update bytes in all, during the handshake, and per 16 KiB
+        of response (``response`` updates only), with the number of updates."""
+        f = self.checkpoints_frame()
+        rows = []
+        for conn in self.conns:
+            mine = f[f["conn"] == conn.id]
+            resp = mine[mine["label"] == "response"]
+            hs = mine[mine["label"].isin(["client_hello", "client_key_exchange",
+                                          "change_cipher_spec", "finished"])]
+            body = max(1, len(self.origin.response))
+            rows.append((conn.id, len(mine), int(mine["bytes"].sum()), int(hs["bytes"].sum()),
+                         float(resp["bytes"].sum()) * 16384 / body))
+        return pd.DataFrame(rows, columns=["conn", "updates", "bytes", "handshake_bytes",
+                                           "bytes_per_16k_response"])
 
     # -- connections ----------------------------------------------------------------------
     def connect(self, four_tuple: FourTuple, to_vip: tuple[Link, ...],
@@ -245,7 +347,8 @@ class Relay:
         tcp = ClusterTcpConnection(self.env, (*to_vip, gate_in), (gate_out, *from_vip),
                                    name=f"conn{len(self.conns)}", isn=(isn_a, isn_b))
         conn = RelayConn(len(self.conns), four_tuple, bucket, tcp,
-                         self.cluster.owner[bucket], simpy.Store(self.env))
+                         self.cluster.owner[bucket], simpy.Store(self.env),
+                         iat=self.params.iat_initial)
         holder.append(conn)
         self.conns.append(conn)
         self.cluster.busy_buckets.add(bucket)
@@ -265,7 +368,8 @@ class Relay:
                 if new.alive:
                     self._take_over(conn, new)
             elif conn.pending is not None and change.mirror is not None:
-                cp, msg, ack = conn.pending        # the mirror changed under a pending commit
+                cp, _, ack = conn.pending          # the mirror changed under a pending commit
+                msg = self._message(conn, change.mirror, cp)
                 self._send_update(conn, self.cluster.node(conn.handler), change.mirror, cp,
                                   msg, ack)
 
@@ -282,20 +386,23 @@ class Relay:
         assert tls is not None
         try:
             if resume is not None:
-                yield from self._checkpoint(conn, node, "takeover", resume.rcv_appack,
-                                            resume.out_start)
+                done = yield from self._checkpoint(conn, node, "takeover", resume.rcv_appack,
+                                                   resume.out_start)
+                if done is not None:
+                    yield done
                 yield from self._respond(conn, node)
             while True:
-                chunk, end = yield conn.inbox.get()
+                chunk, end = yield from self._next_chunk(conn, node)
                 if not chunk:                        # the client's FIN
-                    yield from self._step(conn, node, b"", end)
+                    yield from self._step(conn, node, end)
                     break
                 conn.rx += chunk
-                records = _split_records(conn.rx)
-                at = end - len(conn.rx) - sum(len(r) for r in records)
-                for record in records:
-                    at += len(record)                # stream offset of this record's end
-                    ok = yield from self._step(conn, node, record, at)
+                skip = min(conn.skip_in, len(chunk))
+                conn.skip_in -= skip
+                if len(chunk) > skip:
+                    tls.receive_data(chunk[skip:], max_records=0)   # buffer only
+                while not conn.closed:
+                    ok = yield from self._step(conn, node, None)
                     if not ok:
                         break
                 if conn.closed:
@@ -303,23 +410,67 @@ class Relay:
         except (simpy.Interrupt, _NodeDied):
             return
 
-    def _step(self, conn: RelayConn, node: Node, record: bytes, appack: int):  # type: ignore[no-untyped-def]
-        """Feed one record (or the end of stream), cluster, commit; False once closed."""
+    def _next_chunk(self, conn: RelayConn, node: Node):  # type: ignore[no-untyped-def]
+        """The next (chunk, stream end) from the client, with partial ACKs (section 5.5).
+
+        While part of a record waits in ``conn.rx`` (compact mode, nothing acknowledged of
+        it yet beyond what a partial ACK covered) the owner waits at most twice the estimated
+        packet inter-arrival time; then it clusters the partial record and acknowledges it,
+        so a client whose window is smaller than the record can send the rest.
+        """
+        p = self.params
+        while True:
+            get = conn.inbox.get()
+            waiting = len(conn.rx) > _committed_in(conn) - conn.consumed
+            if not (p.partial_acks and conn.keys is not None and waiting):
+                item = yield get
+                break
+            got = yield get | self.env.timeout(2 * conn.iat)
+            if get in got:
+                item = got[get]
+                break
+            get.cancel()
+            conn.partial_acks += 1
+            done = yield from self._checkpoint(conn, node, "partial_ack",
+                                               conn.consumed + len(conn.rx),
+                                               conn.tcp.stream_out())
+            if done is not None:
+                yield done
+        now = self.env.now
+        if conn.last_arrival is not None:
+            conn.iat += p.iat_gain * ((now - conn.last_arrival) - conn.iat)
+        conn.last_arrival = now
+        return item
+
+    def _step(self, conn: RelayConn, node: Node, eof_at: int | None):  # type: ignore[no-untyped-def]
+        """Read one buffered record (or the end of stream at ``eof_at``), cluster, commit.
+
+        False when no whole record is buffered or the connection is closed."""
         p = self.params
         tls = conn.tls
         assert tls is not None
+        head = bytes(conn.rx[:6])
+        try:
+            if eof_at is not None:
+                events, label, appack = tls.receive_data(b""), "eof", eof_at
+            else:
+                got = tls.receive_record()
+                if got is None:
+                    return False
+                events = got.events
+                del conn.rx[:got.wire_length]
+                conn.consumed += got.wire_length
+                label = _LABELS.get(head[:1] + head[5:6], _LABELS.get(head[:1], "record"))
+                appack = conn.consumed
+        except TLSError:
+            events, label, appack = [], "alert", conn.consumed
         with node.cpu.request() as req:
             yield req
             yield self.env.timeout(p.msg_cpu)
-        if len(record) > 5 and record[0] == 0x16 and record[5] == 0x10:
+        if label == "client_key_exchange":
             with node.card.request() as req:        # ClientKeyExchange: one RSA operation
                 yield req
                 yield self.env.timeout(p.rsa_time)
-        label = _LABELS.get(record[:1] + record[5:6], _LABELS.get(record[:1], "eof"))
-        try:
-            events = tls.receive_data(record)
-        except TLSError:
-            events, label = [], "alert"
         for ev in events:
             if isinstance(ev, ApplicationData):
                 self.origin.deliver(conn.id, conn.request_offset, ev.data)
@@ -346,6 +497,7 @@ class Relay:
         total = len(self.origin.response)
         while self.origin.answered(conn.id) and conn.response_offset < total:
             piece = self.origin.read(conn.response_offset, self.params.response_piece)
+            conn.piece = (conn.response_offset, _fragments(len(piece)))
             tls.send_data(piece)
             conn.response_offset += len(piece)
             if conn.response_offset == total:
@@ -361,14 +513,11 @@ class Relay:
     # -- cluster, then commit -------------------------------------------------------------
     def _checkpoint(self, conn: RelayConn, node: Node, label: str, appack: int,
                     out_start: int):  # type: ignore[no-untyped-def]
-        tls = conn.tls
-        assert tls is not None
-        cp = Checkpoint(conn.id, len(conn.checkpoints), label, appack, out_start,
-                        conn.request_offset, conn.response_offset, export_connection(tls))
-        msg = cp.encode()
+        cp, out = self._capture(conn, label, appack, out_start)
+        mirror = self.cluster.mirror[conn.bucket]
+        msg = self._message(conn, mirror, cp)
         conn.checkpoints.append((self.env.now, label, len(msg), node.id))
         self._fire(conn, cp, "prepared", node)
-        mirror = self.cluster.mirror[conn.bucket]
         ack = self.env.event()
         with node.cpu.request() as req:
             yield req
@@ -376,15 +525,55 @@ class Relay:
         if mirror is None:
             ack.succeed()
         else:
-            conn.pending = (cp, msg, ack)
+            conn.pending = (cp, out, ack)
             self._send_update(conn, node, mirror, cp, msg, ack)
+            self._fire(conn, cp, "sent", node)
         if self.params.cluster_then_commit:
             yield ack
             self._fire(conn, cp, "committed", node)
         conn.pending = None
-        done = self._release(conn, cp)
+        done = self._release(conn, cp, out)
         self._fire(conn, cp, "released", node)
         return done
+
+    def _capture(self, conn: RelayConn, label: str, appack: int,
+                 out_start: int) -> tuple[Checkpoint, bytes]:
+        """The update for the connection's state now, and the output it covers (taken)."""
+        tls = conn.tls
+        assert tls is not None
+        base = (conn.id, len(conn.checkpoints), label, appack, out_start, conn.request_offset,
+                conn.response_offset)
+        if self.params.compact_updates and conn.keys is None and label == "established":
+            try:
+                conn.keys = tls.export_keys()
+            except LocalProtocolError:
+                pass                                 # not quiet yet: stay with full updates
+        if not self.params.compact_updates or conn.keys is None:
+            cp = Checkpoint(*base, export_connection(tls), buffered=len(conn.rx))
+            conn.piece = None
+            return cp, tls.data_to_send()
+        records = tls.data_to_send_records()
+        plain_start, sizes = conn.piece if conn.piece is not None else (conn.response_offset, ())
+        conn.piece = None
+        resealed = len(sizes)
+        raw_records = len(records) - resealed + sum(n for _, n in conn.carry)
+        raw = b"".join(records[resealed:]) + b"".join(r for r, _ in conn.carry)
+        conn.carry = []
+        partial = bytes(conn.rx[:max(0, appack - conn.consumed)])
+        cp = Checkpoint(*base, b"", progress=tls.export_progress().to_bytes(), partial=partial,
+                        rewind=resealed, raw_records=raw_records,
+                        sizes=sizes if self.params.record_size_prewrite else None,
+                        plain_start=plain_start, raw=raw)
+        return cp, b"".join(records[:resealed]) + raw
+
+    def _message(self, conn: RelayConn, mirror: int | None, cp: Checkpoint) -> bytes:
+        """The update's wire form for ``mirror``: keys ride along if it has not had them."""
+        if cp.compact and mirror is not None and mirror not in conn.keys_at:
+            assert conn.keys is not None
+            conn.keys_at.add(mirror)
+            cp = Checkpoint(**{**asdict(cp), "keys": conn.keys,
+                               "sizes": cp.sizes})
+        return cp.encode()
 
     def _send_update(self, conn: RelayConn, node: Node, mirror_id: int, cp: Checkpoint,
                      msg: bytes, ack: simpy.Event) -> None:
@@ -392,7 +581,10 @@ class Relay:
         mirror = self.cluster.node(mirror_id)
 
         def at_mirror(data: bytes) -> None:
-            conn.mirrored[mirror_id] = Checkpoint.decode(data)
+            got = Checkpoint.decode(data)
+            if got.keys:
+                conn.mirror_keys[mirror_id] = got.keys
+            conn.mirrored[mirror_id] = got
             mirror.spawn(mirror_work())
 
         def mirror_work():  # type: ignore[no-untyped-def]
@@ -410,11 +602,8 @@ class Relay:
 
         lan.send(node, mirror, len(msg), at_mirror, msg)
 
-    def _release(self, conn: RelayConn, cp: Checkpoint) -> simpy.Event | None:
+    def _release(self, conn: RelayConn, cp: Checkpoint, out: bytes) -> simpy.Event | None:
         """Commit: put the state's output on the wire, acknowledge what it covers."""
-        tls = conn.tls
-        assert tls is not None
-        out = tls.data_to_send()
         tcp = conn.tcp
         skip = tcp.stream_out() - cp.out_start
         done = tcp.b.send(out[skip:]) if len(out) > skip else None
@@ -433,16 +622,21 @@ class Relay:
         conn.handler = node.id
         conn.inbox = simpy.Store(self.env)
         conn.rx = bytearray()                    # the dead node's partial record is gone
+        conn.piece, conn.carry = None, []
         guard = self.guards.setdefault(node.id, RstGuard(self.env, self.params.msl))
         guard.took_over(conn.bucket)
         tls = ServerConnection(self.server_config(node.id, conn.id))
         if cp is not None:
-            import_connection(tls, cp.tls_state)
+            if cp.compact:
+                self._restore_compact(conn, tls, cp, node)
+            else:
+                import_connection(tls, cp.tls_state)
             conn.request_offset, conn.response_offset = cp.request_offset, cp.response_offset
+            conn.consumed, conn.skip_in = cp.rcv_appack - len(cp.partial), cp.buffered
             conn.tcp.take_over(cp.rcv_appack, cp.out_start)
             how = f"checkpoint {cp.number} ({cp.label})"
         elif ack_is_fingered(self.secret, conn.four_tuple, conn.tcp.client_ack):
-            conn.request_offset = conn.response_offset = 0
+            conn.request_offset = conn.response_offset = conn.consumed = 0
             conn.tcp.take_over(0, 0)
             cp = Checkpoint(conn.id, -1, "fingered", 0, 0, 0, 0, b"")
             how = "fingered ACK"
@@ -455,6 +649,34 @@ class Relay:
         conn.ready = True
         conn.takeovers.append((self.env.now, node.id, how))
         node.spawn(self._serve(conn, node, cp))
+
+    def _restore_compact(self, conn: RelayConn, tls: ServerConnection, cp: Checkpoint,
+                         node: Node) -> None:
+        """Keys, then re-seal the checkpoint's queued records from the origin (module doc)."""
+        keys = conn.mirror_keys[node.id]
+        import_connection(tls, keys)
+        conn.keys, conn.keys_at = keys, {node.id}
+        final = Progress.from_bytes(cp.progress)
+        if cp.rewind:
+            total = cp.response_offset - cp.plain_start
+            if cp.sizes is not None:
+                sizes = cp.sizes
+            else:                                # no pre-write: the mirror's own reads
+                step = max(1, self.params.response_piece // 4)
+                sizes = tuple(min(step, total - i) for i in range(0, total, step))
+            tls.import_progress(Progress(final.read_seq,
+                                         final.write_seq - cp.rewind - cp.raw_records,
+                                         close_received=final.close_received))
+            at = cp.plain_start
+            for n in sizes:
+                tls.send_data(self.origin.read(at, n))
+                at += n
+            conn.piece = (cp.plain_start, sizes)
+        conn.carry = [(cp.raw, cp.raw_records)] if cp.raw else []
+        tls.import_progress(final)               # the re-sealed records stay queued
+        if cp.partial:                           # a partially ACKed record: read on from there
+            tls.receive_data(cp.partial, max_records=0)
+            conn.rx = bytearray(cp.partial)
 
     def _reset_later(self, conn: RelayConn, node: Node, guard: RstGuard):  # type: ignore[no-untyped-def]
         """An unknown connection: silent for 2MSL after the takeover, then a RST."""
@@ -472,19 +694,24 @@ class TlsClient:
     """A real :class:`tls12.ClientConnection` on the client end of a connection: one GET.
 
     ``write_per_record``: each TLS record is its own TCP write (otherwise one write per
-    flight).  ``response`` collects the decrypted bytes; ``error`` is the first failure (a TLS error,
+    flight).  ``body``: send a POST with this body instead of a GET (one request, so a body
+    up to 16 KiB minus the header is one record).  ``response`` collects the decrypted bytes; ``error`` is the first failure (a TLS error,
     a RST, or no close from the server within ``timeout`` seconds, as a client program's
     timeout would); ``done_at`` the time the server's close arrived.
     """
 
     def __init__(self, env: simpy.Environment, tcp: ClusterTcpConnection, config: ClientConfig,
                  path: str = "/", timeout: float | None = None,
-                 write_per_record: bool = True) -> None:
+                 write_per_record: bool = True, body: bytes = b"") -> None:
         self.env = env
         self.tcp = tcp
         self.tls = ClientConnection(config)
         self.write_per_record = write_per_record
-        self.request = f"GET {path} HTTP/1.0\r\nHost: cluster\r\n\r\n".encode()
+        if body:
+            head = f"POST {path} HTTP/1.0\r\nHost: cluster\r\nContent-Length: {len(body)}"
+            self.request = head.encode() + b"\r\n\r\n" + body
+        else:
+            self.request = f"GET {path} HTTP/1.0\r\nHost: cluster\r\n\r\n".encode()
         self.response = bytearray()
         self.error: str | None = None
         self.handshake_at: float | None = None
@@ -506,14 +733,17 @@ class TlsClient:
         self._flush()
 
     def _flush(self) -> None:
-        out = bytearray(self.tls.data_to_send())
-        if not out or self.tcp.a.seq.reset:
-            return
         # one write (so one or more segments of its own) per record, as a client that
         # writes each handshake message separately (the case of the paper's Figure 19);
         # it also keeps go-back-N from resending acknowledged records of a shared segment
-        records = _split_records(out) if self.write_per_record else [bytes(out)]
-        for record in records + ([bytes(out)] if out and self.write_per_record else []):
+        if self.write_per_record:
+            writes = self.tls.data_to_send_records()
+        else:
+            out = self.tls.data_to_send()
+            writes = [out] if out else []
+        if self.tcp.a.seq.reset:
+            return
+        for record in writes:
             self.tcp.a.send(record)
 
     def _on_reset(self) -> None:

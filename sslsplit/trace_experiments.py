@@ -242,8 +242,48 @@ def repetition(quick: bool = True, workloads: dict[str, pd.DataFrame] | None = N
     return pd.concat(parts, ignore_index=True)
 
 
+def _warmth_point(trace: str, lo: int, hi: int, *, works: dict[str, pd.DataFrame],
+                  days: float, model: CostModel) -> dict[str, Any]:
+    """One row of :func:`two_weeks_warmth`: the chunk ``works[trace].iloc[lo:hi]`` replayed
+    behind a cache preloaded with the ``days`` before it. Module level, so that Dask workers
+    can run it (:mod:`netsim.sweep`)."""
+    w = works[trace]
+    t0 = int(w["time"].iloc[0])
+    c = w.iloc[lo:hi]
+    start = int(c["time"].iloc[0])
+    history = window(w, start - days * DAY, start)
+    obj = c["obj"].to_numpy()
+    sizes = c["size"].to_numpy()
+    pre = np.unique(history["obj"].to_numpy())
+    first = ~pd.Series(obj).duplicated().to_numpy()
+    cached = np.isin(obj, pre)
+    hit = hits_unbounded(obj, pre)
+    r = replay(c, model, preload=history)
+    vs = dict(zip(r["protocol"], r["vs_http"], strict=True))
+    return {
+        "trace": trace, "chunk_start": pd.Timestamp(start, unit="s"),
+        "history_days": min(days, (start - t0) / DAY),
+        "warm_bytes": float(sizes[first & cached].sum() / sizes[first].sum()),
+        "warm_requests": float(hit.mean()),
+        "split_cold_vs_http": vs["split_cold"], "split_preload_vs_http":
+        vs["split_preload"], "split_warm_vs_http": vs["split_warm"],
+        "kind": MODELLED if trace in SYNTHETICS else MEASURED,
+    }
+
+
+def _warmth_day(trace: str, day: int, chunks: tuple[tuple[int, int], ...], *,
+                works: dict[str, pd.DataFrame], days: float, model: CostModel) -> pd.DataFrame:
+    """The rows of :func:`two_weeks_warmth` for the chunks (row ranges) of one day of a trace:
+    the unit of work a Dask worker receives (one task per day, not per chunk, so that the
+    scheduling overhead stays small next to the replays)."""
+    return pd.DataFrame([_warmth_point(trace, lo, hi, works=works, days=days, model=model)
+                         for lo, hi in chunks])
+
+
 def two_weeks_warmth(quick: bool = True, workloads: dict[str, pd.DataFrame] | None = None,
-                     days: float = 14.0, model: CostModel | None = None) -> pd.DataFrame:
+                     days: float = 14.0, model: CostModel | None = None, *,
+                     scheduler: str | None = None, workers: int | None = None
+                     ) -> pd.DataFrame:
     """How warm a proxy that cached the preceding ``days`` would be for each chunk.
 
     For daytime chunks with at least one full day of history (evenly spaced, about 30 per trace
@@ -255,39 +295,47 @@ def two_weeks_warmth(quick: bool = True, workloads: dict[str, pd.DataFrame] | No
     ``kind`` applies to ``warm_bytes`` and ``warm_requests``: ``measured`` on a public log,
     ``modelled`` on a synthetic trace (whose generator was *not* tuned to the paper's 90 %).
     The ``*_vs_http`` columns are always modelled.
+
+    Each chunk is an independent replay, so a month-long trace splits by day across Dask
+    workers: with ``scheduler`` (``"local"`` for a LocalCluster of ``workers`` processes, or a
+    scheduler address ``tcp://host:port``) each day's chunks are one point of
+    :func:`netsim.sweep.sweep`; the table is the same as the in-process run's (the default,
+    ``scheduler=None``).
     """
     from netsim.workload import daytime_chunks
 
     model = model or paper_model()
-    rows = []
-    for name, w in _works(quick, workloads).items():
+    works = _works(quick, workloads)
+    points = []
+    for name, w in works.items():
         t0 = int(w["time"].iloc[0])
-        chunks = [c for c in daytime_chunks(w) if int(c["time"].iloc[0]) - t0 >= DAY]
+        # chunks of a position-indexed view, so each is named by its row range in ``w``
+        chunks = [(int(c.index[0]), int(c.index[-1]) + 1)
+                  for c in daytime_chunks(w.reset_index(drop=True))
+                  if int(c["time"].iloc[0]) - t0 >= DAY]
         if not chunks:
             continue
         step = max(len(chunks) // (30 if quick else 200), 1)
-        for c in tqdm(chunks[::step], desc=f"warmth {name}", disable=quick, unit="chunk",
-                      mininterval=2.0):
-            start = int(c["time"].iloc[0])
-            history = window(w, start - days * DAY, start)
-            obj = c["obj"].to_numpy()
-            sizes = c["size"].to_numpy()
-            pre = np.unique(history["obj"].to_numpy())
-            first = ~pd.Series(obj).duplicated().to_numpy()
-            cached = np.isin(obj, pre)
-            hit = hits_unbounded(obj, pre)
-            r = replay(c, model, preload=history)
-            vs = dict(zip(r["protocol"], r["vs_http"], strict=True))
-            rows.append({
-                "trace": name, "chunk_start": pd.Timestamp(start, unit="s"),
-                "history_days": min(days, (start - t0) / DAY),
-                "warm_bytes": float(sizes[first & cached].sum() / sizes[first].sum()),
-                "warm_requests": float(hit.mean()),
-                "split_cold_vs_http": vs["split_cold"], "split_preload_vs_http":
-                vs["split_preload"], "split_warm_vs_http": vs["split_warm"],
-                "kind": MODELLED if name in SYNTHETICS else MEASURED,
-            })
-    return pd.DataFrame(rows)
+        points += [{"trace": name, "lo": lo, "hi": hi} for lo, hi in chunks[::step]]
+    if not points:
+        return pd.DataFrame([])
+    if scheduler is None:
+        rows = []
+        for p in tqdm(points, desc="warmth", disable=quick, unit="chunk", mininterval=2.0):
+            rows.append(_warmth_point(**p, works=works, days=days, model=model))
+        return pd.DataFrame(rows)
+    from netsim.sweep import sweep
+
+    by_day: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    for p in points:
+        start = int(works[p["trace"]]["time"].iloc[p["lo"]])
+        by_day.setdefault((p["trace"], start // DAY), []).append((p["lo"], p["hi"]))
+    day_points = [{"trace": t, "day": d, "chunks": tuple(c)} for (t, d), c in by_day.items()]
+    df = sweep(_warmth_day, day_points, scheduler=scheduler, workers=workers,
+               progress=not quick, constants={"works": works, "days": days, "model": model},
+               tidy=False, desc="warmth", metadata={"days": days, "quick": quick})
+    cols = [c for c in df.columns if c not in ("day", "chunks", "days", "quick")]
+    return df[cols].reset_index(drop=True)
 
 
 def run_config() -> dict[str, Any]:

@@ -43,7 +43,7 @@ MODEL_FORBIDDEN = IO_AND_CLOCK  # a SimPy model owns one random.Random(seed)
 CORES: dict[str, tuple[str, ...]] = {
     "tls12": (
         "__init__.py", "_recordcrypto_py.py", "aead.py", "buffer.py", "certs.py",
-        "client_connection.py", "config.py", "connection.py", "context.py", "ecdhe.py",
+        "client_connection.py", "config.py", "connection.py", "context.py", "delegate.py", "ecdhe.py",
         "errors.py", "events.py", "handshake_docs.py", "handshake_table.py", "keys.py",
         "messages.py", "prf.py", "record.py", "recordcrypto.py", "server_connection.py",
         "session.py", "state.py", "suites.py", "testing.py",
@@ -67,10 +67,11 @@ CORES: dict[str, tuple[str, ...]] = {
 
 #: SimPy models (simulated time only).
 MODELS: dict[str, tuple[str, ...]] = {
-    "sslsplit": ("latency.py", "simulate.py"),
+    "sslsplit": ("latency.py", "simulate.py", "barnraising/model.py"),
     "reverse_ssl": ("dos.py", "simulate.py"),
     "sine": ("simulate.py",),
-    "sslacc_sim": ("__init__.py", "cluster.py", "params.py", "relay.py", "tcpside.py"),
+    "sslacc_sim": ("__init__.py", "cluster.py", "params.py", "relay.py", "sessions.py",
+                   "tcpside.py"),
 }
 
 #: Modules that are not cores, with the reason. ``apps/`` folders are excluded as a whole.
@@ -99,6 +100,7 @@ EXCLUDED: dict[str, dict[str, str]] = {
         "barnraising/sharing.py": "asyncio cache sharing between volunteers over the ring",
         "barnraising/origin.py": "asyncio feedback loop on the origin: redirects and reports",
         "volunteer.py": "asyncio Barnraising volunteer and its command line",
+        "barnraising/experiments.py": "experiments: load traces from disk, run the model",
     },
     "sine": {
         "client.py": "asyncio verifying client",

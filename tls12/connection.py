@@ -34,7 +34,9 @@ Seams for the protocols built on this core (documented where they live):
 4. handshake customisation -- the ``_handle_*`` / ``_build_*`` methods of the
    subclasses are the points to override, ``TRANSITIONS.extend(...)`` adds
    messages and states, and a subclass of the role's handshake context
-   (:mod:`tls12.context`) holds new fields (Reverse SSL does all three).
+   (:mod:`tls12.context`) holds new fields (Reverse SSL does all three);
+5. :mod:`tls12.delegate` -- a session-crypto delegate: the server holds key
+   handles, never the premaster, master secret or record keys (WebALPS).
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ from .record import (
 from .suites import SUITES, CipherSuite, SuiteParams
 
 if TYPE_CHECKING:
+    from .delegate import KeyHandle, SessionDelegate
     from .state import Progress
 
 __all__ = [
@@ -170,6 +173,9 @@ class Connection:
         self._close_sent = False
         self._close_received = False
         self._handshake_done = False
+        self._delegate: SessionDelegate | None = None
+        """Seam 5 (:mod:`tls12.delegate`): who holds the session secrets; ``None``: this object."""
+        self._key_handle: KeyHandle | None = None
 
     # negotiated parameters, stored in the handshake context
     version = ContextAttribute()
@@ -433,14 +439,25 @@ class Connection:
 
     def _handle_change_cipher_spec(self, fragment: bytes) -> None:
         """Switch the read side to the pending keys (RFC 5246 §7.1); the byte was checked."""
-        if self._pending_read is None:
+        pending = self._pending_read
+        if pending is None:
             raise UnexpectedMessage("ChangeCipherSpec before keys were agreed")
-        self._reader.set_keys(self._pending_read)
+        if self._delegate is None:
+            self._reader.set_keys(pending)
+        else:
+            from .delegate import DelegatedReadCipher
+
+            self._reader.set_cipher(DelegatedReadCipher(pending, self._reader))  # type: ignore[arg-type]
         self._pending_read = None
 
     def _send_change_cipher_spec(self) -> None:
         self._write_records(ContentType.CHANGE_CIPHER_SPEC, [b"\x01"])
-        self._write = WriteProtection(self._pending_write, self._rng)
+        if self._delegate is None:
+            self._write = WriteProtection(self._pending_write, self._rng)
+        else:
+            from .delegate import DelegatedWriteProtection
+
+            self._write = DelegatedWriteProtection(self._pending_write, self._rng)  # type: ignore[arg-type]
         self._pending_write = None
 
     def _handle_alert(self, fragment: bytes) -> Enum:
@@ -511,11 +528,34 @@ class Connection:
             self.master_secret = prf.master_secret(premaster, self.client_random, self.server_random)
         self._derive_keys()
 
+    def _set_delegated_keys(self, handle: KeyHandle) -> None:
+        """Pending keys of a delegated connection: the delegate's handle, one view per direction."""
+        from .delegate import DelegatedDirection
+
+        assert self._delegate is not None
+        self._key_handle = handle
+        client = DelegatedDirection(self._delegate, handle, True)
+        server = DelegatedDirection(self._delegate, handle, False)
+        pending = (client, server) if self.is_client else (server, client)
+        self._pending_write, self._pending_read = pending  # type: ignore[assignment]
+
     def _finished_body(self, from_client: bool) -> bytes:
+        if self._delegate is not None:
+            assert self._key_handle is not None
+            transcript_hash = prf.transcript_hash(bytes(self.context.transcript))
+            return self._delegate.verify_data(self._key_handle, from_client, transcript_hash)
         return prf.verify_data(self.master_secret, from_client, prf.transcript_hash(bytes(self.context.transcript)))
 
     def _check_finished(self, finished: Finished) -> None:
         """Verify the peer's Finished against the transcript before it (the base hashed it already)."""
+        if self._delegate is not None:
+            assert self._key_handle is not None
+            transcript_hash = prf.transcript_hash(self._transcript_before_message())
+            if not self._delegate.check_finished(
+                self._key_handle, not self.is_client, transcript_hash, finished.verify_data
+            ):
+                raise DecryptError("Finished verify_data mismatch")
+            return
         expected = prf.verify_data(
             self.master_secret, not self.is_client, prf.transcript_hash(self._transcript_before_message())
         )
@@ -540,9 +580,14 @@ class Connection:
     # --- seam 3: state export/import (implemented in tls12.state) ----------
 
     def export_state(self) -> bytes:
-        """Serialise the whole connection so another process can continue it (contains keys!)."""
+        """Serialise the whole connection so another process can continue it (contains keys!).
+
+        :class:`tls12.delegate.DelegatedStateError` for a delegated connection: its keys are in
+        the delegate, and a document of handles alone could not be continued elsewhere.
+        """
         from .state import export_connection
 
+        self._refuse_delegated_export()
         return export_connection(self)
 
     def export_keys(self) -> bytes:
@@ -550,10 +595,20 @@ class Connection:
 
         Taken once after the handshake; from then on :meth:`export_progress`
         is all a mirror needs (see :func:`tls12.state.export_keys`).
+        :class:`tls12.delegate.DelegatedStateError` for a delegated connection.
         """
         from .state import export_keys
 
+        self._refuse_delegated_export()
         return export_keys(self)
+
+    def _refuse_delegated_export(self) -> None:
+        if self._delegate is not None:
+            from .delegate import DelegatedStateError
+
+            raise DelegatedStateError(
+                "a delegated connection's keys are held by its delegate; its state cannot be exported"
+            )
 
     def export_progress(self) -> Progress:
         """Sequence numbers and close flags now: the delta on top of :meth:`export_keys`."""
@@ -594,7 +649,9 @@ class Connection:
         with their sequence numbers, the pending keys between key derivation
         and ChangeCipherSpec, bytes received but not yet a whole record or
         message, bytes queued for sending, and the close flags.
+        :class:`tls12.delegate.DelegatedStateError` for a delegated connection.
         """
+        self._refuse_delegated_export()
         return {
             "reader": {
                 "keys": keys_to_json(self._reader.keys),

@@ -276,6 +276,31 @@ class RecordReader:
         self._cipher = keys.cipher() if keys is not None else None
         self.seq = seq
 
+    def set_cipher(self, cipher: object, seq: int = 0) -> None:
+        """Open records with ``cipher`` (an object with ``open(seq, type, version, fragment)``
+        that raises ValueError on any failure) whose keys this reader never sees: the read side
+        of a delegated connection (:class:`tls12.delegate.DelegatedReadCipher`)."""
+        self.keys = None
+        self._cipher = cipher  # type: ignore[assignment]
+        self.seq = seq
+
+    def peek_fragments(self, content_type: int, version: int, limit: int) -> list[bytes]:
+        """The fragments of the whole records of ``content_type`` and ``version`` at the front
+        of the buffer (at most ``limit``), left in place: what a batching cipher opens ahead."""
+        buf = self._buffer
+        out: list[bytes] = []
+        pos = 0
+        while len(out) < limit and len(buf) - pos >= 5 and buf[pos] == content_type:
+            if ((buf[pos + 1] << 8) | buf[pos + 2]) != version:
+                break
+            length = (buf[pos + 3] << 8) | buf[pos + 4]
+            end = pos + 5 + length
+            if length > MAX_CIPHERTEXT or end > len(buf):
+                break
+            out.append(bytes(buf[pos + 5 : end]))
+            pos = end
+        return out
+
     def feed(self, data: bytes) -> None:
         self._buffer += data
 

@@ -36,13 +36,22 @@ Customisation points (seam 4) -- override in a subclass:
   (and signs) after its Certificate, ``None`` for plain RSA;
 * :meth:`ServerConnection._premaster_from_client_key_exchange` -- how the
   premaster secret is obtained from the ClientKeyExchange body.
+
+Delegated sessions (seam 5, :mod:`tls12.delegate`).  Given ``delegate=``, the
+server hands the EncryptedPreMasterSecret to the delegate and keeps only the
+:class:`tls12.delegate.KeyHandle` it returns: Finished values, record
+protection and resumption all go through the delegate, and the session store
+receives sessions that hold the handle.  Only RSA key exchange is delegated,
+so such a server skips ECDHE suites.
 """
 
 from __future__ import annotations
 
 import hmac
 from enum import Enum
+from typing import TYPE_CHECKING
 
+from . import prf
 from .buffer import Buffer
 from .config import ServerConfig
 from .connection import COMMON_TRANSITIONS, Connection, HandshakeState
@@ -84,6 +93,9 @@ from .record import RecordWriter
 from .session import Session
 from .suites import SUITES, KeyExchange
 
+if TYPE_CHECKING:
+    from .delegate import KeyHandle, SessionDelegate
+
 # GROUP_IDS and the ECDHE helpers live in tls12.ecdhe; re-exported here for older imports.
 __all__ = ["ServerConnection", "GROUP_IDS", "ecdhe_keypair", "ecdhe_shared_secret"]
 
@@ -114,10 +126,19 @@ class ServerConnection(Connection):
     context: ServerHandshakeContext
     client_version = ContextAttribute()
 
-    def __init__(self, config: ServerConfig, record_writer: RecordWriter | None = None) -> None:
+    def __init__(
+        self,
+        config: ServerConfig,
+        record_writer: RecordWriter | None = None,
+        *,
+        delegate: SessionDelegate | None = None,
+    ) -> None:
+        """``delegate``: seam 5 -- a :class:`tls12.delegate.SessionDelegate` that holds every
+        session secret (RSA suites only); ``None`` keeps them in this connection."""
         super().__init__(config.rng, record_writer)
         self.config = config
         self.state = HandshakeState.EXPECT_CLIENT_HELLO
+        self._delegate = delegate
 
     @classmethod
     def import_state(cls, config: ServerConfig, blob: bytes, record_writer: RecordWriter | None = None) -> ServerConnection:
@@ -171,7 +192,9 @@ class ServerConnection(Connection):
         for suite in self.config.cipher_suites:
             if suite not in hello.cipher_suites:
                 continue
-            if SUITES[suite].key_exchange is KeyExchange.ECDHE_RSA and self.context.group is None:
+            if SUITES[suite].key_exchange is KeyExchange.ECDHE_RSA and (
+                self.context.group is None or self._delegate is not None
+            ):
                 continue
             return int(suite)
         raise HandshakeFailure("no cipher suite in common")
@@ -193,8 +216,8 @@ class ServerConnection(Connection):
         if store is None or not hello.session_id:
             return None
         session = store.get(hello.session_id)
-        if session is None:
-            return None
+        if session is None or (session.handle is None) != (self._delegate is None):
+            return None  # a delegated server resumes only sessions with a handle, and vice versa
         if session.extended_master_secret and not client_ems:
             raise HandshakeFailure(
                 "ClientHello resumes an extended-master-secret session without the extension (RFC 7627 §5.3)"
@@ -280,6 +303,19 @@ class ServerConnection(Connection):
         return decrypted if good else fallback  # type: ignore[return-value]
 
     def _handle_client_key_exchange(self, body: bytes) -> None:
+        if self._delegate is not None:
+            # the countermeasure (RFC 5246 §7.4.7.1) runs inside the delegate
+            encrypted = pull_client_key_exchange_rsa(Buffer(body))
+            session_hash = (
+                prf.transcript_hash(bytes(self.context.transcript)) if self.extended_master_secret else None
+            )
+            assert self.cipher_suite is not None
+            handle = self._delegate.derive(
+                encrypted, self.client_version, self.client_random, self.server_random,
+                self.cipher_suite, session_hash,
+            )
+            self._set_delegated_keys(handle)
+            return
         premaster = self._premaster_from_client_key_exchange(body)
         self._set_premaster(premaster)
         self.context.ecdhe_private = b""
@@ -298,9 +334,16 @@ class ServerConnection(Connection):
 
     def _store_session(self) -> None:
         assert self.cipher_suite is not None
-        self.session = Session(
-            self.session_id, self.master_secret, self.cipher_suite, self.extended_master_secret, self.server_name
-        )
+        if self._delegate is not None:
+            self.session = Session(
+                self.session_id, b"", self.cipher_suite, self.extended_master_secret, self.server_name,
+                handle=self._key_handle,
+            )
+        else:
+            self.session = Session(
+                self.session_id, self.master_secret, self.cipher_suite, self.extended_master_secret,
+                self.server_name,
+            )
         if self.config.session_store is not None and self.session_id:
             self.config.session_store.put(self.session)
 
@@ -311,9 +354,13 @@ class ServerConnection(Connection):
         self.session_id = session.session_id
         self.cipher_suite = session.cipher_suite
         self.extended_master_secret = session.extended_master_secret
-        self.master_secret = session.master_secret
         self._send_handshake((HandshakeType.SERVER_HELLO, self._server_hello(hello)))
-        self._derive_keys()
+        if self._delegate is not None:
+            handle: KeyHandle = session.handle  # type: ignore[assignment]
+            self._set_delegated_keys(self._delegate.resume(handle, self.client_random, self.server_random))
+        else:
+            self.master_secret = session.master_secret
+            self._derive_keys()
         self._send_change_cipher_spec()
         self._send_handshake((HandshakeType.FINISHED, push_finished(Finished(self._finished_body(False)))))
         return HandshakeState.EXPECT_CHANGE_CIPHER_SPEC

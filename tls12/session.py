@@ -6,7 +6,9 @@ then skip the key exchange (the *abbreviated handshake*).  The store is an
 interface so that a cluster can share one (SSLACC keeps the session table on
 every accelerator node); :class:`InMemorySessionStore` is a bounded LRU.
 
-The store holds master secrets: treat it as key material.
+The store holds master secrets: treat it as key material -- unless the
+sessions come from a delegated server (:mod:`tls12.delegate`), whose sessions
+hold only a key handle and an empty ``master_secret``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ class Session:
     cipher_suite: int
     extended_master_secret: bool
     server_name: str | None = None
+    handle: object | None = None
+    """For a session made through a :class:`tls12.delegate.SessionDelegate`: the key handle
+    that names its master secret inside the delegate (``master_secret`` is then ``b""``)."""
 
     def __repr__(self) -> str:  # never print the master secret
         return (

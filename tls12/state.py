@@ -21,7 +21,9 @@ connection will produce or accept next, as a versioned JSON document:
 :func:`import_connection` loads the document into a newly constructed
 connection of the same class, which then continues byte-identically: the
 peer does not notice.  The blob contains key material.  Move it only over
-channels you would trust with the private key.
+channels you would trust with the private key.  A connection whose secrets
+live in a delegate (:mod:`tls12.delegate`) has no keys to export: every
+export raises :class:`tls12.delegate.DelegatedStateError`.
 
 Compact form for established connections: keys once, then progress deltas
 ------------------------------------------------------------------------

@@ -39,7 +39,8 @@ Kill = Callable[[Cluster, RelayConn, Checkpoint, str], None]
 
 
 def run(kill: Kill | None = None, params: ClusterParams | None = None,
-        until: float = 30.0, per_record: bool = True, timeout: float | None = 20.0) -> Run:
+        until: float = 30.0, per_record: bool = True, timeout: float | None = 20.0,
+        body: bytes = b"") -> Run:
     env = simpy.Environment()
     cluster = Cluster(env, 3, params or ClusterParams())
     origin = Origin(BODY)
@@ -53,7 +54,7 @@ def run(kill: Kill | None = None, params: ClusterParams | None = None,
     conn = relay.connect(FourTuple("192.0.2.9", 40000, "198.51.100.1", 443),
                          (wire.ab,), (wire.ba,))
     client = TlsClient(env, conn.tcp, ClientConfig(rng=seeded_rng("client"), cipher_suites=SUITES),
-                       timeout=timeout, write_per_record=per_record)
+                       timeout=timeout, write_per_record=per_record, body=body)
     if kill is not None:
         relay.hook = lambda c, cp, phase: kill(cluster, c, cp, phase)
     env.run(until=until)
@@ -93,7 +94,9 @@ def test_no_failure_every_step_is_clustered_before_commit() -> None:
     frame = r.relay.checkpoints_frame()
     assert list(frame["label"]) == labels
     assert r.cluster.lan.bytes > frame["bytes"].sum()   # real message sizes on the wire
-    assert frame["bytes"].min() > 1000                  # today: the whole exported state
+    before = frame["label"].isin(labels[:4])
+    assert frame["bytes"][before].min() > 1000          # the whole exported state
+    assert frame["bytes"][~before].max() < frame["bytes"][before].min()   # compact after
 
 
 @pytest.mark.parametrize(("label", "phase", "nth"), [
@@ -197,3 +200,186 @@ def test_negative_control_unclustered_state_is_unknown_and_reset_after_2msl() ->
     assert reset_at >= when + 2 * params.msl
     assert r.relay.guards[node].suppressed >= 1
     assert r.origin.requests and bytes(r.client.response) != r.origin.response
+
+
+# -- compact updates and record-size pre-writes (sections 5.5-5.6) ------------------------
+
+def test_compact_updates_cut_the_cluster_bytes_of_a_response() -> None:
+    full = run(params=ClusterParams(compact_updates=False))
+    compact = run()
+    assert_served(full)
+    assert_served(compact)
+    before = full.relay.cluster_bytes_frame().iloc[0]
+    after = compact.relay.cluster_bytes_frame().iloc[0]
+    # a full update carries the queued ciphertext: more than the 16 KiB piece it covers
+    assert before["bytes_per_16k_response"] > 16384
+    # a compact one: progress, one record size, the origin offset
+    assert after["bytes_per_16k_response"] < before["bytes_per_16k_response"] / 30
+    assert after["updates"] == before["updates"]
+    assert after["handshake_bytes"] == before["handshake_bytes"]   # full until established
+    keys = [c for c in compact.conn.checkpoints if c[1] == "established"]
+    assert keys[0][2] > 1000        # the keys travel once, with the established update
+
+
+def kill_mid_record(nth: int, delay: float, seen: list[tuple[int, int, int]]) -> Kill:
+    """Kill the owner ``delay`` s after the ``nth`` response piece was released, recording
+    (piece start, client-acknowledged offset, piece end) in stream bytes at that moment."""
+
+    def kill(cluster: Cluster, conn: RelayConn, cp: Checkpoint, phase: str) -> None:
+        n = sum(1 for c in conn.checkpoints if c[1] == "response")
+        if cp.label != "response" or phase != "released" or n != nth + 1 or seen:
+            return
+        owner = cluster.node(conn.handler)
+        end = conn.tcp.stream_out()
+
+        def later():  # type: ignore[no-untyped-def]
+            yield cluster.env.timeout(delay)
+            st = conn.tcp.b.seq
+            seen.append((cp.out_start, st.snd_una - st.isn - 1, end))
+            owner.kill()
+
+        cluster.env.process(later())
+
+    return kill
+
+
+@pytest.mark.parametrize("delay", [0.016, 0.019, 0.022])
+def test_failure_mid_record_the_mirror_reseals_the_tail_byte_identically(delay: float) -> None:
+    seen: list[tuple[int, int, int]] = []
+    r = run(kill_mid_record(2, delay, seen))
+    (start, acked, end), = seen
+    assert start < acked < end              # the client holds part of the record
+    assert_served(r)
+    assert len(r.conn.takeovers) == 1
+
+
+@pytest.mark.parametrize("delay", [0.016, 0.019, 0.022])
+def test_negative_control_without_record_size_prewrites_mid_record_failure_breaks(
+        delay: float) -> None:
+    """Section 5.6, Figures 25-26: the mirror reads the origin in chunks of its own, its
+    records do not line up with the half-received one and the client's stream is garbled."""
+    seen: list[tuple[int, int, int]] = []
+    params = ClusterParams(record_size_prewrite=False, response_piece=4 * 4096)
+    r = run(kill_mid_record(2, delay, seen), params)
+    (start, acked, end), = seen
+    assert start < acked < end
+    assert len(r.conn.takeovers) == 1
+    assert r.client.error is not None or bytes(r.client.response) != r.origin.response
+    assert bytes(r.client.response) != r.origin.response
+
+
+# -- the five data-transfer failure points of section 4.8, both directions ----------------
+
+def kill_on_request_arrival(cluster: Cluster, conn: RelayConn, cp: Checkpoint,
+                            phase: str) -> None:
+    """Point 1 (client to server): the request's bytes have reached the owner, nothing else."""
+    if cp.label != "established" or phase != "released" or conn.takeovers:
+        return
+    deliver = conn.tcp.a.on_data
+    owner = cluster.node(conn.handler)
+
+    def arrived(chunk: bytes) -> None:
+        assert deliver is not None
+        deliver(chunk)
+        if chunk and owner.alive:
+            owner.kill()
+
+    conn.tcp.a.on_data = arrived
+
+
+CLIENT_TO_SERVER = {
+    "1 received by the relay": kill_on_request_arrival,
+    "2-3 written to the origin, not clustered": kill_owner("data", "prepared"),
+    "4 update sent, not acknowledged": kill_owner("data", "sent"),
+    "5 update acknowledged, client not acknowledged": kill_owner("data", "committed"),
+}
+
+
+@pytest.mark.parametrize("point", list(CLIENT_TO_SERVER))
+def test_section_4_8_client_to_server_failure_points(point: str) -> None:
+    r = run(CLIENT_TO_SERVER[point])
+    assert_served(r)                         # includes: the origin saw the request once
+    assert len(r.conn.takeovers) == 1
+
+
+SERVER_TO_CLIENT: dict[str, Callable[[list[tuple[int, int, int]]], Kill]] = {
+    "1 read from the origin, not clustered": lambda _: kill_owner("response", "prepared", 2),
+    "2 on the wire, client holds part of the record": lambda s: kill_mid_record(2, 0.019, s),
+    "3 client acknowledged the record": lambda s: kill_mid_record(2, 0.030, s),
+    "4 update sent, not acknowledged": lambda _: kill_owner("response", "sent", 2),
+    "5 update acknowledged, record not written": lambda _: kill_owner("response", "committed", 2),
+}
+
+
+@pytest.mark.parametrize("point", list(SERVER_TO_CLIENT))
+def test_section_4_8_server_to_client_failure_points(point: str) -> None:
+    seen: list[tuple[int, int, int]] = []
+    r = run(SERVER_TO_CLIENT[point](seen))
+    assert_served(r)
+    assert len(r.conn.takeovers) == 1
+    if point.startswith("3"):
+        (start, acked, end), = seen
+        assert acked >= end                  # the whole record was acknowledged first
+
+
+# -- partial ACKs (section 5.5) ------------------------------------------------------------
+
+POST = bytes(range(256)) * 48          # 12 KiB: one client record, larger than the first window
+
+
+def assert_posted(r: Run) -> None:
+    assert r.client.error is None
+    assert bytes(r.client.response) == r.origin.response
+    (conn, request), = r.origin.requests
+    assert conn == r.conn.id and request.startswith(b"POST / HTTP/1.0\r\n")
+    assert request.endswith(POST)                   # the whole body, once
+
+
+def test_partial_acks_unblock_a_record_larger_than_the_clients_window() -> None:
+    r = run(body=POST)
+    assert_posted(r)
+    assert r.conn.partial_acks >= 1
+    labels = [c[1] for c in r.conn.checkpoints]
+    assert "partial_ack" in labels and labels.index("partial_ack") < labels.index("data")
+
+
+def test_negative_control_without_partial_acks_the_big_record_deadlocks() -> None:
+    """The relay may not acknowledge part of a record and the client may not send more than
+    its window: nobody moves, and the client gives up."""
+    r = run(params=ClusterParams(partial_acks=False), body=POST)
+    assert r.client.error == "timed out"
+    assert r.origin.requests == []
+    assert r.conn.partial_acks == 0
+
+
+@pytest.mark.parametrize("phase", ["sent", "committed", "released"])
+def test_failure_around_a_partial_ack_the_mirror_reads_the_rest_of_the_record(
+        phase: str) -> None:
+    r = run(kill_owner("partial_ack", phase), body=POST)
+    assert_posted(r)
+    assert len(r.conn.takeovers) == 1
+
+
+# -- failures during close (section 5.7) ---------------------------------------------------
+
+LAST_PIECE = -(-len(Origin(BODY).response) // 16384) - 1   # sealed with close_notify
+
+
+@pytest.mark.parametrize(("label", "phase", "nth"), [
+    ("response", "committed", LAST_PIECE),   # last piece + close_notify clustered, unsent
+    ("response", "released", LAST_PIECE),    # on the wire; the mirror re-seals both records
+    ("alert_received", "committed", 0),      # the client's close_notify read
+    ("alert_received", "released", 0),
+    ("eof", "prepared", 0),                  # the client's FIN read, not clustered
+])
+def test_failure_during_close(label: str, phase: str, nth: int) -> None:
+    r = run(kill_owner(label, phase, nth))
+    assert_served(r)
+    assert len(r.conn.takeovers) == 1
+    assert r.conn.closed
+
+
+@pytest.mark.parametrize("bad", [{"iat_gain": 0.0}, {"iat_gain": 1.5}, {"iat_initial": 0.0}])
+def test_inter_arrival_parameters_are_checked(bad: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match="iat"):
+        ClusterParams(**bad)  # type: ignore[arg-type]

@@ -1,0 +1,82 @@
+"""A cluster-replicated TLS session store: a session made on one node resumes on any other.
+
+"The SSL session cache must be shared across the entire cluster" (section 4.9; section 5.2
+for how): a client that comes back after its first node died still gets the abbreviated
+handshake.  The paper's mirror derives the entry from the handshake updates it received; here
+the node that made the session sends it to every node, so any node (not only the mirror)
+can resume it.  Each node has a :class:`ClusterSessionStore`, which is a
+:class:`tls12.session.SessionStore`: ``put`` (called by the server object when a full
+handshake completes) keeps the session locally and sends it, serialised with
+:func:`encode_session` (real bytes, real size), to every other live node over the cluster's
+:class:`~sslacc_sim.cluster.Lan`; on arrival the receiving node stores it.  ``get`` and
+``remove`` are local.  A node that joins later starts empty (no state transfer here).
+
+The messages carry master secrets: on the paper's hardware the cluster LAN is private and
+every message is MACed with the cluster key (``ClusterParams.msg_header`` counts the MAC).
+"""
+
+from __future__ import annotations
+
+import json
+
+from tls12.session import InMemorySessionStore, Session
+
+from .cluster import Cluster
+
+__all__ = ["ClusterSessionStore", "decode_session", "encode_session"]
+
+
+def encode_session(session: Session) -> bytes:
+    """Wire form of a session (no delegate handles: those name keys inside one node)."""
+    if session.handle is not None:
+        raise ValueError("a delegated session's key handle cannot be replicated")
+    return json.dumps({
+        "id": session.session_id.hex(), "ms": session.master_secret.hex(),
+        "suite": session.cipher_suite, "ems": session.extended_master_secret,
+        "sni": session.server_name,
+    }, separators=(",", ":")).encode()
+
+
+def decode_session(data: bytes) -> Session:
+    """Inverse of :func:`encode_session`."""
+    doc = json.loads(data)
+    return Session(bytes.fromhex(doc["id"]), bytes.fromhex(doc["ms"]), doc["suite"],
+                   doc["ems"], doc["sni"])
+
+
+class ClusterSessionStore:
+    """Node ``node_id``'s copy of the cluster's session table (module docstring).
+
+    ``replicate=False`` keeps sessions on the node that made them (the control: a client
+    whose node died must do a full handshake).  ``sent`` counts replication messages.
+    """
+
+    def __init__(self, cluster: Cluster, node_id: int, peers: dict[int, ClusterSessionStore],
+                 replicate: bool = True, max_entries: int = 10_000) -> None:
+        self.cluster = cluster
+        self.node_id = node_id
+        self.peers = peers
+        self.replicate = replicate
+        self.local = InMemorySessionStore(max_entries)
+        self.sent = 0
+        peers[node_id] = self
+
+    def get(self, session_id: bytes) -> Session | None:
+        return self.local.get(session_id)
+
+    def put(self, session: Session) -> None:
+        self.local.put(session)
+        if not self.replicate:
+            return
+        me = self.cluster.node(self.node_id)
+        msg = encode_session(session)
+        for peer in self.cluster.nodes:
+            if peer.id != self.node_id and peer.alive and peer.id in self.peers:
+                store = self.peers[peer.id]
+                self.sent += 1
+                self.cluster.lan.send(me, peer, len(msg),
+                                      lambda data, s=store: s.local.put(decode_session(data)),
+                                      msg)
+
+    def remove(self, session_id: bytes) -> None:
+        self.local.remove(session_id)

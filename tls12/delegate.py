@@ -1,0 +1,349 @@
+"""Seam 5: a session-crypto delegate, so a server connection runs with opaque key handles.
+
+Seam 1 (:mod:`tls12.keys`) keeps the private key out of the connection, but
+it hands the *premaster secret* back, and from it the connection derives the
+master secret, the key block, the Finished values and the record ciphers in
+this process.  WebALPS (the trusted co-server, ``webalps.md`` §4) needs more:
+the host that runs the connection must never hold the premaster, the master
+secret or any session key.  A :class:`SessionDelegate` does every operation
+that touches them, and the connection holds only :class:`KeyHandle` values --
+an integer that names secrets kept by the delegate::
+
+    delegate = LocalDelegate(credentials.private_key, rng=config.rng)
+    server = ServerConnection(config, delegate=delegate)
+
+What the delegate does (and the connection no longer does):
+
+* :meth:`SessionDelegate.derive` -- decrypt the EncryptedPreMasterSecret,
+  apply the RFC 5246 §7.4.7.1 countermeasure (a random premaster on *any*
+  decryption or version failure, chosen without revealing which), compute the
+  master secret (RFC 7627 when given the session hash) and the keys;
+* :meth:`SessionDelegate.resume` -- the keys of an abbreviated handshake from
+  the handle of a stored session and the new randoms;
+* :meth:`SessionDelegate.verify_data` / :meth:`SessionDelegate.check_finished`
+  -- the server's Finished and the check of the client's;
+* :meth:`SessionDelegate.seal` / :meth:`SessionDelegate.open` -- record
+  protection in both directions, a batch of records per call (one round trip
+  to a guardian per flight or burst, not per record): the connection seals
+  what one ``send_data`` produces in one call, and :class:`DelegatedReadCipher`
+  opens the application-data records already buffered together.
+
+The connection keeps the sequence numbers and builds the records' headers
+(:class:`tls12.record.OutgoingRecord`); the delegate returns whole records.
+Handles live as long as the delegate keeps them: :meth:`LocalDelegate.release`
+forgets one (a host would call it when a session leaves its store).
+
+Sessions (:class:`tls12.session.Session`) made by a delegated connection hold
+the handle and an empty ``master_secret``; :meth:`Connection.export_state`
+and :meth:`Connection.export_keys` refuse with :class:`DelegatedStateError`
+(the state is in the delegate; a document with handles alone could not be
+continued by another delegate, so none is written).
+
+Key exchange: the delegate supports **RSA key exchange only**, as the paper's
+guardian does.  A delegated server skips ECDHE suites when it chooses one
+(and fails with ``handshake_failure`` if the client offers nothing else):
+an ECDHE premaster computed by the host would reveal the premaster to it,
+and moving the ephemeral key into the delegate is left to a later protocol.
+
+:class:`LocalDelegate` is the in-process implementation: it holds the private
+key and the secrets in plain attributes, draws the countermeasure's fallback
+from the injected RNG at the same point the non-delegated server does, and
+builds the same record ciphers and explicit IVs (:mod:`tls12.record`), so a
+delegated handshake is byte-for-byte the non-delegated one under a seeded RNG.
+A guardian process implements the same protocol over a socket.
+"""
+
+from __future__ import annotations
+
+import hmac
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
+from . import prf
+from .errors import LocalProtocolError
+from .record import IV_KEY_LABEL, DirectionKeys, OutgoingRecord, WriteProtection
+from .suites import SUITES, CipherSuite, SuiteParams
+
+__all__ = [
+    "KeyHandle",
+    "SessionDelegate",
+    "LocalDelegate",
+    "DelegateError",
+    "DelegatedStateError",
+    "DelegatedDirection",
+    "DelegatedWriteProtection",
+    "DelegatedReadCipher",
+]
+
+
+class DelegateError(LocalProtocolError):
+    """The delegate was asked for something it does not do (unknown handle, raw keys, ...)."""
+
+
+class DelegatedStateError(DelegateError):
+    """A delegated connection's keys live in its delegate: its state cannot be exported."""
+
+
+@dataclass(frozen=True, slots=True)
+class KeyHandle:
+    """An opaque name for secrets held by a delegate: nothing in it is secret."""
+
+    id: int
+    cipher_suite: int
+
+
+@runtime_checkable
+class SessionDelegate(Protocol):
+    """Everything a server connection does with the premaster, master secret and keys."""
+
+    def derive(
+        self,
+        encrypted_premaster: bytes,
+        client_version: int,
+        client_random: bytes,
+        server_random: bytes,
+        cipher_suite: int,
+        session_hash: bytes | None,
+    ) -> KeyHandle:
+        """Keys for a full RSA handshake; never raises on bad padding (§7.4.7.1).
+
+        ``session_hash`` is the transcript hash through ClientKeyExchange when
+        the extended master secret was negotiated, ``None`` otherwise.
+        """
+        ...
+
+    def resume(self, session: KeyHandle, client_random: bytes, server_random: bytes) -> KeyHandle:
+        """Keys for an abbreviated handshake that resumes the session named by ``session``."""
+        ...
+
+    def verify_data(self, handle: KeyHandle, from_client: bool, transcript_hash: bytes) -> bytes:
+        """The 12-byte verify_data of a Finished message (RFC 5246 §7.4.9)."""
+        ...
+
+    def check_finished(
+        self, handle: KeyHandle, from_client: bool, transcript_hash: bytes, verify_data: bytes
+    ) -> bool:
+        """Whether the peer's verify_data is right (compared in constant time)."""
+        ...
+
+    def seal(self, handle: KeyHandle, from_client: bool, records: Sequence[OutgoingRecord]) -> bytes:
+        """The protected records, headers included (consecutive sequence numbers, one type)."""
+        ...
+
+    def open(
+        self, handle: KeyHandle, from_client: bool, records: Sequence[tuple[int, int, int, bytes]]
+    ) -> list[bytes]:
+        """Plaintexts of ``(seq, content_type, version, fragment)`` records; ValueError on any failure."""
+        ...
+
+
+class DelegatedDirection:
+    """One direction's pending keys of a delegated connection (what ChangeCipherSpec installs)."""
+
+    __slots__ = ("delegate", "handle", "from_client", "params")
+
+    def __init__(self, delegate: SessionDelegate, handle: KeyHandle, from_client: bool) -> None:
+        self.delegate = delegate
+        self.handle = handle
+        self.from_client = from_client
+        self.params: SuiteParams = SUITES[CipherSuite(handle.cipher_suite)]
+
+
+class DelegatedWriteProtection(WriteProtection):
+    """A write epoch whose records the delegate seals; raw keys and MACs are not available."""
+
+    def __init__(self, direction: DelegatedDirection, rng: Callable[[int], bytes], seq: int = 0) -> None:
+        super().__init__(None, rng, seq)
+        self.direction = direction
+
+    @property
+    def encrypted(self) -> bool:
+        return True
+
+    @property
+    def params(self) -> SuiteParams | None:
+        return self.direction.params
+
+    @property
+    def enc_key(self) -> bytes:
+        raise DelegateError("the write key of a delegated connection is held by its delegate")
+
+    @property
+    def iv(self) -> bytes:
+        raise DelegateError("the write IV of a delegated connection is held by its delegate")
+
+    def compute_mac(self, record: OutgoingRecord) -> bytes:
+        raise DelegateError("record MACs of a delegated connection are computed by its delegate")
+
+    def seal_with_mac(self, record: OutgoingRecord, mac: bytes) -> bytes:
+        raise DelegateError("a delegated connection cannot seal with an outside MAC")
+
+    def seal(self, record: OutgoingRecord) -> bytes:
+        d = self.direction
+        return d.delegate.seal(d.handle, d.from_client, [record])
+
+    def seal_many(self, records: list[OutgoingRecord]) -> bytes:
+        d = self.direction
+        return d.delegate.seal(d.handle, d.from_client, records)
+
+
+class DelegatedReadCipher:
+    """The read side's cipher for :class:`tls12.record.RecordReader`: opens through the delegate.
+
+    The reader asks for one record at a time.  To make one delegate call per burst of data
+    rather than per record, an application-data record is opened together with the whole
+    application-data records already buffered behind it (at most :attr:`MAX_BATCH`); their
+    plaintexts wait here, keyed by sequence number and ciphertext, until the reader reaches
+    them.  Only application data is batched: no key change can come between two such records
+    (renegotiation is refused).  If a batch fails, the record asked for is opened alone, so
+    the error belongs to the first bad record and the good ones before it are delivered.
+    """
+
+    __slots__ = ("direction", "reader", "_ahead")
+
+    MAX_BATCH = 32
+
+    def __init__(self, direction: DelegatedDirection, reader: object | None = None) -> None:
+        self.direction = direction
+        self.reader = reader
+        self._ahead: dict[int, tuple[bytes, bytes]] = {}
+
+    def open(self, seq: int, content_type: int, version: int, fragment: bytes) -> bytes:
+        d = self.direction
+        ahead = self._ahead.pop(seq, None)
+        if ahead is not None and ahead[0] == fragment:
+            return ahead[1]
+        batch = [(seq, content_type, version, fragment)]
+        if content_type == _APPLICATION_DATA and self.reader is not None:
+            following = self.reader.peek_fragments(  # type: ignore[attr-defined]
+                content_type, version, self.MAX_BATCH - 1
+            )
+            batch += [(seq + 1 + i, content_type, version, f) for i, f in enumerate(following)]
+        if len(batch) == 1:
+            return d.delegate.open(d.handle, d.from_client, batch)[0]
+        try:
+            plaintexts = d.delegate.open(d.handle, d.from_client, batch)
+        except ValueError:
+            self._ahead.clear()
+            return d.delegate.open(d.handle, d.from_client, batch[:1])[0]
+        if len(plaintexts) != len(batch):
+            raise DelegateError(f"the delegate opened {len(plaintexts)} of {len(batch)} records")
+        self._ahead = {s: (f, p) for (s, _, _, f), p in zip(batch[1:], plaintexts[1:], strict=True)}
+        return plaintexts[0]
+
+
+_APPLICATION_DATA = 23
+
+
+class _Secrets:
+    """What :class:`LocalDelegate` keeps per handle (never leaves the delegate)."""
+
+    __slots__ = ("master_secret", "params", "client", "server", "ems", "write", "read")
+
+    def __init__(self, master_secret: bytes, params: SuiteParams, client_random: bytes,
+                 server_random: bytes, ems: bool) -> None:
+        self.master_secret = master_secret
+        self.params = params
+        self.ems = ems
+        block = prf.key_block(master_secret, client_random, server_random, params.mac_length,
+                              params.key_length, params.fixed_iv_length)
+        client_iv_key = server_iv_key = b""
+        if params.block_size:  # the same k' as tls12.connection.Connection._derive_keys
+            iv_keys = prf.prf(master_secret, IV_KEY_LABEL, server_random + client_random, 32)
+            client_iv_key, server_iv_key = iv_keys[:16], iv_keys[16:]
+        self.client = DirectionKeys(params, block.client_key, block.client_mac_key,
+                                    block.client_iv, client_iv_key)
+        self.server = DirectionKeys(params, block.server_key, block.server_mac_key,
+                                    block.server_iv, server_iv_key)
+        # one sealing epoch and one opening cipher per direction, built on first use
+        self.write: dict[bool, WriteProtection] = {}
+        self.read: dict[bool, object] = {}
+
+
+class LocalDelegate:
+    """A :class:`SessionDelegate` in this process: holds the RSA key and every secret.
+
+    ``rng`` draws the countermeasure's fallback premaster; pass the server's
+    ``config.rng`` to reproduce the non-delegated server's transcript exactly.
+    """
+
+    def __init__(self, private_key: rsa.RSAPrivateKey, rng: Callable[[int], bytes]) -> None:
+        if not isinstance(private_key, rsa.RSAPrivateKey):
+            raise TypeError("LocalDelegate needs an RSA private key")
+        self._key = private_key
+        self._rng = rng
+        self._secrets: dict[int, _Secrets] = {}
+        self._ids = itertools.count(1)
+
+    def _get(self, handle: KeyHandle) -> _Secrets:
+        try:
+            return self._secrets[handle.id]
+        except (KeyError, AttributeError):
+            raise DelegateError(f"unknown key handle {handle!r}") from None
+
+    def _install(self, master: bytes, suite: int, client_random: bytes, server_random: bytes,
+                 ems: bool) -> KeyHandle:
+        params = SUITES[CipherSuite(suite)]
+        handle = KeyHandle(next(self._ids), int(suite))
+        self._secrets[handle.id] = _Secrets(master, params, client_random, server_random, ems)
+        return handle
+
+    def derive(self, encrypted_premaster: bytes, client_version: int, client_random: bytes,
+               server_random: bytes, cipher_suite: int, session_hash: bytes | None) -> KeyHandle:
+        # Draw the fallback first, decrypt, then pick without revealing which path was taken.
+        fallback = client_version.to_bytes(2, "big") + self._rng(46)
+        try:
+            decrypted: bytes | None = self._key.decrypt(encrypted_premaster, padding.PKCS1v15())
+        except ValueError:
+            decrypted = None
+        good = (decrypted is not None and len(decrypted) == 48
+                and hmac.compare_digest(decrypted[:2], fallback[:2]))
+        premaster = decrypted if good else fallback
+        assert premaster is not None
+        if session_hash is not None:
+            master = prf.extended_master_secret(premaster, session_hash)
+        else:
+            master = prf.master_secret(premaster, client_random, server_random)
+        return self._install(master, cipher_suite, client_random, server_random,
+                             session_hash is not None)
+
+    def resume(self, session: KeyHandle, client_random: bytes, server_random: bytes) -> KeyHandle:
+        s = self._get(session)
+        return self._install(s.master_secret, session.cipher_suite, client_random, server_random,
+                             s.ems)
+
+    def verify_data(self, handle: KeyHandle, from_client: bool, transcript_hash: bytes) -> bytes:
+        return prf.verify_data(self._get(handle).master_secret, from_client, transcript_hash)
+
+    def check_finished(self, handle: KeyHandle, from_client: bool, transcript_hash: bytes,
+                       verify_data: bytes) -> bool:
+        expected = self.verify_data(handle, from_client, transcript_hash)
+        return hmac.compare_digest(verify_data, expected)
+
+    def seal(self, handle: KeyHandle, from_client: bool, records: Sequence[OutgoingRecord]) -> bytes:
+        s = self._get(handle)
+        protection = s.write.get(from_client)
+        if protection is None:
+            keys = s.client if from_client else s.server
+            protection = s.write[from_client] = WriteProtection(keys, self._rng)
+        records = list(records)
+        if len(records) == 1:
+            return protection.seal(records[0])
+        return protection.seal_many(records)
+
+    def open(self, handle: KeyHandle, from_client: bool,
+             records: Sequence[tuple[int, int, int, bytes]]) -> list[bytes]:
+        s = self._get(handle)
+        cipher = s.read.get(from_client)
+        if cipher is None:
+            cipher = s.read[from_client] = (s.client if from_client else s.server).cipher()
+        return [cipher.open(seq, ct, version, fragment)  # type: ignore[attr-defined]
+                for seq, ct, version, fragment in records]
+
+    def release(self, handle: KeyHandle) -> None:
+        """Forget a handle's secrets (a session evicted from the store, a closed connection)."""
+        self._secrets.pop(handle.id, None)
