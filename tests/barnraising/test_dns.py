@@ -144,7 +144,7 @@ def test_dig_is_installed() -> None:
 async def _dig(port: int, *args: str) -> str:
     assert DIG is not None
     proc = await asyncio.create_subprocess_exec(
-        DIG, "@127.0.0.1", "-p", str(port), "+time=2", "+tries=1", *args,
+        DIG, "@127.0.0.1", "-p", str(port), "+time=5", "+tries=3", *args,  # patient under load
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await proc.communicate()
     assert proc.returncode == 0, err.decode()

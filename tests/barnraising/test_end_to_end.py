@@ -75,7 +75,7 @@ async def _run(*argv: str) -> str:
 
 async def _dig(dns_port: int) -> list[str]:
     out = await _run("dig", "@127.0.0.1", "-p", str(dns_port), NAME, "A", "+short",
-                     "+time=2", "+tries=1")
+                     "+time=5", "+tries=3")  # patient under load
     return sorted(out.split())
 
 
