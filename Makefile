@@ -43,6 +43,7 @@ benchmarks: build  ## run every benchmark (ratios against references measured in
 	$(PY) benchmarks/bench_traces.py --json results/benchmarks/traces.json
 	$(PY) benchmarks/bench_drive.py --json results/benchmarks/drive.json
 	$(PY) benchmarks/bench_barnraising.py --json results/benchmarks/barnraising.json
+	$(PY) benchmarks/bench_barnraising_model.py --json results/benchmarks/barnraising_model.json
 	$(PY) benchmarks/bench_linktestbed.py --csv results/benchmarks/linktestbed.csv
 	$(PY) benchmarks/bench_reverse_ssl.py --throughput --json results/benchmarks/reverse_ssl.json
 	$(PY) benchmarks/bench_sweep.py --json results/benchmarks/sweep.json
