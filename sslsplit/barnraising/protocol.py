@@ -55,6 +55,7 @@ import ipaddress
 import json
 import math
 import re
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -412,11 +413,12 @@ class Lookup(Request):
 
 
 @dataclass(frozen=True, slots=True)
-class Reply:
+class Reply(ABC):
     """Base of the replies; each names the request class it answers."""
 
+    @abstractmethod
     def to_json(self) -> dict[str, Any]:
-        raise NotImplementedError
+        """The reply as the JSON object the broker sends."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -131,8 +131,7 @@ def test_scheduler_argument_in_a_parser(capsys: pytest.CaptureFixture[str]) -> N
 def test_jupyter_lab_in_the_venv() -> None:
     """``make notebook`` runs ``jupyter lab`` from the interpreter's own environment."""
     jupyter = Path(sys.executable).parent / "jupyter"
-    if not jupyter.exists():
-        pytest.skip("jupyterlab is not installed in this environment (notebooks extra)")
+    assert jupyter.exists(), "jupyterlab is not installed in this venv (the notebooks extra)"
     out = subprocess.run([str(jupyter), "lab", "--version"], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr
