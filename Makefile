@@ -43,10 +43,13 @@ benchmarks: build  ## run every benchmark (ratios against references measured in
 	$(PY) benchmarks/bench_traces.py --json results/benchmarks/traces.json
 	$(PY) benchmarks/bench_drive.py --json results/benchmarks/drive.json
 	$(PY) benchmarks/bench_barnraising.py --json results/benchmarks/barnraising.json
-	$(PY) benchmarks/bench_barnraising_model.py --json results/benchmarks/barnraising_model.json
+	$(PY) benchmarks/bench_barnraising_model.py --json results/benchmarks/barnraising_model.json --sweep --sweep-json results/benchmarks/barnraising_sweep.json
 	$(PY) benchmarks/bench_linktestbed.py --csv results/benchmarks/linktestbed.csv
 	$(PY) benchmarks/bench_reverse_ssl.py --throughput --json results/benchmarks/reverse_ssl.json
 	$(PY) benchmarks/bench_sweep.py --json results/benchmarks/sweep.json
+	$(PY) benchmarks/bench_sslacc.py --json results/benchmarks/sslacc.json
+	$(PY) benchmarks/bench_sslacc_failover.py --json results/benchmarks/sslacc_failover.json
+	$(PY) benchmarks/bench_webalps.py --json results/benchmarks/webalps.json
 
 notebook: build  ## open the notebooks in JupyterLab from the project's venv (quick sizes; REPRODUCE_QUICK=0 for full)
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks

@@ -11,9 +11,14 @@ Prints, all measured in the same run on this machine:
    database commit cost on top;
 2. **DNS answers/s** of the broker's responder (UDP, A queries for a site name with three
    live volunteers, ``--window`` queries in flight): repeated queries (served by the
-   responder's answer cache) and distinct ones (each rendered by dnspython); the ratio to the
-   target (5,000 answers/s)
-   and to a reference: a trivial asyncio UDP echo server in its own process, driven by the
+   responder's answer cache by their bytes) and distinct ones (each with its own EDNS cookie:
+   parsed by dnspython, answered from the cache by question); the ratio to the target
+   (5,000 answers/s); **before/after**: the same distinct queries against the same
+   responder with its caches off (``max_cached=0``: every answer rendered by dnspython, as
+   before the question cache) in its own process, so the speedup is a ratio of one run;
+   the same two responders without sockets (microseconds per distinct query, in this
+   process: the ratio without the I/O's noise);
+   and a reference: a trivial asyncio UDP echo server in its own process, driven by the
    same load generator (the cost of Python datagram I/O alone), plus the round trip of one
    ``dns.query.udp`` against that echo (dnspython's own client cost, for scale).
 
@@ -116,6 +121,22 @@ def _udp_echo(port_pipe: multiprocessing.connection.Connection) -> None:
         transport, _ = await asyncio.get_running_loop().create_datagram_endpoint(
             Echo, local_addr=("127.0.0.1", 0))
         port_pipe.send(transport.get_extra_info("sockname")[1])
+        await asyncio.Event().wait()
+
+    asyncio.run(main())
+
+
+def _dns_uncached(port_pipe: multiprocessing.connection.Connection) -> None:
+    """The broker's responder with its answer caches off, three live volunteers."""
+    from sslsplit.barnraising.dns import DNSServer
+    from sslsplit.barnraising.zone import Responder
+
+    live = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
+
+    async def main() -> None:
+        server = DNSServer(Responder(["bench.test"], {NAME: live}.get, max_cached=0))
+        await server.start("127.0.0.1", 0)
+        port_pipe.send(server.port)
         await asyncio.Event().wait()
 
     asyncio.run(main())
@@ -241,6 +262,21 @@ def _dnspython_round_trip_us(port: int, n: int) -> float:
             pass  # the echo is not a valid answer; the round trip is what is timed
         times.append(time.perf_counter() - start)
     return statistics.median(times) * 1e6
+
+
+def _responder_us(max_cached: int, seconds: float) -> float:
+    """Microseconds per distinct query (EDNS cookies) of the responder alone, no sockets."""
+    from sslsplit.barnraising.zone import Responder
+
+    live = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
+    responder = Responder(["bench.test"], {NAME: live}.get, max_cached=max_cached)
+    queries = _queries(distinct=True)  # twice the by-bytes cache: each is parsed anew
+    done, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for i in range(done % len(queries), done % len(queries) + 512):
+            responder.respond(queries[i % len(queries)], max_size=4096)
+        done += 512
+    return (time.perf_counter() - start) / done * 1e6
 
 
 async def _three_volunteers(port: int) -> None:
@@ -384,11 +420,16 @@ def main() -> int:
         broker, port, dns_port = _start_broker(Path(tmp) / "bench.db")
         http_ref, http_port = _spawn(_http_constant)
         echo, echo_port = _spawn(_udp_echo)
+        uncached, uncached_port = _spawn(_dns_uncached)
         try:
             asyncio.run(_three_volunteers(port))  # DNS first, while exactly 3 are live
             out["dns_answers_per_s"] = asyncio.run(_answers(dns_port, args.window, seconds))
             out["dns_answers_per_s_uncached"] = asyncio.run(
                 _answers(dns_port, args.window, seconds, distinct=True))
+            out["dns_answers_per_s_caches_off"] = asyncio.run(
+                _answers(uncached_port, args.window, seconds, distinct=True))
+            out["responder_us_per_distinct_query"] = _responder_us(4096, seconds)
+            out["responder_us_per_distinct_query_caches_off"] = _responder_us(0, seconds)
             out["reference_udp_echo_per_s"] = asyncio.run(_answers(echo_port, args.window,
                                                                    seconds))
             out["dnspython_round_trip_us_vs_echo"] = _dnspython_round_trip_us(
@@ -404,12 +445,14 @@ def main() -> int:
                 broker.wait(10)
             except subprocess.TimeoutExpired:
                 broker.kill()
-            for proc in (http_ref, echo):
+            for proc in (http_ref, echo, uncached):
                 proc.kill()
     out["joins_ratio_to_target"] = out["joins_per_s"] / JOIN_TARGET
     out["joins_ratio_to_reference"] = out["joins_per_s"] / out["reference_http_requests_per_s"]
     out["dns_ratio_to_target"] = out["dns_answers_per_s"] / DNS_TARGET
     out["dns_ratio_to_reference"] = out["dns_answers_per_s"] / out["reference_udp_echo_per_s"]
+    out["dns_question_cache_speedup"] = (out["dns_answers_per_s_uncached"]
+                                         / out["dns_answers_per_s_caches_off"])
 
     print(f"broker joins/s ({args.clients} keep-alive clients, SQLite WAL commit per join): "
           f"{out['joins_per_s']:,.0f}  = {out['joins_ratio_to_target']:.2f} x target "
@@ -420,9 +463,16 @@ def main() -> int:
     print(f"DNS answers/s (UDP, {args.window} in flight, 3 live volunteers): "
           f"{out['dns_answers_per_s']:,.0f}  = {out['dns_ratio_to_target']:.2f} x target "
           f"{DNS_TARGET:,.0f}")
-    print(f"  every query distinct (EDNS cookie; rendered by dnspython each time): "
+    print(f"  every query distinct (EDNS cookie; parsed, answered from the question cache): "
           f"{out['dns_answers_per_s_uncached']:,.0f}  = "
           f"{out['dns_answers_per_s_uncached'] / DNS_TARGET:.2f} x target")
+    print(f"  before/after: same distinct queries, responder with caches off (rendered by "
+          f"dnspython each time): {out['dns_answers_per_s_caches_off']:,.0f}; with caches / "
+          f"without = {out['dns_question_cache_speedup']:.2f}")
+    print(f"  the responder alone (no sockets), per distinct query: "
+          f"{out['responder_us_per_distinct_query']:.0f} us with caches, "
+          f"{out['responder_us_per_distinct_query_caches_off']:.0f} us without: "
+          f"{out['responder_us_per_distinct_query_caches_off'] / out['responder_us_per_distinct_query']:.2f} x")
     print(f"  reference: asyncio UDP echo, same load: {out['reference_udp_echo_per_s']:,.0f} "
           f"datagrams/s; responder/echo = {out['dns_ratio_to_reference']:.2f}")
     print(f"  dnspython dns.query.udp round trip: {out['dnspython_round_trip_us_vs_echo']:.0f} us "

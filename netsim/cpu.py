@@ -47,7 +47,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Protocol
 
-__all__ = ["CostTable", "DEFAULT_COSTS", "ZERO_COSTS", "CpuModel", "NoCpu", "Tls12Cpu",
+__all__ = ["best_time", "CostTable", "DEFAULT_COSTS", "ZERO_COSTS", "CpuModel", "NoCpu", "Tls12Cpu",
            "measure_costs"]
 
 
@@ -199,7 +199,7 @@ class Tls12Cpu:
         return ops
 
 
-def _best(fn: Callable[[], object], repeat: int, number: int) -> float:
+def best_time(fn: Callable[[], object], repeat: int, number: int) -> float:
     """Seconds per call: the best of ``repeat`` runs of ``number`` calls (least noisy)."""
     best = float("inf")
     for _ in range(repeat):
@@ -237,13 +237,13 @@ def measure_costs(quick: bool = True) -> CostTable:
     public = creds.private_key.public_key()
     premaster = b"\x03\x03" + os.urandom(46)
     encrypted = public.encrypt(premaster, padding.PKCS1v15())
-    rsa_private = _best(lambda: key.decrypt_premaster(encrypted), repeat, number)
-    rsa_public = _best(lambda: public.encrypt(premaster, padding.PKCS1v15()), repeat, number)
+    rsa_private = best_time(lambda: key.decrypt_premaster(encrypted), repeat, number)
+    rsa_public = best_time(lambda: public.encrypt(premaster, padding.PKCS1v15()), repeat, number)
     group = NamedGroup.X25519
     seed = os.urandom(32)
     priv, pub = ecdhe_keypair(group, seed)
-    keygen = _best(lambda: ecdhe_keypair(group, seed), repeat, number * 4)
-    derive = _best(lambda: ecdhe_shared_secret(group, priv, pub), repeat, number * 4)
+    keygen = best_time(lambda: ecdhe_keypair(group, seed), repeat, number * 4)
+    derive = best_time(lambda: ecdhe_shared_secret(group, priv, pub), repeat, number * 4)
 
     suite = (CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA,)
 
@@ -258,15 +258,15 @@ def measure_costs(quick: bool = True) -> CostTable:
 
     # ClientHello, ServerHello, Certificate, ServerHelloDone, ClientKeyExchange, 2 x Finished,
     # each built by one side and parsed by the other
-    per_message = (_best(handshake, repeat, number) - rsa_private - rsa_public) / 14
+    per_message = (best_time(handshake, repeat, number) - rsa_private - rsa_public) / 14
     cipher = RecordCipher("aes-128-cbc", "sha1", bytes(16), bytes(20))
     small, large = bytes(64), bytes(16384)
     iv = bytes(16)
-    t_small = _best(lambda: cipher.seal(1, _APPDATA, 0x0303, small, iv), repeat, number * 50)
-    t_large = _best(lambda: cipher.seal(1, _APPDATA, 0x0303, large, iv), repeat, number * 10)
+    t_small = best_time(lambda: cipher.seal(1, _APPDATA, 0x0303, small, iv), repeat, number * 50)
+    t_large = best_time(lambda: cipher.seal(1, _APPDATA, 0x0303, large, iv), repeat, number * 10)
     per_byte = max(t_large - t_small, 0.0) / (len(large) - len(small))
     block = os.urandom(1 << 20)
-    hash_per_byte = _best(lambda: hashlib.sha256(block).digest(), repeat, 2) / len(block)
+    hash_per_byte = best_time(lambda: hashlib.sha256(block).digest(), repeat, 2) / len(block)
     return CostTable(rsa_private, rsa_public, keygen, derive, max(per_message, 0.0),
                      max(t_small - len(small) * per_byte, 0.0), per_byte, hash_per_byte,
                      source="measured")

@@ -71,7 +71,7 @@ from typing import Literal
 
 from .link import ADSL_DOWN, ADSL_UP, LinkParams
 from .link import LAN as LAN_LINK
-from .tundelay import run_relay
+from .tundelay import HOPS, format_hops, parse_hops, run_hop_relay, run_relay
 
 __all__ = [
     "PREFIX",
@@ -315,11 +315,18 @@ class LinkTestbed:
     """Three namespaces joined by shaped veth pairs, built on :meth:`up`, removed on :meth:`down`.
 
     ``tag`` makes the namespace names unique (default: random hex), so several testbeds can
-    exist at once. Use as a context manager; :meth:`down` is idempotent."""
+    exist at once. Use as a context manager; :meth:`down` is idempotent.
+
+    ``hop_by_hop=True`` is for a proxy or cache *in* ``middle``: by default only forwarded
+    packets cross the relay (a program in ``middle`` sees the ``tbf`` rates, not the delays or
+    the serialisation); with it the middle's own packets do too, carrying the round trip of
+    their hop (:func:`netsim.tundelay.hop_path`; packets *to* the middle are shaped by ``tbf``
+    alone)."""
 
     profile: Profile = field(default_factory=lambda: ADSL)
     tag: str = field(default_factory=lambda: secrets.token_hex(3))
     serialise: bool = True
+    hop_by_hop: bool = False
     _relay: subprocess.Popen[str] | None = field(default=None, init=False, repr=False)
     _up: bool = field(default=False, init=False, repr=False)
 
@@ -430,16 +437,23 @@ class LinkTestbed:
         self._sysctl("middle", "net.ipv4.conf.dly0.rp_filter=0")
         self._ip("middle", "link", "set", "dly0", "mtu", "1500", "up")
         self._ip("middle", "route", "add", "default", "dev", "dly0", "table", _DELAY_TABLE)
-        for dev in ("vc", "vo"):
-            # packets arriving from a veth for another host go through the relay (the middle's
-            # own addresses match the local table first); what the relay writes back arrives
-            # on dly0 and is routed by the main table.
-            self._ip("middle", "rule", "add", "iif", dev, "lookup", _DELAY_TABLE)
+        if self.hop_by_hop:
+            self._hop_rules()
+        else:
+            for dev in ("vc", "vo"):
+                # packets arriving from a veth for another host go through the relay (the
+                # middle's own addresses match the local table first); what the relay writes
+                # back arrives on dly0 and is routed by the main table.
+                self._ip("middle", "rule", "add", "iif", dev, "lookup", _DELAY_TABLE)
         argv = ["ip", "netns", "exec", self.ns("middle"), sys.executable, "-m",
                 "netsim.linktestbed", "relay", "--tun", "dly0", "--client-net", _CLIENT_NET,
                 "--to-client", repr(p.one_way_delay("to_client")),
                 "--to-origin", repr(p.one_way_delay("to_origin"))]
-        if self.serialise:
+        if self.hop_by_hop:
+            hops = [(getattr(p, h).rate, getattr(p, h).delay) for h in HOPS]
+            argv += ["--middle", f"{ADDRESSES['middle']},{_MIDDLE_ORIGIN_SIDE}", "--hops",
+                     format_hops(hops, _SERIALISER_HEADROOM if self.serialise else None)]
+        elif self.serialise:
             for d in ("to_client", "to_origin"):
                 rates = ",".join(repr(r * _SERIALISER_HEADROOM) for r in p.rates(d))  # type: ignore[arg-type]
                 argv += [f"--{d.replace('_', '-')}-rates", rates or "none"]
@@ -451,6 +465,17 @@ class LinkTestbed:
             self._relay.kill()
             _, err = self._relay.communicate()
             raise TestbedError(f"delay relay did not start: {err.strip() or line.strip()}")
+
+    def _hop_rules(self) -> None:
+        """Routing for :attr:`hop_by_hop`: forwarded packets as usual, and what the middle
+        itself sends (``iif lo``, after the local table) into dly0, with the source address
+        of the side it goes to; the relay writes it back and the main table routes it."""
+        self._sysctl("middle", "net.ipv4.conf.dly0.accept_local=1")  # the middle's own packets
+        for net, src in ((_CLIENT_NET, ADDRESSES["middle"]), (_ORIGIN_NET, _MIDDLE_ORIGIN_SIDE)):
+            self._ip("middle", "route", "add", net, "dev", "dly0", "src", src,
+                     "table", _DELAY_TABLE)
+        for rule in (("iif", "vc"), ("iif", "vo"), ("iif", "lo")):
+            self._ip("middle", "rule", "add", *rule, "lookup", _DELAY_TABLE)
 
     # -- running programs --
 
@@ -615,14 +640,23 @@ def build_parser() -> argparse.ArgumentParser:
     relay.add_argument("--to-origin", type=float, required=True, help="seconds")
     relay.add_argument("--to-client-rates", type=_rates, default=(), help="bit/s,bit/s or none")
     relay.add_argument("--to-origin-rates", type=_rates, default=(), help="bit/s,bit/s or none")
+    relay.add_argument("--middle", help="the middle's addresses a,b (with --hops)")
+    relay.add_argument("--hops", type=parse_hops, help="hop by hop: rate:delay for "
+                       + ", ".join(HOPS) + " (rate bit/s or none, delay s)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; a missing prerequisite or a failed command is one line on stderr, exit 1."""
-    args = build_parser().parse_args(argv)
+    """Entry point; a missing prerequisite or a failed command is one line on stderr, exit 1
+    (``python -m netsim.linktestbed: error: ...``); bad usage exits 2, as argparse does."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.cmd == "run" and not (args.argv[1:] if args.argv[:1] == ["--"] else args.argv):
+        parser.error("run: give a command after --")
     try:
-        if args.cmd == "relay":
+        if args.cmd == "relay" and args.hops is not None:
+            run_hop_relay(args.tun, args.client_net, args.middle.split(","), args.hops)
+        elif args.cmd == "relay":
             run_relay(args.tun, args.client_net, args.to_client, args.to_origin,
                       args.to_client_rates, args.to_origin_rates)
         elif args.cmd == "probe-serve":
@@ -649,16 +683,13 @@ def main(argv: list[str] | None = None) -> int:
             LinkTestbed(tag=args.tag).down()
         elif args.cmd == "run":
             cmd = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
-            if not cmd:
-                print("run: give a command after --", file=sys.stderr)
-                return 2
             # SIGTERM unwinds through the context manager like Ctrl-C, so the testbed goes too
             signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
             tag = {"tag": args.tag} if args.tag else {}
             with LinkTestbed(PROFILES[args.profile], **tag) as tb:
                 return tb.run(args.node, cmd, capture_output=False).returncode
-    except TestbedError as exc:
-        print(f"linktestbed: {exc}", file=sys.stderr)
+    except (TestbedError, OSError) as exc:  # OSError: a probe's refused connection, a busy port
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 1
     return 0
 

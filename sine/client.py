@@ -112,6 +112,17 @@ class HttpConnection:
         if self.on_connect:
             self.on_connect()
 
+    async def connect(self) -> None:
+        """Open the connection now unless it is open and idle (ready for a request).
+
+        The TCP connect -- and, with an ``ssl_context``, the TLS handshake -- then happens here
+        rather than inside the next :meth:`request`, which reuses the open connection.  Raises
+        :class:`ConnectFailed` when the peer cannot be reached.
+        """
+        if self._conn is None or self._conn.our_state is not h11.IDLE:
+            await self.close()
+            await self._open()
+
     async def request(
         self, target: str, headers: list[tuple[str, str]], method: str = "GET"
     ) -> tuple[h11.Response, AsyncIterator[bytes]]:
@@ -119,9 +130,7 @@ class HttpConnection:
 
         The body must be consumed (or :meth:`close` called) before the next request.
         """
-        if self._conn is None or self._conn.our_state is not h11.IDLE:
-            await self.close()
-            await self._open()
+        await self.connect()
         assert self._conn is not None and self._writer is not None
         conn = self._conn
         self._writer.write(conn.send(h11.Request(method=method, target=target, headers=headers)))
@@ -223,6 +232,24 @@ class SineClient:
 
     def _count_handshake(self) -> None:
         self.counters.tls_handshakes += 1
+
+    async def open_tls(self) -> None:
+        """Open the session's TLS connection to the origin now: TCP connect and TLS handshake
+        (counted in :attr:`Counters.tls_handshakes`), no request.
+
+        A SINEB session pays one handshake and then one round trip per document (``AT_sign``)
+        over the open connection.  Without this call the handshake happens inside the first
+        :meth:`get`.  Calling it first separates the two costs: an experiment that times one
+        fetch *of an established session* -- what :func:`sine.model.fetch_latency` models for
+        ``sineb`` -- opens the connection outside its timed window.  On a connection that is
+        already open and idle it does nothing (no second handshake).
+
+        Raises ``ValueError`` for a session without ``tls_origin`` and :class:`ConnectFailed`
+        when the origin's TLS port cannot be reached or its certificate is not trusted.
+        """
+        if self._tls is None:
+            raise ValueError("this session has no TLS origin (pass tls_origin and tls_ca)")
+        await self._tls.connect()
 
     async def close(self) -> None:
         await self._http.close()

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import random
 import tempfile
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,15 +141,15 @@ class FetchFailed(RuntimeError):
 # -- sans-IO HTTP endpoints --------------------------------------------------------------------
 
 
-class OriginEndpoint:
-    """The origin's side of one connection (sans-IO): h11 in, the server's response bytes out.
+class _ServerEndpoint(ABC):
+    """One server connection (sans-IO): h11 parses the requests, a subclass answers each.
 
-    End of stream is ``receive_data(b"")`` (h11's ``ConnectionClosed`` comes out);
-    :meth:`app` is the driver callback that answers it with a FIN.
+    :meth:`receive_data` returns h11's events; when a request is complete it calls
+    :meth:`_complete`, which queues response bytes (``self._out``) and/or adds events of its
+    own. :meth:`data_to_send` hands the queued bytes over.
     """
 
-    def __init__(self, origin: OriginServer, is_tls: bool = False) -> None:
-        self.origin, self.is_tls = origin, is_tls
+    def __init__(self) -> None:
         self._conn = h11.Connection(h11.SERVER)
         self._out = bytearray()
         self._request: h11.Request | None = None
@@ -165,16 +166,37 @@ class OriginEndpoint:
             if isinstance(event, h11.Request):
                 self._request = event
             elif isinstance(event, h11.EndOfMessage) and self._request is not None:
-                self._out += b"".join(self.origin.respond(conn, self._request, self.is_tls))
-                self._request = None
-                if conn.our_state is h11.DONE and conn.their_state is h11.DONE:
-                    conn.start_next_cycle()
+                request, self._request = self._request, None
+                self._complete(request, events)
             elif isinstance(event, h11.ConnectionClosed):
                 return events
+
+    @abstractmethod
+    def _complete(self, request: h11.Request, events: list[Any]) -> None:
+        """Answer ``request``, whose body has ended (append to ``events`` what the driver
+        must see)."""
 
     def data_to_send(self) -> bytes:
         out, self._out = bytes(self._out), bytearray()
         return out
+
+
+class OriginEndpoint(_ServerEndpoint):
+    """The origin's side of one connection (sans-IO): h11 in, the server's response bytes out.
+
+    End of stream is ``receive_data(b"")`` (h11's ``ConnectionClosed`` comes out);
+    :meth:`app` is the driver callback that answers it with a FIN.
+    """
+
+    def __init__(self, origin: OriginServer, is_tls: bool = False) -> None:
+        super().__init__()
+        self.origin, self.is_tls = origin, is_tls
+
+    def _complete(self, request: h11.Request, events: list[Any]) -> None:
+        conn = self._conn
+        self._out += b"".join(self.origin.respond(conn, request, self.is_tls))
+        if conn.our_state is h11.DONE and conn.their_state is h11.DONE:
+            conn.start_next_cycle()
 
     @staticmethod
     def app(side: Side, event: Any) -> None:
@@ -310,7 +332,7 @@ class HttpCache:
         self.store[(path, sine)] = endpoint.data_to_send()
 
 
-class ProxyEndpoint:
+class ProxyEndpoint(_ServerEndpoint):
     """The cache's side of a client connection (sans-IO): serves hits at once, reports misses.
 
     On a miss the proxy's process (:meth:`app`) fetches the origin-form request over its own
@@ -319,27 +341,12 @@ class ProxyEndpoint:
 
     def __init__(self, cache: HttpCache,
                  upstream: Callable[[CacheMiss], simpy.Event] | None = None) -> None:
+        super().__init__()
         self.cache, self.upstream = cache, upstream
-        self._conn = h11.Connection(h11.SERVER)
-        self._out = b""
-        self._request: h11.Request | None = None
         self.driver: Driver | None = None
 
-    def receive_data(self, data: bytes) -> list[Any]:
-        conn = self._conn
-        conn.receive_data(data)
-        events: list[Any] = []
-        while True:
-            event = conn.next_event()
-            if event is h11.NEED_DATA or event is h11.PAUSED:
-                return events
-            events.append(event)
-            if isinstance(event, h11.Request):
-                self._request = event
-            elif isinstance(event, h11.EndOfMessage) and self._request is not None:
-                events.append(self._lookup(self._request))
-            elif isinstance(event, h11.ConnectionClosed):
-                return events
+    def _complete(self, request: h11.Request, events: list[Any]) -> None:
+        events.append(self._lookup(request))
 
     def _lookup(self, req: h11.Request) -> Any:
         target = req.target.decode()
@@ -357,10 +364,6 @@ class ProxyEndpoint:
         request = (fwd.send(h11.Request(method=req.method, target=path, headers=headers))
                    + fwd.send(h11.EndOfMessage()))
         return CacheMiss(key, request)
-
-    def data_to_send(self) -> bytes:
-        out, self._out = self._out, b""
-        return out
 
     def deliver(self, side: Side, data: bytes) -> None:
         """Write ``data`` to the client now (bytes that became ready without client input)."""

@@ -7,13 +7,18 @@ The model runs the real :mod:`tls12` server and client objects over the byte-acc
 * :mod:`sslacc_sim.params`: :class:`ClusterParams`, every constant with its unit;
 * :mod:`sslacc_sim.cluster`: nodes, LAN, keepalives, master, bucket table, join and leave;
 * :mod:`sslacc_sim.tcpside`: buckets, fingered ISNs, port choice, gates, TCP takeover;
-* :mod:`sslacc_sim.relay`: checkpoints, the owner's process, takeover, the test client;
+* :mod:`sslacc_sim.checkpoint`: the cluster update (:class:`Checkpoint`) and its wire form;
+* :mod:`sslacc_sim.relay`: cluster-then-commit, the owner's process, takeover;
+* :mod:`sslacc_sim.updates`: the owner -> mirror update channel, aggregation, mirror faults;
+* :mod:`sslacc_sim.endpoints`: the origin server and the real ``tls12`` test client;
 * :mod:`sslacc_sim.sessions`: the cluster-replicated session store (resumption on any node).
 """
 
+from .checkpoint import Checkpoint
 from .cluster import BucketChange, Cluster, ClusterError, Lan, Node
-from .params import ClusterParams
-from .relay import Checkpoint, Origin, Relay, RelayConn, TlsClient
+from .endpoints import Origin, TlsClient
+from .params import DEFAULT_CLUSTER_COSTS, ClusterCosts, ClusterParams
+from .relay import Relay, RelayConn
 from .sessions import ClusterSessionStore
 from .tcpside import (
     ClusterTcpConnection,
@@ -25,9 +30,11 @@ from .tcpside import (
     fingered_isn,
     relay_port,
 )
+from .updates import MirrorFault, UpdateChannel
 
 __all__ = [
-    "BucketChange", "Checkpoint", "Cluster", "ClusterError", "ClusterParams", "ClusterSessionStore",
-    "ClusterTcpConnection", "FourTuple", "Gate", "Lan", "Node", "Origin", "Relay", "RelayConn",
-    "RstGuard", "TlsClient", "ack_is_fingered", "bucket_of", "fingered_isn", "relay_port",
+    "DEFAULT_CLUSTER_COSTS", "BucketChange", "Checkpoint", "Cluster", "ClusterCosts",
+    "ClusterError", "ClusterParams", "ClusterSessionStore", "ClusterTcpConnection", "FourTuple",
+    "Gate", "Lan", "MirrorFault", "Node", "Origin", "Relay", "RelayConn", "RstGuard", "TlsClient",
+    "UpdateChannel", "ack_is_fingered", "bucket_of", "fingered_isn", "relay_port",
 ]

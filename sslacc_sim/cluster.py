@@ -18,7 +18,12 @@ and a *mirror* (holds the mirrored state, the next live node in id order after t
   the load is even; on a graceful :meth:`Cluster.leave` the leaver's buckets move at once.
 
 Failures are :meth:`Node.kill`: the node stops sending and receiving at once, its pending
-cluster messages are lost and its processes end.
+cluster messages are lost and its processes end.  A partial failure is
+:meth:`Node.mute_updates`: the node keeps sending keepalives (nobody declares it dead) but
+drops every cluster update it receives; an owner that times out waiting for it reports it
+(:meth:`Cluster.report_unfit_mirror`, a message to the master), and the master stops using it
+as a mirror: it picks other mirrors for its buckets and broadcasts them (``unfit``,
+``mirror_faults``).
 """
 
 from __future__ import annotations
@@ -80,6 +85,10 @@ class Node:
         self.id = node_id
         self.cluster = cluster
         self.alive = True
+        #: drops every cluster update it receives (alive otherwise): :meth:`mute_updates`
+        self.updates_muted = False
+        #: cluster messages this node took an interrupt for (updates and acknowledgements)
+        self.interrupts = 0
         self.cpu = simpy.Resource(env, capacity=1)
         self.card = simpy.Resource(env, capacity=1)
         self.last_seen: dict[int, float] = {}
@@ -105,6 +114,10 @@ class Node:
             if proc.is_alive and proc is not self.env.active_process:
                 proc.interrupt("killed")
         self.processes.clear()
+
+    def mute_updates(self) -> None:
+        """Partial failure: keep sending keepalives, silently drop every cluster update."""
+        self.updates_muted = True
 
     def view(self) -> list[int]:
         """Ids this node believes alive (itself included), in id order."""
@@ -154,7 +167,9 @@ class BucketChange:
 
 
 class Cluster:
-    """``n`` nodes, the bucket table and its listeners; metrics in ``changes`` and ``deaths``."""
+    """``n`` nodes, the bucket table and its listeners; metrics in ``changes``, ``deaths`` and
+    ``mirror_faults`` ((time, node, reported by) of each node the master stopped mirroring on;
+    ``unfit`` holds those nodes)."""
 
     def __init__(self, env: simpy.Environment, n: int, params: ClusterParams | None = None
                  ) -> None:
@@ -167,12 +182,14 @@ class Cluster:
         self.members: list[int] = list(range(n))
         for i in range(n):
             self.nodes.append(Node(env, i, self))
+        self.unfit: set[int] = set()
         self.owner = [b % n for b in range(params.buckets)]
         self.mirror: list[int | None] = [self._next(o) for o in self.owner]
         self.busy_buckets: set[int] = set()
         self._listeners: list[Callable[[BucketChange], None]] = []
         self.changes: list[BucketChange] = []
         self.deaths: list[tuple[float, int, int]] = []   #: (time, dead node, declared by)
+        self.mirror_faults: list[tuple[float, int, int]] = []
 
     def node(self, node_id: int) -> Node:
         """The node with ``node_id``."""
@@ -189,10 +206,38 @@ class Cluster:
         return self.node(self.members[0])
 
     def _next(self, owner: int) -> int | None:
+        """The mirror of a bucket of ``owner``: the next member after it that is fit."""
         ring = self.members
-        if len(ring) < 2:
-            return None
-        return ring[(ring.index(owner) + 1) % len(ring)]
+        at = ring.index(owner)
+        for step in range(1, len(ring)):
+            candidate = ring[(at + step) % len(ring)]
+            if candidate not in self.unfit:
+                return candidate
+        return None
+
+    def report_unfit_mirror(self, mirror: int, reporter: int) -> None:
+        """``reporter`` tells the master that ``mirror`` does not acknowledge updates.
+
+        The report is a cluster message to the master (handled at once if ``reporter`` is
+        the master); the master then re-mirrors every bucket ``mirror`` was mirroring."""
+        src = self.node(reporter)
+        master = self.master()
+        if master is src:
+            self._unfit(mirror, reporter)
+        else:
+            self.lan.send(src, master, 16, lambda _: self._unfit(mirror, reporter))
+
+    def _unfit(self, mirror: int, reporter: int) -> None:
+        if mirror in self.unfit or mirror not in self.members:
+            return
+        self.unfit.add(mirror)
+        self.mirror_faults.append((self.env.now, mirror, reporter))
+        moved = []
+        for b in range(self.params.buckets):
+            if self.mirror[b] == mirror:
+                self.mirror[b] = self._next(self.owner[b])
+                moved.append((b, self.owner[b]))
+        self._broadcast(moved)
 
     # -- master actions -----------------------------------------------------------------
     def _master_check(self, master: Node) -> None:

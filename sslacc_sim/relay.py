@@ -19,13 +19,28 @@ received or had acknowledged is reproducible by the mirror.
 its last checkpoint into a fresh ``ServerConnection``, installs the clustered TCP state
 (:meth:`~sslacc_sim.tcpside.ClusterTcpConnection.take_over`), re-sends the checkpoint's
 queued output from where the client's acknowledgements stand and carries on; the client's
-TCP retransmits whatever was never acknowledged.  A mirror with no checkpoint accepts the
+TCP retransmits whatever was never acknowledged.  With ``ClusterParams.takeover_resend`` (the
+default) the new owner sends the client one ACK as it takes over (section 4.8) and, when its
+``takeover`` checkpoint commits, sends its whole unacknowledged queue at once
+(:meth:`~sslacc_sim.tcpside.ClusterSendHalf.resend_now`), so the client's next byte comes
+the import and one cluster round trip after the takeover; without it the queue waits for
+the next expiry of the fixed 1 s TCP retransmission timer.  A mirror with no checkpoint accepts the
 connection only if the client's ACK carries the cluster's finger (Figure 3); otherwise the
 connection is unknown and is reset after the 2MSL silence.
 
 **Mirror failure.**  A commit waits for the mirror's acknowledgement; when the master
 replaces a dead mirror the owner sends the pending checkpoint to the new mirror, so a dead
-mirror delays connections by the detection time but does not deadlock them.
+mirror delays connections by the detection time but does not deadlock them.  A mirror that
+is alive but silent for updates is found by the owner instead: after
+``ClusterParams.update_timeout`` without an acknowledgement it records a
+:class:`~sslacc_sim.updates.MirrorFault` (:meth:`Relay.mirror_faults_frame`) and reports the
+mirror to the master, which re-mirrors its buckets; the pending checkpoint goes to the new
+mirror.  With no other node left the owner commits unmirrored.
+
+**Messages and costs.**  Updates travel through :class:`~sslacc_sim.updates.UpdateChannel`
+(one message each, or batched with ``ClusterParams.aggregate``); building and parsing one
+costs ``ClusterParams.message_cpu(size)``, each message received an interrupt, a takeover
+``import_cpu``: all measured on this code (:mod:`sslacc_sim.measure`).
 
 **Records.**  Client bytes are buffered in the server (``receive_data(..., max_records=0)``)
 and consumed one whole record at a time (``receive_record()``), so ClientKeyExchange,
@@ -34,7 +49,9 @@ they share a segment, and every checkpoint ends on a record boundary.  After the
 Finished has reached the client an ``established`` update follows (Figure 20).
 
 **Compact updates** (``ClusterParams.compact_updates``, sections 5.5-5.6).  Until the
-handshake ends a checkpoint carries the whole exported state (~4 KB, mostly the transcript).
+handshake ends a checkpoint carries the exported state (~4 KB, mostly the transcript); with
+``ClusterParams.delta_updates`` only the first goes whole to a mirror, the next ones as a
+delta against the last one sent to it (:mod:`sslacc_sim.delta`, a few hundred bytes to 1 KB).
 The ``established`` update carries the keys once (:meth:`tls12.Connection.export_keys`);
 from then on an update carries only the 18-byte :class:`tls12.state.Progress` (sequence
 numbers and close flags), how many queued records it covers, the plaintext size of each
@@ -66,11 +83,10 @@ the client's retransmission.  Partial ACKs are used after the handshake only (co
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import random
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 import pandas as pd
 import simpy
@@ -78,9 +94,6 @@ import simpy
 from netsim.link import Link
 from tls12 import (
     ApplicationData,
-    ClientConfig,
-    ClientConnection,
-    ConnectionClosed,
     HandshakeComplete,
     ServerConfig,
     ServerConnection,
@@ -90,7 +103,10 @@ from tls12.errors import LocalProtocolError
 from tls12.record import MAX_PLAINTEXT
 from tls12.state import Progress, export_connection, import_connection
 
+from .checkpoint import Checkpoint
 from .cluster import BucketChange, Cluster, Node
+from .delta import DeltaError, DeltaReader, DeltaWriter
+from .endpoints import Origin, TlsClient
 from .sessions import ClusterSessionStore
 from .tcpside import (
     ClusterTcpConnection,
@@ -101,112 +117,16 @@ from .tcpside import (
     bucket_of,
     fingered_isn,
 )
+from .updates import MirrorFault, UpdateChannel
 
 __all__ = ["Checkpoint", "Origin", "Relay", "RelayConn", "TlsClient", "CheckpointHook"]
 
 #: ``hook(conn, checkpoint, phase)`` with phase "prepared" (state captured, nothing sent),
-#: "sent" (update on the LAN, not acknowledged; only with a mirror), "committed" (mirror
-#: acknowledged, output not released) or "released".
+#: "sent" (update on the LAN, not acknowledged; only with a mirror; with aggregation it may
+#: still wait in an open batch), "committed" (mirror acknowledged, output not released) or
+#: "released".
 CheckpointHook = Callable[["RelayConn", "Checkpoint", str], None]
 
-
-@dataclass(frozen=True)
-class Checkpoint:
-    """One cluster update: the TLS state plus the TCP and origin positions it belongs to.
-
-    Offsets count stream bytes (not sequence numbers): ``rcv_appack`` client bytes committed,
-    ``out_start`` where the state's queued output starts in the server -> client stream,
-    ``request_offset`` / ``response_offset`` bytes handed to / read from the origin.
-
-    A *full* checkpoint has the exported state in ``tls_state``.  A *compact* one (after the
-    handshake, see the module docstring) has ``progress`` (a :class:`tls12.state.Progress`
-    after all queued output), ``rewind`` (queued records sealed from the origin's bytes,
-    followed by ``raw_records`` others), ``sizes`` (plaintext sizes of the
-    queued response records, ``None`` without pre-writes), ``plain_start`` (origin offset of
-    their plaintext) and ``raw`` (the other queued records, verbatim).  ``keys`` travels only
-    in a mirror's first compact update.  ``buffered``: client bytes past ``rcv_appack``
-    that a full ``tls_state`` already holds in its record buffer (a takeover does not feed
-    them again when the client retransmits them).  ``partial``: the start of a client record
-    already acknowledged to the client by a partial ACK (section 5.5), clustered as data.
-    """
-
-    conn_id: int
-    number: int
-    label: str
-    rcv_appack: int
-    out_start: int
-    request_offset: int
-    response_offset: int
-    tls_state: bytes
-    progress: bytes = b""
-    rewind: int = 0
-    raw_records: int = 0
-    sizes: tuple[int, ...] | None = None
-    plain_start: int = 0
-    raw: bytes = b""
-    keys: bytes = b""
-    buffered: int = 0
-    partial: bytes = b""
-
-    @property
-    def compact(self) -> bool:
-        """Whether this is a post-handshake compact update (no ``tls_state``)."""
-        return bool(self.progress)
-
-    def encode(self) -> bytes:
-        """Wire form: a JSON header line, then the blobs (state, keys, raw records)."""
-        head = {k: v for k, v in asdict(self).items()
-                if k not in ("tls_state", "keys", "raw", "progress", "partial")}
-        head["progress"] = self.progress.hex()
-        head["lengths"] = [len(self.tls_state), len(self.keys), len(self.partial)]
-        return (json.dumps(head, sort_keys=True, separators=(",", ":")).encode() + b"\n"
-                + self.tls_state + self.keys + self.partial + self.raw)
-
-    @classmethod
-    def decode(cls, data: bytes) -> Checkpoint:
-        """Inverse of :meth:`encode`."""
-        line, _, blob = data.partition(b"\n")
-        head = json.loads(line)
-        n_state, n_keys, n_partial = head.pop("lengths")
-        sizes = head.pop("sizes")
-        at = n_state + n_keys
-        return cls(tls_state=blob[:n_state], keys=blob[n_state:at],
-                   partial=blob[at:at + n_partial], raw=blob[at + n_partial:],
-                   progress=bytes.fromhex(head.pop("progress")),
-                   sizes=None if sizes is None else tuple(sizes), **head)
-
-
-class Origin:
-    """The web server behind the cluster: one HTTP/1.0 response per connection.
-
-    Client bytes arrive with their stream offset, as over TCP: bytes already received are
-    dropped, so a retransmission after a takeover is not a second request.  ``requests``
-    lists every request the application saw (the test checks "exactly once").
-    """
-
-    def __init__(self, body: bytes) -> None:
-        self.response = (b"HTTP/1.0 200 OK\r\nContent-Length: " + str(len(body)).encode()
-                         + b"\r\n\r\n" + body)
-        self.requests: list[tuple[int, bytes]] = []
-        self._received: dict[int, bytearray] = {}
-
-    def deliver(self, conn_id: int, offset: int, data: bytes) -> None:
-        """Bytes ``data`` of connection ``conn_id`` starting at stream ``offset``."""
-        buf = self._received.setdefault(conn_id, bytearray())
-        if offset > len(buf):
-            raise ValueError(f"gap in connection {conn_id}: {offset} > {len(buf)}")
-        was_complete = b"\r\n\r\n" in buf
-        buf += data[len(buf) - offset:]
-        if not was_complete and b"\r\n\r\n" in buf:
-            self.requests.append((conn_id, bytes(buf)))
-
-    def answered(self, conn_id: int) -> bool:
-        """Whether the request of ``conn_id`` is complete (the response can be read)."""
-        return b"\r\n\r\n" in self._received.get(conn_id, b"")
-
-    def read(self, offset: int, n: int) -> bytes:
-        """Response bytes ``[offset, offset + n)``."""
-        return self.response[offset:offset + n]
 
 
 #: Checkpoint labels by record type (and handshake message type, in clear before CCS).
@@ -265,6 +185,8 @@ class RelayConn:
     checkpoints: list[tuple[float, str, int, int]] = field(default_factory=list)
     mirrored: dict[int, Checkpoint] = field(default_factory=dict)
     pending: tuple[Checkpoint, bytes, simpy.Event] | None = None
+    #: the node the pending update was last sent to
+    pending_to: int | None = None
     takeovers: list[tuple[float, int, str]] = field(default_factory=list)
     #: the compact base, once exported; which nodes have received it
     keys: bytes | None = None
@@ -274,6 +196,10 @@ class RelayConn:
     piece: tuple[int, tuple[int, ...]] | None = None
     #: queued records a takeover re-created verbatim (they follow the re-sealed ones)
     carry: list[tuple[bytes, int]] = field(default_factory=list)
+    #: per mirror, the number of the last full update this owner sent it and a writer holding
+    #: that state (the base of the next delta); per mirror, the reader holding what it has
+    sent_full: dict[int, tuple[int, DeltaWriter]] = field(default_factory=dict)
+    readers: dict[int, DeltaReader] = field(default_factory=dict)
 
 
 class Relay:
@@ -294,6 +220,10 @@ class Relay:
         self.hook: CheckpointHook | None = None
         self.resets: list[tuple[float, int]] = []
         self.session_stores: dict[int, ClusterSessionStore] = {}
+        #: the owner -> mirror update channel (messages, batching, acknowledgements)
+        self.updates = UpdateChannel(env, cluster)
+        #: mirrors that did not acknowledge an update in time, as their owners reported them
+        self.mirror_faults: list[MirrorFault] = []
         for n in cluster.nodes:
             self.session_store(n.id)
         cluster.subscribe(self._on_change)
@@ -315,8 +245,12 @@ class Relay:
 
     def cluster_bytes_frame(self) -> pd.DataFrame:
         """Per connection: cluster-update bytes in all, during the handshake, and per 16 KiB
-        of response (``response`` updates only), with the number of updates."""
+        of response (``response`` updates only), with the number of updates; ``messages``
+        and ``wire_bytes``: the update and acknowledgement messages on the LAN (headers
+        included), a batch shared evenly by the updates it carries (with
+        ``ClusterParams.aggregate`` a connection's share of a message is a fraction)."""
         f = self.checkpoints_frame()
+        shares = self.updates.per_connection()
         rows = []
         for conn in self.conns:
             mine = f[f["conn"] == conn.id]
@@ -324,10 +258,18 @@ class Relay:
             hs = mine[mine["label"].isin(["client_hello", "client_key_exchange",
                                           "change_cipher_spec", "finished"])]
             body = max(1, len(self.origin.response))
+            messages, wire = shares.get(conn.id, (0.0, 0.0))
             rows.append((conn.id, len(mine), int(mine["bytes"].sum()), int(hs["bytes"].sum()),
-                         float(resp["bytes"].sum()) * 16384 / body))
+                         float(resp["bytes"].sum()) * 16384 / body, messages, wire))
         return pd.DataFrame(rows, columns=["conn", "updates", "bytes", "handshake_bytes",
-                                           "bytes_per_16k_response"])
+                                           "bytes_per_16k_response", "messages", "wire_bytes"])
+
+    def mirror_faults_frame(self) -> pd.DataFrame:
+        """Every :class:`~sslacc_sim.updates.MirrorFault` reported: a mirror that did not
+        acknowledge an update within ``update_timeout`` (time, conn, label, mirror, owner,
+        waited)."""
+        return pd.DataFrame([dataclasses.astuple(f) for f in self.mirror_faults],
+                            columns=[f.name for f in dataclasses.fields(MirrorFault)])
 
     # -- connections ----------------------------------------------------------------------
     def connect(self, four_tuple: FourTuple, to_vip: tuple[Link, ...],
@@ -363,15 +305,22 @@ class Relay:
         for conn in self.conns:
             if conn.bucket != change.bucket or conn.closed:
                 continue
+            for m in [m for m in conn.sent_full if m != change.mirror]:
+                del conn.sent_full[m]            # a former mirror may miss updates: no base
             if change.owner != conn.handler:
                 new = self.cluster.node(change.owner)
                 if new.alive:
                     self._take_over(conn, new)
-            elif conn.pending is not None and change.mirror is not None:
+            elif conn.pending is not None and change.mirror != conn.pending_to:
                 cp, _, ack = conn.pending          # the mirror changed under a pending commit
-                msg = self._message(conn, change.mirror, cp)
+                if change.mirror is None:          # no mirror left: commit unmirrored
+                    conn.pending_to = None
+                    if not ack.triggered:
+                        ack.succeed()
+                    continue
+                msg, delta = self._message(conn, change.mirror, cp)
                 self._send_update(conn, self.cluster.node(conn.handler), change.mirror, cp,
-                                  msg, ack)
+                                  msg, ack, self.params.delta_apply_cpu if delta else 0.0)
 
     # -- the owner's process ---------------------------------------------------------------
     def _serve(self, conn: RelayConn, node: Node, resume: Checkpoint | None):  # type: ignore[no-untyped-def]
@@ -386,6 +335,9 @@ class Relay:
         assert tls is not None
         try:
             if resume is not None:
+                with node.cpu.request() as req:      # import the clustered state
+                    yield req
+                    yield self.env.timeout(self.params.import_cpu)
                 done = yield from self._checkpoint(conn, node, "takeover", resume.rcv_appack,
                                                    resume.out_start)
                 if done is not None:
@@ -460,13 +412,17 @@ class Relay:
                 events = got.events
                 del conn.rx[:got.wire_length]
                 conn.consumed += got.wire_length
-                label = _LABELS.get(head[:1] + head[5:6], _LABELS.get(head[:1], "record"))
+                # the message type is readable only before the client's ChangeCipherSpec
+                # (after it, byte 5 is ciphertext and matches 0x01 or 0x10 by chance)
+                clear = not any(c[1] == "change_cipher_spec" for c in conn.checkpoints)
+                key = head[:1] + head[5:6] if clear else head[:1]
+                label = _LABELS.get(key, _LABELS.get(head[:1], "record"))
                 appack = conn.consumed
         except TLSError:
             events, label, appack = [], "alert", conn.consumed
-        with node.cpu.request() as req:
-            yield req
-            yield self.env.timeout(p.msg_cpu)
+        with node.cpu.request() as req:              # one client record read: the fixed
+            yield req                                # part of a message's cost (the TLS
+            yield self.env.timeout(p.msg_cpu)        # record work itself is not charged)
         if label == "client_key_exchange":
             with node.card.request() as req:        # ClientKeyExchange: one RSA operation
                 yield req
@@ -515,23 +471,25 @@ class Relay:
                     out_start: int):  # type: ignore[no-untyped-def]
         cp, out = self._capture(conn, label, appack, out_start)
         mirror = self.cluster.mirror[conn.bucket]
-        msg = self._message(conn, mirror, cp)
+        msg, delta = self._message(conn, mirror, cp)
         conn.checkpoints.append((self.env.now, label, len(msg), node.id))
         self._fire(conn, cp, "prepared", node)
         ack = self.env.event()
-        with node.cpu.request() as req:
+        p = self.params
+        with node.cpu.request() as req:              # build: export, (delta,) encode, MAC
             yield req
-            yield self.env.timeout(self.params.msg_cpu)
+            yield self.env.timeout(p.message_cpu(len(msg)) + (p.delta_make_cpu if delta else 0))
         if mirror is None:
             ack.succeed()
         else:
             conn.pending = (cp, out, ack)
-            self._send_update(conn, node, mirror, cp, msg, ack)
+            self._send_update(conn, node, mirror, cp, msg, ack,
+                              p.delta_apply_cpu if delta else 0.0)
             self._fire(conn, cp, "sent", node)
         if self.params.cluster_then_commit:
-            yield ack
+            yield from self._await_ack(conn, node, cp, ack)
             self._fire(conn, cp, "committed", node)
-        conn.pending = None
+        conn.pending = conn.pending_to = None
         done = self._release(conn, cp, out)
         self._fire(conn, cp, "released", node)
         return done
@@ -566,41 +524,72 @@ class Relay:
                         plain_start=plain_start, raw=raw)
         return cp, b"".join(records[:resealed]) + raw
 
-    def _message(self, conn: RelayConn, mirror: int | None, cp: Checkpoint) -> bytes:
-        """The update's wire form for ``mirror``: keys ride along if it has not had them."""
+    def _message(self, conn: RelayConn, mirror: int | None,
+                 cp: Checkpoint) -> tuple[bytes, bool]:
+        """The update's wire form for ``mirror``, and whether it carries a delta: keys ride
+        along if the mirror has not had them; a full state goes as a delta against the last
+        full state sent to this mirror when there is one (``ClusterParams.delta_updates``)."""
         if cp.compact and mirror is not None and mirror not in conn.keys_at:
             assert conn.keys is not None
             conn.keys_at.add(mirror)
             cp = Checkpoint(**{**asdict(cp), "keys": conn.keys,
                                "sizes": cp.sizes})
-        return cp.encode()
+        if cp.compact or mirror is None:
+            return cp.encode(), False
+        if not self.params.delta_updates:
+            return cp.encode(), False
+        held = conn.sent_full.pop(mirror, None)
+        if held is not None:
+            try:
+                delta = held[1].delta(cp.tls_state)
+            except DeltaError:                   # not a document the codec rebuilds: whole
+                return cp.encode(), False
+            conn.sent_full[mirror] = (cp.number, held[1])
+            if len(delta) < len(cp.tls_state):
+                return dataclasses.replace(cp, tls_state=delta, base=held[0]).encode(), True
+        else:
+            conn.sent_full[mirror] = (cp.number, DeltaWriter(cp.tls_state))
+        return cp.encode(), False
 
     def _send_update(self, conn: RelayConn, node: Node, mirror_id: int, cp: Checkpoint,
-                     msg: bytes, ack: simpy.Event) -> None:
-        lan = self.cluster.lan
-        mirror = self.cluster.node(mirror_id)
+                     msg: bytes, ack: simpy.Event, extra_cpu: float = 0.0) -> None:
+        """Hand the update to the channel; at the mirror it becomes the mirrored state (a
+        delta is applied to the full state the mirror holds under its ``base`` number)."""
 
         def at_mirror(data: bytes) -> None:
             got = Checkpoint.decode(data)
             if got.keys:
                 conn.mirror_keys[mirror_id] = got.keys
+            if got.delta:
+                reader = conn.readers.get(mirror_id)
+                if reader is None:               # the owner keeps a mirror's base
+                    raise DeltaError(f"mirror {mirror_id} holds no base for a delta of "
+                                     f"connection {conn.id}")
+                got = dataclasses.replace(got, tls_state=reader.apply(got.tls_state), base=-1)
+            elif got.compact:
+                conn.readers.pop(mirror_id, None)  # no more full states: no base needed
+            else:
+                conn.readers[mirror_id] = DeltaReader(got.tls_state)
             conn.mirrored[mirror_id] = got
-            mirror.spawn(mirror_work())
 
-        def mirror_work():  # type: ignore[no-untyped-def]
-            try:
-                with mirror.cpu.request() as req:
-                    yield req
-                    yield self.env.timeout(self.params.interrupt_cpu + self.params.msg_cpu)
-                lan.send(mirror, node, 16, acked)
-            except simpy.Interrupt:
-                return
+        conn.pending_to = mirror_id
+        self.updates.send(node, mirror_id, conn.id, msg, at_mirror, ack, extra_cpu)
 
-        def acked(_: Any) -> None:
-            if not ack.triggered:
-                ack.succeed()
-
-        lan.send(node, mirror, len(msg), at_mirror, msg)
+    def _await_ack(self, conn: RelayConn, node: Node, cp: Checkpoint,
+                   ack: simpy.Event):  # type: ignore[no-untyped-def]
+        """Wait for the mirror's acknowledgement; every ``update_timeout`` without one, report
+        the mirror the update went to (once) to the master, which re-mirrors the bucket."""
+        reported: set[int] = set()
+        while not ack.triggered:
+            since = self.env.now
+            yield ack | self.env.timeout(self.params.update_timeout)
+            silent = conn.pending_to
+            if ack.triggered or silent is None or silent in reported:
+                continue
+            reported.add(silent)
+            self.mirror_faults.append(MirrorFault(self.env.now, conn.id, cp.label, silent,
+                                                  node.id, self.env.now - since))
+            self.cluster.report_unfit_mirror(silent, node.id)
 
     def _release(self, conn: RelayConn, cp: Checkpoint, out: bytes) -> simpy.Event | None:
         """Commit: put the state's output on the wire, acknowledge what it covers."""
@@ -608,6 +597,8 @@ class Relay:
         skip = tcp.stream_out() - cp.out_start
         done = tcp.b.send(out[skip:]) if len(out) > skip else None
         tcp.a.set_ack_limit(tcp.a.seq.isn + 1 + cp.rcv_appack)
+        if cp.label == "takeover" and self.params.takeover_resend:
+            tcp.b.resend_now()                       # do not wait for the dead node's timer
         return done
 
     def _fire(self, conn: RelayConn, cp: Checkpoint, phase: str, node: Node) -> None:
@@ -623,6 +614,7 @@ class Relay:
         conn.inbox = simpy.Store(self.env)
         conn.rx = bytearray()                    # the dead node's partial record is gone
         conn.piece, conn.carry = None, []
+        conn.sent_full = {}                      # the new owner has sent no mirror anything
         guard = self.guards.setdefault(node.id, RstGuard(self.env, self.params.msl))
         guard.took_over(conn.bucket)
         tls = ServerConnection(self.server_config(node.id, conn.id))
@@ -634,6 +626,8 @@ class Relay:
             conn.request_offset, conn.response_offset = cp.request_offset, cp.response_offset
             conn.consumed, conn.skip_in = cp.rcv_appack - len(cp.partial), cp.buffered
             conn.tcp.take_over(cp.rcv_appack, cp.out_start)
+            if self.params.takeover_resend:
+                conn.tcp.announce()
             how = f"checkpoint {cp.number} ({cp.label})"
         elif ack_is_fingered(self.secret, conn.four_tuple, conn.tcp.client_ack):
             conn.request_offset = conn.response_offset = conn.consumed = 0
@@ -688,84 +682,3 @@ class Relay:
             conn.tcp.b.abort()
         except simpy.Interrupt:
             return
-
-
-class TlsClient:
-    """A real :class:`tls12.ClientConnection` on the client end of a connection: one GET.
-
-    ``write_per_record``: each TLS record is its own TCP write (otherwise one write per
-    flight).  ``body``: send a POST with this body instead of a GET (one request, so a body
-    up to 16 KiB minus the header is one record).  ``response`` collects the decrypted bytes; ``error`` is the first failure (a TLS error,
-    a RST, or no close from the server within ``timeout`` seconds, as a client program's
-    timeout would); ``done_at`` the time the server's close arrived.
-    """
-
-    def __init__(self, env: simpy.Environment, tcp: ClusterTcpConnection, config: ClientConfig,
-                 path: str = "/", timeout: float | None = None,
-                 write_per_record: bool = True, body: bytes = b"") -> None:
-        self.env = env
-        self.tcp = tcp
-        self.tls = ClientConnection(config)
-        self.write_per_record = write_per_record
-        if body:
-            head = f"POST {path} HTTP/1.0\r\nHost: cluster\r\nContent-Length: {len(body)}"
-            self.request = head.encode() + b"\r\n\r\n" + body
-        else:
-            self.request = f"GET {path} HTTP/1.0\r\nHost: cluster\r\n\r\n".encode()
-        self.response = bytearray()
-        self.error: str | None = None
-        self.handshake_at: float | None = None
-        self.done_at: float | None = None
-        tcp.b.on_data = self._on_data
-        tcp.b.on_reset = self._on_reset
-        env.process(self._start())
-        if timeout is not None:
-            env.process(self._deadline(timeout))
-
-    def _deadline(self, timeout: float):  # type: ignore[no-untyped-def]
-        yield self.env.timeout(timeout)
-        if self.done_at is None and self.error is None:
-            self.error = "timed out"
-            self.tcp.a.abort()
-
-    def _start(self):  # type: ignore[no-untyped-def]
-        yield self.tcp.open()
-        self._flush()
-
-    def _flush(self) -> None:
-        # one write (so one or more segments of its own) per record, as a client that
-        # writes each handshake message separately (the case of the paper's Figure 19);
-        # it also keeps go-back-N from resending acknowledged records of a shared segment
-        if self.write_per_record:
-            writes = self.tls.data_to_send_records()
-        else:
-            out = self.tls.data_to_send()
-            writes = [out] if out else []
-        if self.tcp.a.seq.reset:
-            return
-        for record in writes:
-            self.tcp.a.send(record)
-
-    def _on_reset(self) -> None:
-        self.error = self.error or "connection reset"
-
-    def _on_data(self, chunk: bytes) -> None:
-        if self.error is not None:
-            return
-        try:
-            events = self.tls.receive_data(chunk)
-        except TLSError as exc:
-            self.error = f"{type(exc).__name__}: {exc}"
-            self._flush()
-            return
-        for ev in events:
-            if isinstance(ev, HandshakeComplete):
-                self.handshake_at = self.env.now
-                self.tls.send_data(self.request)
-            elif isinstance(ev, ApplicationData):
-                self.response += ev.data
-            elif isinstance(ev, ConnectionClosed):
-                self.done_at = self.env.now
-        self._flush()
-        if self.done_at is not None and not self.tcp.a.seq.fin_sent:
-            self.tcp.a.close()

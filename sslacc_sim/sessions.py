@@ -11,6 +11,12 @@ handshake completes) keeps the session locally and sends it, serialised with
 :class:`~sslacc_sim.cluster.Lan`; on arrival the receiving node stores it.  ``get`` and
 ``remove`` are local.  A node that joins later starts empty (no state transfer here).
 
+CPU (measured costs, :class:`~sslacc_sim.params.ClusterParams`): the sending node spends
+``message_cpu(size)`` per copy it builds and every receiving node one interrupt plus
+``message_cpu(size)`` to parse it, as for the connection updates; the session is usable at
+the receiver when the message arrives (the CPU work runs beside the connections' work and
+delays it only by competing for the node's CPU).
+
 The messages carry master secrets: on the paper's hardware the cluster LAN is private and
 every message is MACed with the cluster key (``ClusterParams.msg_header`` counts the MAC).
 """
@@ -19,9 +25,11 @@ from __future__ import annotations
 
 import json
 
+import simpy
+
 from tls12.session import InMemorySessionStore, Session
 
-from .cluster import Cluster
+from .cluster import Cluster, Node
 
 __all__ = ["ClusterSessionStore", "decode_session", "encode_session"]
 
@@ -74,9 +82,27 @@ class ClusterSessionStore:
             if peer.id != self.node_id and peer.alive and peer.id in self.peers:
                 store = self.peers[peer.id]
                 self.sent += 1
+                me.spawn(self._cpu(me, len(msg), interrupt=False))
                 self.cluster.lan.send(me, peer, len(msg),
-                                      lambda data, s=store: s.local.put(decode_session(data)),
-                                      msg)
+                                      lambda data, s=store: s._arrived(data), msg)
+
+    def _arrived(self, data: bytes) -> None:
+        self.local.put(decode_session(data))
+        node = self.cluster.node(self.node_id)
+        node.spawn(self._cpu(node, len(data), interrupt=True))
+
+    def _cpu(self, node: Node, size: int, interrupt: bool):  # type: ignore[no-untyped-def]
+        """Build (sender) or interrupt and parse (receiver) one replication message."""
+        p = self.cluster.params
+        try:
+            with node.cpu.request() as req:
+                yield req
+                if interrupt:
+                    node.interrupts += 1
+                yield node.env.timeout(p.message_cpu(size) + (p.interrupt_cpu if interrupt
+                                                              else 0.0))
+        except simpy.Interrupt:
+            return
 
     def remove(self, session_id: bytes) -> None:
         self.local.remove(session_id)

@@ -22,12 +22,17 @@ The mechanisms of the paper's section 4, each a small function or method here:
   The receiver rewinds ``rcv_nxt`` to the clustered ``rcv_appack`` (the client retransmits
   what was never acknowledged) and the sender's queue is cut back to the clustered stream
   end, so that only bytes the mirror can reproduce are ever (re)sent;
+  :meth:`ClusterTcpConnection.announce` sends the single ACK the paper's mirror sends when
+  it takes over (section 4.8) and :meth:`ClusterSendHalf.resend_now` sends the
+  unacknowledged tail at once instead of at the next retransmission timeout;
 * :class:`RstGuard`: RSTs for unknown connections are suppressed for 2MSL after a takeover
   (section 4.6).
 
 Subclassing note: :class:`ClusterSendHalf` extends :class:`netsim.tcp.HalfConnection` with
 :meth:`~ClusterSendHalf.truncate`, which edits the retransmission queue (a model of a new
-node's socket that never held the dead node's unclustered bytes); ``netsim.tcp`` itself is
+node's socket that never held the dead node's unclustered bytes), and
+:meth:`~ClusterSendHalf.resend_now`, which rewinds it and wakes the sender (a model of a
+restored socket that goes back to the peer's ACK at once); ``netsim.tcp`` itself is
 unchanged.
 """
 
@@ -194,6 +199,29 @@ class ClusterSendHalf(HalfConnection):
         st.snd_nxt = min(st.snd_nxt, end)
         self._deliveries.clear()
 
+    def resend_now(self) -> int:
+        """Go back to ``snd_una`` and (re)send the queue now; return the segments rewound.
+
+        A takeover's new socket has no reason to wait for the dead node's retransmission
+        timer (the fixed ``TcpParams.rto``): it starts again from the client's ACK, with the
+        initial congestion window of a fresh socket (no congestion state survives a node).
+        The real failover does the same (a window probe, then the socket rebased at the
+        client's ACK; :mod:`sslacc_sim.linux`).  Segments the client has already are
+        harmless: its receiver drops them and answers with its ACK.
+        """
+        st = self.seq
+        if st.reset:
+            return 0
+        rewound = self._nxt - self._una
+        self.retransmits += rewound
+        self._nxt = self._una
+        st.snd_nxt = st.snd_una
+        self.cwnd = min(self.cwnd, self.p.init_cwnd * self.p.mss)
+        for event in (self._ack_event, self._data_event):   # wake the sender, whichever
+            if not event.triggered:                         # of the two it waits on
+                event.succeed()
+        return rewound
+
 
 class ClusterTcpConnection(TcpConnection):
     """A client's connection to the virtual IP; ``b`` is a :class:`ClusterSendHalf`.
@@ -230,3 +258,9 @@ class ClusterTcpConnection(TcpConnection):
         a.rcv_nxt = a.isn + 1 + rcv_appack
         a.ack_limit = a.rcv_nxt
         self.b.truncate(b.isn + 1 + snd_end)
+
+    def announce(self) -> None:
+        """Send the client one ACK of the clustered ``rcv_appack`` now (section 4.8: "a
+        better approach is for the mirror to send a single ACK when it takes over"), so that
+        client bytes the dead node committed but never acknowledged need no retransmission."""
+        self.a._send_ack()

@@ -32,12 +32,12 @@ from collections.abc import Callable
 from tls12 import cli
 
 from .aio import PayloadClient, serve_payloads
+from .barnraising.cli import listen_address, run_service, serve_until_signal
 from .barnraising.client import BrokerClient, Membership
 from .barnraising.protocol import ProtocolError, SiteInfo
 from .barnraising.sharing import PeerServer, RingSource
 from .barnraising.uri import BarnraisingURI, URIError, parse_uri
 from .cache import CacheHierarchy, MemoryCache, PayloadSource
-from .cli import wait_for_signal
 from .proxy import SplittingProxy
 
 __all__ = ["Volunteer", "build_parser", "main"]
@@ -142,14 +142,6 @@ class Volunteer:
 # --- command line ------------------------------------------------------------------------
 
 
-def _listen(text: str) -> tuple[str, int]:
-    """``HOST:PORT``; port 0 asks the system for a free one (printed at start)."""
-    host, sep, digits = text.rpartition(":")
-    if sep and digits == "0":
-        return cli.hostport(f"{host}:1")[0], 0
-    return cli.hostport(text)
-
-
 def _uri(text: str) -> BarnraisingURI:
     try:
         return parse_uri(text)
@@ -165,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
         "site's other volunteers, and leaves on SIGTERM.",
     )
     p.add_argument("uri", type=_uri, metavar="URI", help="barnraising://BROKER[:PORT]/some/site")
-    p.add_argument("--listen", type=_listen, default=("127.0.0.1", 4433),
+    p.add_argument("--listen", type=listen_address, default=("127.0.0.1", 4433),
                    help="HOST:PORT for clients; HOST is the address published in DNS "
                    "(default 127.0.0.1:4433; port 0 = any free port)")
     p.add_argument("--cache-port", type=cli.port, default=0,
@@ -203,10 +195,7 @@ async def _run(args: argparse.Namespace) -> None:
     cache = f", cache on {host}:{volunteer.cache_port}" if volunteer.cache_port else ""
     print(f"volunteer on {host}:{volunteer.port}{cache} for {volunteer.site.name} "
           f"(id {volunteer.membership.volunteer_id})", flush=True)
-    try:
-        await wait_for_signal()
-    finally:
-        await volunteer.stop()
+    await serve_until_signal(volunteer.stop)
     assert volunteer.proxy is not None
     s, h = volunteer.proxy.stats, volunteer.proxy.hierarchy.stats
     print(f"left; {s.connections} connections ({s.failed} failed); cache hits {h.hits}, "
@@ -214,10 +203,7 @@ async def _run(args: argparse.Namespace) -> None:
 
 
 def _main(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(name)s %(message)s")
-    asyncio.run(_run(args))
-    return 0
+    return run_service(args.verbose, _run(args))
 
 
 def main(argv: list[str] | None = None) -> int:

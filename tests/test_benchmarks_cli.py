@@ -69,7 +69,7 @@ def test_missing_reference_tool_stops_the_benchmark(tmp_path: Path, bench: str, 
     _assert_refused(proc, f"{bench}: {message}")
 
 
-@pytest.mark.parametrize("bench", ["bench_record", "bench_handshake", "bench_reverse_ssl", "bench_https", "bench_splice"])
+@pytest.mark.parametrize("bench", ["bench_record", "bench_handshake", "bench_reverse_ssl", "bench_https", "bench_splice", "bench_webalps"])
 def test_c_extension_not_in_use_stops_the_benchmark(bench: str) -> None:
     proc = _run(bench, {"TLS12_PURE_PYTHON": "1"})
     _assert_refused(proc, f"{bench}: {NO_C}")
@@ -93,7 +93,7 @@ def test_bench_traces_without_a_real_trace_stops(monkeypatch: pytest.MonkeyPatch
     assert capsys.readouterr().out == ""
 
 
-@pytest.mark.parametrize("bench", ["bench_drive", "bench_handshake", "bench_https", "bench_record", "bench_splice"])
+@pytest.mark.parametrize("bench", ["bench_drive", "bench_handshake", "bench_https", "bench_record", "bench_splice", "bench_webalps"])
 def test_help_names_the_json_option(bench: str) -> None:
     proc = _run(bench, {}, "--help")
     assert proc.returncode == 0, proc.stderr

@@ -44,7 +44,7 @@ CORES: dict[str, tuple[str, ...]] = {
     "tls12": (
         "__init__.py", "_recordcrypto_py.py", "aead.py", "buffer.py", "certs.py",
         "client_connection.py", "config.py", "connection.py", "context.py", "delegate.py", "ecdhe.py",
-        "errors.py", "events.py", "handshake_docs.py", "handshake_table.py", "keys.py",
+        "errors.py", "keyjson.py", "events.py", "handshake_docs.py", "handshake_table.py", "keys.py",
         "messages.py", "prf.py", "record.py", "recordcrypto.py", "server_connection.py",
         "session.py", "state.py", "suites.py", "testing.py",
     ),
@@ -53,6 +53,7 @@ CORES: dict[str, tuple[str, ...]] = {
         "splicer.py", "store.py", "wire.py", "writer.py", "barnraising/uri.py",
         "barnraising/__init__.py", "barnraising/protocol.py", "barnraising/ratelimit.py",
         "barnraising/zone.py", "barnraising/ring.py", "barnraising/feedback.py",
+        "barnraising/errors.py", "barnraising/service.py", "barnraising/peers.py",
     ),
     "sine": (
         "__init__.py", "algorithms.py", "errors.py", "format.py", "links.py", "tag.py",
@@ -63,6 +64,7 @@ CORES: dict[str, tuple[str, ...]] = {
         "onoff.py", "ots.py", "primes.py", "puzzle.py", "server_connection.py",
     ),
     "sslacc_sim": (),  # all SimPy models, see MODELS
+    "webalps_sim": ("__init__.py", "app.py", "protocol.py", "router.py", "service.py"),
 }  # fmt: skip
 
 #: SimPy models (simulated time only).
@@ -70,13 +72,31 @@ MODELS: dict[str, tuple[str, ...]] = {
     "sslsplit": ("latency.py", "simulate.py", "barnraising/model.py"),
     "reverse_ssl": ("dos.py", "simulate.py"),
     "sine": ("simulate.py",),
-    "sslacc_sim": ("__init__.py", "cluster.py", "params.py", "relay.py", "sessions.py",
-                   "tcpside.py"),
+    "webalps_sim": ("model.py",),
+    "sslacc_sim": ("__init__.py", "checkpoint.py", "cluster.py", "endpoints.py", "params.py",
+                   "relay.py", "sessions.py", "tcpside.py", "updates.py", "load.py",
+                   "delta.py"),
 }
 
 #: Modules that are not cores, with the reason. ``apps/`` folders are excluded as a whole.
 EXCLUDED: dict[str, dict[str, str]] = {
-    "sslacc_sim": {},
+    "sslacc_sim": {
+        "measure.py": "times the real code (perf_counter, a loopback UDP socket pair)",
+        "experiments.py": "experiments: sweeps of the model (netsim.sweep, Dask) to DataFrames",
+        "linux/": "real failover adapters: namespaces, TCP_REPAIR sockets, node processes",
+    },
+    "webalps_sim": {
+        "costmodel.py": "coprocessor cost model: sleeps the modelled time, writes counters",
+        "evoting.py": "guardian application: password directory and sealed tally (file I/O, lock)",
+        "experiments.py": "experiments: start host and guardian processes, time real runs",
+        "load.py": "closed-loop load generator: sockets, threads, wall-clock timing",
+        "sealed.py": "sealed storage: AES-GCM blobs and a rollback counter on disk (fsync)",
+        "ca.py": "WebALPS CA and its command line: keys and certificates on disk",
+        "guardian.py": "guardian process: asyncio Unix-socket server, state directory, CLI",
+        "host.py": "untrusted host: asyncio HTTP/HTTPS/WebALPS servers and their CLI",
+        "measure.py": "measures the guardian program: reads and hashes its source files",
+        "remote.py": "host end of the guardian channel: a blocking Unix socket",
+    },
     "tls12": {
         "aio.py": "asyncio adapter around the sans-IO connections",
         "cli.py": "command-line plumbing shared by the programs",
@@ -92,13 +112,16 @@ EXCLUDED: dict[str, dict[str, str]] = {
         "server_upstream.py": "asyncio client of the origin the server fronts",
         "testbed.py": "loopback testbed: real servers, proxies and clients on sockets",
         "experiments.py": "experiments: drive the testbed and time real runs",
+        "calibration.py": "experiments: fit and compare the measured tables (from experiments.py)",
         "trace_experiments.py": "experiments: load traces from disk, run the models",
+        "linkexperiments.py": "experiments: real programs timed on the namespace link testbed",
         "barnraising/registry.py": "Barnraising volunteer database in SQLite (file I/O)",
-        "barnraising/broker.py": "asyncio Barnraising broker and its command line",
-        "barnraising/dns.py": "asyncio DNS responder: UDP and TCP around the zone core",
+        "barnraising/broker.py": "asyncio adapter around the broker service, its command line",
+        "barnraising/cli.py": "command-line start-up shared by the broker and the volunteer",
+        "barnraising/dns.py": "asyncio DNS responder: UDP and TCP sockets around barnraising/zone.py",
         "barnraising/client.py": "asyncio join-protocol client of the broker",
-        "barnraising/sharing.py": "asyncio cache sharing between volunteers over the ring",
-        "barnraising/origin.py": "asyncio feedback loop on the origin: redirects and reports",
+        "barnraising/sharing.py": "asyncio cache sharing: sends what barnraising/peers.py decides",
+        "barnraising/origin.py": "asyncio feedback loop on the origin around barnraising/feedback.py",
         "volunteer.py": "asyncio Barnraising volunteer and its command line",
         "barnraising/experiments.py": "experiments: load traces from disk, run the model",
     },
@@ -110,6 +133,7 @@ EXCLUDED: dict[str, dict[str, str]] = {
         "site.py": "signs a document root on disk (file I/O)",
         "model.py": "SimPy model plus measure_costs, which times the real code",
         "experiments.py": "experiments: real loopback runs and timings",
+        "linkexperiments.py": "experiments: real programs timed on the namespace link testbed",
     },
     "reverse_ssl": {
         "aio.py": "asyncio adapter",

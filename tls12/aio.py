@@ -316,6 +316,20 @@ class TLSStream:
         self.conn.send_data(data)
         self._flush()
 
+    def write_last(self, data: bytes) -> None:
+        """Like :meth:`write`, with close_notify queued right behind ``data`` in the same flush.
+
+        For the last bytes of a connection (an HTTP response after which the connection
+        closes): the records are those of ``write(data)`` then ``close()``, in that order; a
+        connection that seals through a delegate can seal both in one call.  :meth:`close`
+        still has to be awaited to close the socket.
+        """
+        if self._socket_closed or self.writer.is_closing():
+            raise ConnectionResetError("the TLS stream is closed")
+        self.conn.send_data(data)
+        self.conn.close()
+        self._flush()
+
     async def drain(self) -> None:
         """Wait until the socket's write buffer is below its high-water mark."""
         if self._socket_closed:

@@ -25,10 +25,22 @@ __all__ = ["Credentials", "generate_self_signed", "self_signed_certificate", "lo
 
 @dataclass(frozen=True)
 class Credentials:
-    """A certificate chain (leaf first) and the leaf's RSA private key."""
+    """A certificate chain (leaf first) and the leaf's RSA private key.
+
+    ``private_key`` is ``None`` for a server that holds the chain only and lets a
+    session delegate (:mod:`tls12.delegate`) use the key elsewhere -- the WebALPS
+    host, whose guardian process keeps the key (:meth:`chain_only`).
+    """
 
     chain: tuple[x509.Certificate, ...]
-    private_key: rsa.RSAPrivateKey
+    private_key: rsa.RSAPrivateKey | None
+
+    @classmethod
+    def chain_only(cls, chain: tuple[x509.Certificate, ...] | list[x509.Certificate]) -> Credentials:
+        """Credentials with a certificate chain and no private key (a delegated server)."""
+        if not chain:
+            raise ValueError("a certificate chain needs at least one certificate")
+        return cls(tuple(chain), None)
 
     @functools.cached_property
     def chain_der(self) -> list[bytes]:
@@ -83,6 +95,8 @@ def load_credentials(cert_path: str | Path, key_path: str | Path) -> Credentials
 
 def write_credentials(creds: Credentials, cert_path: str | Path, key_path: str | Path) -> None:
     """Write ``creds`` as PEM files (for peers such as ``openssl s_server`` or nginx)."""
+    if creds.private_key is None:
+        raise ValueError("these credentials hold a certificate chain and no private key")
     Path(cert_path).write_bytes(
         b"".join(c.public_bytes(serialization.Encoding.PEM) for c in creds.chain)
     )

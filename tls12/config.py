@@ -37,7 +37,10 @@ class ServerConfig:
     ``key_operations`` is seam 1 (see :mod:`tls12.keys`): by default the
     certificate's private key in this process; WebALPS passes an object that
     forwards the premaster decryption and the ServerKeyExchange signature to a
-    guardian process.
+    guardian process.  ``credentials`` may hold the chain alone
+    (:meth:`tls12.certs.Credentials.chain_only`) when every connection is given a
+    session delegate (:mod:`tls12.delegate`) that holds the key: ``key_operations`` then stays
+    ``None`` and a :class:`tls12.ServerConnection` without a delegate refuses the config.
     """
 
     credentials: Credentials
@@ -52,7 +55,7 @@ class ServerConfig:
         bad = [g for g in self.groups if g not in SUPPORTED_GROUPS]
         if bad or not self.groups:
             raise ValueError(f"groups must be a non-empty subset of {SUPPORTED_GROUPS}, got {self.groups}")
-        if self.key_operations is None:
+        if self.key_operations is None and self.credentials.private_key is not None:
             object.__setattr__(self, "key_operations", LocalKey(self.credentials.private_key))
 
 

@@ -61,6 +61,7 @@ from .errors import (
 )
 from .events import AlertReceived, ApplicationData, ConnectionClosed, Event, HandshakeComplete
 from .handshake_table import ANY_STATE, SAME, RecordInput, Transition, TransitionTable
+from .keyjson import keys_from_json, keys_to_json
 from .messages import Finished, HandshakeType, frame_handshake, pull_handshake_header
 from .record import (
     IV_KEY_LABEL,
@@ -72,7 +73,7 @@ from .record import (
     RecordWriter,
     WriteProtection,
 )
-from .suites import SUITES, CipherSuite, SuiteParams
+from .suites import SUITES, SuiteParams
 
 if TYPE_CHECKING:
     from .delegate import KeyHandle, SessionDelegate
@@ -176,6 +177,9 @@ class Connection:
         self._delegate: SessionDelegate | None = None
         """Seam 5 (:mod:`tls12.delegate`): who holds the session secrets; ``None``: this object."""
         self._key_handle: KeyHandle | None = None
+        self._opened_ahead: tuple[bytes, bytes] | None = None
+        """Delegated: ``(fragment, plaintext)`` of the first record of the next read epoch,
+        opened already by the delegate with the keys (:class:`tls12.delegate.FlightDelegate`)."""
 
     # negotiated parameters, stored in the handshake context
     version = ContextAttribute()
@@ -447,7 +451,8 @@ class Connection:
         else:
             from .delegate import DelegatedReadCipher
 
-            self._reader.set_cipher(DelegatedReadCipher(pending, self._reader))  # type: ignore[arg-type]
+            opened, self._opened_ahead = self._opened_ahead, None
+            self._reader.set_cipher(DelegatedReadCipher(pending, self._reader, opened))  # type: ignore[arg-type]
         self._pending_read = None
 
     def _send_change_cipher_spec(self) -> None:
@@ -685,28 +690,3 @@ class Connection:
         self._close_received = bool(doc["close_received"])
         self._handshake_done = bool(doc["handshake_done"])
 
-
-def keys_to_json(keys: DirectionKeys | None) -> dict[str, Any] | None:
-    """One direction's keys as hex strings (the suite names the algorithms)."""
-    if keys is None:
-        return None
-    return {
-        "suite": int(keys.params.suite),
-        "enc_key": keys.enc_key.hex(),
-        "mac_key": keys.mac_key.hex(),
-        "iv": keys.iv.hex(),
-        "iv_key": keys.iv_key.hex(),
-    }
-
-
-def keys_from_json(data: dict[str, Any] | None) -> DirectionKeys | None:
-    if data is None:
-        return None
-    params = SUITES[CipherSuite(data["suite"])]
-    return DirectionKeys(
-        params,
-        bytes.fromhex(data["enc_key"]),
-        bytes.fromhex(data["mac_key"]),
-        bytes.fromhex(data["iv"]),
-        bytes.fromhex(data.get("iv_key", "")),  # absent in documents of earlier versions
-    )

@@ -22,6 +22,18 @@ What the delegate does (and the connection no longer does):
   the handle of a stored session and the new randoms;
 * :meth:`SessionDelegate.verify_data` / :meth:`SessionDelegate.check_finished`
   -- the server's Finished and the check of the client's;
+* optionally ``finish(handle, client_hash, client_verify_data, server_hash)`` -- both of the
+  above in one call for a full handshake: check the client's Finished and, if it is right,
+  return the server's verify_data (``None`` if wrong).  A server connection uses it when its
+  delegate has it (:class:`FinishingDelegate`), so a remote delegate saves a round trip;
+* optionally ``derive_finish(...)`` -- the whole client flight of a full handshake in one call
+  (:class:`FlightDelegate`): derive the keys, open the client's encrypted Finished record,
+  check it, and compute the server's verify_data.  A server connection uses it when the
+  delegate has it *and* the ClientChangeCipherSpec and the Finished record are already
+  buffered behind the ClientKeyExchange (clients send the three in one flight); otherwise it
+  makes the separate calls.  It is one round trip to a guardian instead of three.  A record
+  that does not open is a ``ValueError`` (``bad_record_mac``), a wrong Finished is ``None``
+  (``decrypt_error``), and either way the delegate keeps nothing of the attempt;
 * :meth:`SessionDelegate.seal` / :meth:`SessionDelegate.open` -- record
   protection in both directions, a batch of records per call (one round trip
   to a guardian per flight or burst, not per record): the connection seals
@@ -71,6 +83,9 @@ from .suites import SUITES, CipherSuite, SuiteParams
 __all__ = [
     "KeyHandle",
     "SessionDelegate",
+    "FinishingDelegate",
+    "FlightDelegate",
+    "FlightResult",
     "LocalDelegate",
     "DelegateError",
     "DelegatedStateError",
@@ -141,6 +156,47 @@ class SessionDelegate(Protocol):
         ...
 
 
+@runtime_checkable
+class FinishingDelegate(Protocol):
+    """The optional one-call Finished exchange of a full handshake (see the module docstring)."""
+
+    def finish(self, handle: KeyHandle, client_hash: bytes, client_verify_data: bytes,
+               server_hash: bytes) -> bytes | None:
+        """The server's verify_data if the client's is right for ``client_hash``, else ``None``."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class FlightResult:
+    """What :meth:`FlightDelegate.derive_finish` returns when the client's Finished is right."""
+
+    handle: KeyHandle
+    client_finished: bytes
+    """The plaintext of the client's Finished record: exactly the Finished message, header
+    included (what goes into the transcript)."""
+    server_verify_data: bytes
+    """The server's verify_data, over the transcript that ends with the client's Finished."""
+
+
+@runtime_checkable
+class FlightDelegate(Protocol):
+    """The optional one-call handling of the client's whole key-exchange flight."""
+
+    def derive_finish(self, encrypted_premaster: bytes, client_version: int,
+                      client_random: bytes, server_random: bytes, cipher_suite: int,
+                      transcript: bytes, extended_master_secret: bool, record_version: int,
+                      finished_fragment: bytes) -> FlightResult | None:
+        """Derive keys as :meth:`SessionDelegate.derive` (the session hash, if
+        ``extended_master_secret``, is the hash of ``transcript``: every handshake message
+        through the ClientKeyExchange), open ``finished_fragment`` as client record 0 of type
+        handshake, and check that it is exactly a Finished message whose verify_data is right
+        for ``transcript``.  Then compute the server's verify_data over ``transcript`` plus
+        that message.  ``ValueError`` if the record does not open, ``None`` if the message is
+        not a right Finished; in both cases nothing is kept (no handle survives).
+        """
+        ...
+
+
 class DelegatedDirection:
     """One direction's pending keys of a delegated connection (what ChangeCipherSpec installs)."""
 
@@ -207,10 +263,13 @@ class DelegatedReadCipher:
 
     MAX_BATCH = 32
 
-    def __init__(self, direction: DelegatedDirection, reader: object | None = None) -> None:
+    def __init__(self, direction: DelegatedDirection, reader: object | None = None,
+                 opened: tuple[bytes, bytes] | None = None) -> None:
+        """``opened``: ``(fragment, plaintext)`` of record 0 of this epoch, already opened by
+        the delegate (:meth:`FlightDelegate.derive_finish`); given back without a call."""
         self.direction = direction
         self.reader = reader
-        self._ahead: dict[int, tuple[bytes, bytes]] = {}
+        self._ahead: dict[int, tuple[bytes, bytes]] = {0: opened} if opened is not None else {}
 
     def open(self, seq: int, content_type: int, version: int, fragment: bytes) -> bytes:
         d = self.direction
@@ -237,6 +296,9 @@ class DelegatedReadCipher:
 
 
 _APPLICATION_DATA = 23
+_HANDSHAKE = 22
+_FINISHED = 20  # HandshakeType.FINISHED
+_VERIFY_DATA_LENGTH = 12
 
 
 class _Secrets:
@@ -323,6 +385,35 @@ class LocalDelegate:
                        verify_data: bytes) -> bool:
         expected = self.verify_data(handle, from_client, transcript_hash)
         return hmac.compare_digest(verify_data, expected)
+
+    def finish(self, handle: KeyHandle, client_hash: bytes, client_verify_data: bytes,
+               server_hash: bytes) -> bytes | None:
+        if not self.check_finished(handle, True, client_hash, client_verify_data):
+            return None
+        return self.verify_data(handle, False, server_hash)
+
+    def derive_finish(self, encrypted_premaster: bytes, client_version: int,
+                      client_random: bytes, server_random: bytes, cipher_suite: int,
+                      transcript: bytes, extended_master_secret: bool, record_version: int,
+                      finished_fragment: bytes) -> FlightResult | None:
+        """:meth:`FlightDelegate.derive_finish` in this process (same RNG draws as
+        :meth:`derive`, so the handshake's bytes do not depend on which path was taken)."""
+        client_hash = prf.transcript_hash(transcript)
+        handle = self.derive(encrypted_premaster, client_version, client_random, server_random,
+                             cipher_suite, client_hash if extended_master_secret else None)
+        try:
+            message = self.open(handle, True, [(0, _HANDSHAKE, record_version,
+                                                finished_fragment)])[0]
+        except ValueError:
+            self.release(handle)
+            raise
+        if not (len(message) == 4 + _VERIFY_DATA_LENGTH and message[0] == _FINISHED
+                and int.from_bytes(message[1:4], "big") == _VERIFY_DATA_LENGTH
+                and self.check_finished(handle, True, client_hash, message[4:])):
+            self.release(handle)
+            return None
+        ours = self.verify_data(handle, False, prf.transcript_hash(transcript + message))
+        return FlightResult(handle, message, ours)
 
     def seal(self, handle: KeyHandle, from_client: bool, records: Sequence[OutgoingRecord]) -> bytes:
         s = self._get(handle)

@@ -153,8 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if not args.markdown:
-        parser.print_help()
-        return 2
+        parser.error("nothing to do: give --markdown to print the state-machine document")
     sys.stdout.write(markdown())
     return 0
 

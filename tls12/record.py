@@ -301,6 +301,22 @@ class RecordReader:
             pos = end
         return out
 
+    def peek_records(self, limit: int) -> list[tuple[int, int, bytes]]:
+        """``(content_type, version, fragment)`` of the whole records at the front of the
+        buffer (at most ``limit``), left in place: what a server looks at to hand a client's
+        whole flight to its delegate at once (:class:`tls12.delegate.FlightDelegate`)."""
+        buf = self._buffer
+        out: list[tuple[int, int, bytes]] = []
+        pos = 0
+        while len(out) < limit and len(buf) - pos >= 5:
+            length = (buf[pos + 3] << 8) | buf[pos + 4]
+            end = pos + 5 + length
+            if length > MAX_CIPHERTEXT or end > len(buf):
+                break
+            out.append((buf[pos], (buf[pos + 1] << 8) | buf[pos + 2], bytes(buf[pos + 5 : end])))
+            pos = end
+        return out
+
     def feed(self, data: bytes) -> None:
         self._buffer += data
 

@@ -42,7 +42,9 @@ server hands the EncryptedPreMasterSecret to the delegate and keeps only the
 :class:`tls12.delegate.KeyHandle` it returns: Finished values, record
 protection and resumption all go through the delegate, and the session store
 receives sessions that hold the handle.  Only RSA key exchange is delegated,
-so such a server skips ECDHE suites.
+so such a server skips ECDHE suites.  Its config may hold the certificate chain alone
+(:meth:`tls12.certs.Credentials.chain_only`), and :meth:`ServerConnection.queue_sealed` passes
+on records the delegate sealed by itself (a WebALPS guardian answering a request).
 """
 
 from __future__ import annotations
@@ -58,9 +60,12 @@ from .connection import COMMON_TRANSITIONS, Connection, HandshakeState
 from .context import ContextAttribute, ServerHandshakeContext
 from .ecdhe import GROUP_IDS, ecdhe_keypair, ecdhe_shared_secret
 from .errors import (
+    BadRecordMAC,
     DecodeError,
+    DecryptError,
     HandshakeFailure,
     IllegalParameter,
+    LocalProtocolError,
     ProtocolVersionError,
 )
 from .handshake_table import Transition
@@ -89,7 +94,7 @@ from .messages import (
     push_server_hello,
     push_server_key_exchange_ecdhe,
 )
-from .record import RecordWriter
+from .record import ContentType, RecordWriter
 from .session import Session
 from .suites import SUITES, KeyExchange
 
@@ -98,6 +103,9 @@ if TYPE_CHECKING:
 
 # GROUP_IDS and the ECDHE helpers live in tls12.ecdhe; re-exported here for older imports.
 __all__ = ["ServerConnection", "GROUP_IDS", "ecdhe_keypair", "ecdhe_shared_secret"]
+
+_CCS_RECORD = int(ContentType.CHANGE_CIPHER_SPEC)
+_HANDSHAKE_RECORD = int(ContentType.HANDSHAKE)
 
 class ServerConnection(Connection):
     """A sans-IO TLS 1.2 server connection."""
@@ -135,10 +143,34 @@ class ServerConnection(Connection):
     ) -> None:
         """``delegate``: seam 5 -- a :class:`tls12.delegate.SessionDelegate` that holds every
         session secret (RSA suites only); ``None`` keeps them in this connection."""
+        if delegate is None and config.key_operations is None:
+            raise ValueError(
+                "the ServerConfig has a certificate chain and no private key: "
+                "give the connection a delegate that holds the key"
+            )
         super().__init__(config.rng, record_writer)
         self.config = config
         self.state = HandshakeState.EXPECT_CLIENT_HELLO
         self._delegate = delegate
+        self._flight_finished: tuple[bytes, bytes] | None = None
+        """(client's verify_data, ours) from a one-call flight (:meth:`_derive_finish_flight`)."""
+
+    def queue_sealed(self, records: bytes, count: int) -> None:
+        """Queue records the delegate sealed on its own, and count them in the write sequence.
+
+        A WebALPS guardian answers some requests itself: it seals the response at the next
+        ``count`` write sequence numbers and the host passes the records through unread.  Call
+        this as soon as they arrive (before anything else is sent) so that the bytes go out in
+        sequence order and the next record this connection seals gets the right number.
+        """
+        if self._delegate is None or not self.handshake_complete:
+            raise LocalProtocolError("only an established delegated connection takes sealed records")
+        if count < 0:
+            raise ValueError("count must be at least 0")
+        if self._close_sent:
+            raise LocalProtocolError("records after close_notify")
+        self._output += records
+        self._write.seq += count
 
     @classmethod
     def import_state(cls, config: ServerConfig, blob: bytes, record_writer: RecordWriter | None = None) -> ServerConnection:
@@ -306,6 +338,8 @@ class ServerConnection(Connection):
         if self._delegate is not None:
             # the countermeasure (RFC 5246 §7.4.7.1) runs inside the delegate
             encrypted = pull_client_key_exchange_rsa(Buffer(body))
+            if self._derive_finish_flight(encrypted):
+                return
             session_hash = (
                 prf.transcript_hash(bytes(self.context.transcript)) if self.extended_master_secret else None
             )
@@ -320,9 +354,64 @@ class ServerConnection(Connection):
         self._set_premaster(premaster)
         self.context.ecdhe_private = b""
 
+    def _derive_finish_flight(self, encrypted: bytes) -> bool:
+        """Keys, the client's Finished and ours in one delegate call, if the flight is here.
+
+        Taken when the delegate offers ``derive_finish`` (:class:`tls12.delegate.FlightDelegate`)
+        and the ClientKeyExchange is followed, already buffered, by nothing but a
+        ChangeCipherSpec record and one handshake record (the encrypted Finished).  The opened
+        record is handed to the read cipher the ChangeCipherSpec installs, and our verify_data
+        waits for :meth:`_handle_finished`; False: make the separate calls.
+        """
+        derive_finish = getattr(self._delegate, "derive_finish", None)
+        if derive_finish is None or self._hs_buffer:
+            return False
+        version = self.context.version
+        records = self._reader.peek_records(2)
+        if (len(records) < 2 or records[0] != (_CCS_RECORD, version, b"\x01")
+                or records[1][:2] != (_HANDSHAKE_RECORD, version)):
+            return False
+        assert self.cipher_suite is not None
+        try:
+            result = derive_finish(encrypted, self.client_version, self.client_random,
+                                   self.server_random, self.cipher_suite,
+                                   bytes(self.context.transcript), self.extended_master_secret,
+                                   version, records[1][2])
+        except ValueError:
+            raise BadRecordMAC("bad record MAC") from None
+        if result is None:
+            raise DecryptError("Finished verify_data mismatch")
+        self._set_delegated_keys(result.handle)
+        self._opened_ahead = (records[1][2], result.client_finished)
+        self._flight_finished = (result.client_finished[4:], result.server_verify_data)
+        return True
+
     # --- Finished ---------------------------------------------------------------
 
     def _handle_finished(self, finished: Finished) -> None:
+        flight, self._flight_finished = self._flight_finished, None
+        if flight is not None:
+            # the delegate checked this very Finished and made ours (_derive_finish_flight)
+            if not hmac.compare_digest(finished.verify_data, flight[0]):
+                raise DecryptError("Finished verify_data mismatch")
+            self._send_change_cipher_spec()
+            self._send_handshake((HandshakeType.FINISHED, push_finished(Finished(flight[1]))))
+            self._store_session()
+            self._complete()
+            return
+        finish = getattr(self._delegate, "finish", None)
+        if finish is not None and not self.resumed:
+            # one delegate call checks the client's Finished and computes ours (tls12.delegate)
+            assert self._key_handle is not None
+            ours = finish(self._key_handle, prf.transcript_hash(self._transcript_before_message()),
+                          finished.verify_data, prf.transcript_hash(bytes(self.context.transcript)))
+            if ours is None:
+                raise DecryptError("Finished verify_data mismatch")
+            self._send_change_cipher_spec()
+            self._send_handshake((HandshakeType.FINISHED, push_finished(Finished(ours))))
+            self._store_session()
+            self._complete()
+            return
         self._check_finished(finished)
         if self.resumed:
             self._complete()

@@ -8,23 +8,32 @@ certificate (HTTPS reference integrity, §5.2).
 
 Modules, sans-IO cores first:
 
+* :mod:`.errors` -- every Barnraising error, one hierarchy (:class:`~.errors.BarnraisingError`);
 * :mod:`.uri` -- ``barnraising://`` URIs;
 * :mod:`.protocol` -- the versioned join protocol (join, renew, leave, report, lookup);
 * :mod:`.ratelimit` -- token buckets per source address;
-* :mod:`.zone` -- authoritative DNS answers from a live address list (dnspython);
+* :mod:`.zone` -- authoritative DNS answers from a live address list (dnspython), TCP framing;
+* :mod:`.service` -- the broker's decisions and its HTTP/1.1 connections, bytes in, bytes out;
+* :mod:`.ring` -- consistent hashing of stub ids onto the live volunteers (why not a DHT);
+* :mod:`.peers` -- which peer to ask for a payload, which to avoid (one message a lookup);
+* :mod:`.feedback` -- the origin's feedback loop: redirects, no-shows, verdicts;
+
+then the modules that do I/O around them:
+
 * :mod:`.registry` -- sites, the SQLite volunteer database, leases and bans;
 * :mod:`.broker` -- the broker on sockets, ``python -m sslsplit.barnraising.broker``;
 * :mod:`.dns` -- the DNS responder on UDP and TCP;
 * :mod:`.client` -- the volunteer's side of the join protocol;
-* :mod:`.ring` -- consistent hashing of stub ids onto the live volunteers (why not a DHT);
-* :mod:`.sharing` -- cache sharing between volunteers over the ring (one message a lookup);
-* :mod:`.feedback` -- the origin's feedback loop, sans-IO: redirects, no-shows, verdicts;
-* :mod:`.origin` -- the feedback loop on the origin's sockets (``trusted.`` redirects, reports).
+* :mod:`.sharing` -- cache sharing between volunteers on asyncio;
+* :mod:`.origin` -- the feedback loop on the origin's sockets (``trusted.`` redirects, reports);
+* :mod:`.cli` -- the start-up the broker's and the volunteer's command lines share.
 
 The volunteer itself is :mod:`sslsplit.volunteer` (``python -m sslsplit.volunteer URI``).
 """
 
-from .protocol import ProtocolError, SiteInfo
-from .uri import BarnraisingURI, URIError, parse_uri
+from .errors import BarnraisingError, ConfigError, ProtocolError, URIError
+from .protocol import SiteInfo
+from .uri import BarnraisingURI, parse_uri
 
-__all__ = ["BarnraisingURI", "URIError", "parse_uri", "ProtocolError", "SiteInfo"]
+__all__ = ["BarnraisingURI", "URIError", "parse_uri", "BarnraisingError", "ConfigError",
+           "ProtocolError", "SiteInfo"]

@@ -1,18 +1,17 @@
 """The Barnraising broker on sockets: the join protocol over HTTP/1.1, leases, optional DNS.
 
 Paper §5.1, Figure 6: volunteers join a site through the broker, and the broker points
-clients at them through DNS.  :class:`Broker` puts the sans-IO pieces on the network:
+clients at them through DNS.  The decisions are sans-IO (:mod:`.service`:
+:class:`~.service.BrokerService` and one :class:`~.service.JoinConnection` per client);
+:class:`Broker` only puts them on the network:
 
-* the join protocol (:mod:`.protocol`) over HTTP/1.1, framed by h11, one request at a time
-  per keep-alive connection; every request goes to :meth:`.Registry.handle`, which commits
-  any change to SQLite before the reply is written;
+* a TCP server whose connections feed :class:`~.service.JoinConnection` (its replies are
+  written back; a client silent for ``idle_timeout`` seconds is disconnected);
 * a timer that deletes volunteers whose lease ended (every quarter lease, at most 1 s apart);
 * with ``dns_port``, the authoritative responder (:mod:`.dns`) answering from the live set.
 
-Limits that keep one bad client from hurting the others: request heads above 8 KiB and bodies
-above :data:`~.protocol.MAX_BODY` are refused (400/413) and the connection closed; a client
-silent for ``idle_timeout`` seconds is disconnected; anything that is not HTTP gets a 400.
-No input makes the broker stop serving.
+The limits (8 KiB heads, :data:`~.protocol.MAX_BODY` bodies, 400 for anything not HTTP) are
+the service's; no input makes the broker stop serving.
 
 Run ``python -m sslsplit.barnraising.broker --help``; a site is given with ``--site`` and its
 options, or several in a TOML file (``--sites``, format in :func:`.registry.load_sites`).
@@ -24,37 +23,24 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import math
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-import h11
-
 from tls12 import cli
 
-from ..cli import hostport, wait_for_signal
+from ..cli import hostport
+from .cli import listen_address, run_service, serve_until_signal
 from .dns import DNSServer
-from .feedback import label_host
-from .protocol import (
-    MAX_BODY,
-    BodyTooLarge,
-    MalformedMessage,
-    ProtocolError,
-    ServiceUnavailable,
-    encode_error,
-    encode_reply,
-    parse_request,
-)
 from .registry import ConfigError, Registry, SiteConfig, load_sites
+from .service import BrokerService, JoinConnection
 from .uri import DEFAULT_PORT
 from .zone import Responder, default_zones
 
 __all__ = ["Broker", "build_parser", "main"]
 
 logger = logging.getLogger("sslsplit.barnraising.broker")
-MAX_HEAD = 8192
 READ_SIZE = 16384
 
 
@@ -64,44 +50,27 @@ class Broker:
     def __init__(self, registry: Registry, *, clock: Callable[[], float] = time.time,
                  idle_timeout: float = 15.0) -> None:
         self.registry = registry
+        self.service = BrokerService(registry)
         self.clock = clock
         self.idle_timeout = idle_timeout
         self.port = 0
         self.dns: DNSServer | None = None
-        self.requests = 0
         self._server: asyncio.AbstractServer | None = None
         self._expiry: asyncio.Task[None] | None = None
-        self._names = {name: site.name for site in registry.sites.values() for name in site.names}
-        self._dns_cache: dict[str, tuple[int, float, tuple[str, ...]]] = {}
+
+    @property
+    def requests(self) -> int:
+        """Join-protocol requests dispatched so far."""
+        return self.service.requests
 
     def lookup(self, name: str) -> tuple[str, ...] | None:
-        """The DNS view: live volunteer addresses for served name ``name``, else ``None``.
+        """The DNS view at the clock's time (:meth:`.BrokerService.lookup`)."""
+        return self.service.lookup(name, self.clock())
 
-        The tuple is cached until the live set changes (:attr:`.Registry.version`) or the
-        earliest lease in it ends, so a query costs O(1) however many volunteers there are.
-        """
-        site = self._names.get(name)
-        if site is None:
-            return self._lookup_one(name)
-        now = self.clock()
-        cached = self._dns_cache.get(site)
-        if cached is not None and cached[0] == self.registry.version and now < cached[1]:
-            return cached[2]
-        live = self.registry.live(site, now)
-        valid_until = min((v.expires for v in live), default=float("inf"))
-        addresses = tuple(dict.fromkeys(v.host for v in live))  # one entry per address
-        self._dns_cache[site] = (self.registry.version, valid_until, addresses)
-        return addresses
-
-    def _lookup_one(self, name: str) -> tuple[str, ...] | None:
-        """``v127-0-0-2.mirror.example``: the one volunteer a label names, if it is live under a
-        served name (the feedback loop's redirects, :mod:`.feedback`); else ``None``."""
-        label, _, parent = name.partition(".")
-        host = label_host(label) if parent in self._names else None
-        if host is None:
-            return None
-        live = self.lookup(parent)
-        return (host,) if live is not None and host in live else None
+    def dispatch(self, method: str, target: str, body: bytes, source: str
+                 ) -> tuple[int, bytes, float | None]:
+        """One request at the clock's time (:meth:`.BrokerService.dispatch`); never raises."""
+        return self.service.dispatch(method, target, body, source, self.clock())
 
     async def start(self, host: str = "127.0.0.1", port: int = DEFAULT_PORT, *,
                     dns_host: str | None = None, dns_port: int | None = None,
@@ -109,7 +78,7 @@ class Broker:
         self._server = await asyncio.start_server(self._serve, host, port)
         self.port = self._server.sockets[0].getsockname()[1]
         if dns_port is not None:
-            zones = zones or default_zones(self._names)
+            zones = zones or default_zones(self.service.names)
             self.dns = DNSServer(Responder(zones, self.lookup, ttl=ttl))
             await self.dns.start(dns_host or host, dns_port)
         self._expiry = asyncio.create_task(self._expire_loop())
@@ -126,102 +95,31 @@ class Broker:
             await self._server.wait_closed()
 
     async def _expire_loop(self) -> None:
-        period = min(1.0, self.registry.lease_seconds / 4)
         while True:
-            await asyncio.sleep(period)
+            await asyncio.sleep(self.service.expiry_period)
             try:
-                self.registry.expire(self.clock())
+                self.service.expire(self.clock())
             except Exception:  # a database hiccup must not end expiry for good
                 logger.exception("expiring leases failed")
 
-    # --- HTTP ----------------------------------------------------------------------------
-
-    def dispatch(self, method: str, target: str, body: bytes, source: str
-                 ) -> tuple[int, bytes, float | None]:
-        """Status, JSON body and Retry-After (seconds or ``None``) for one request; never raises."""
-        self.requests += 1
-        try:
-            request = parse_request(method, target, body)
-            return *encode_reply(self.registry.handle(request, source, self.clock())), None
-        except ProtocolError as exc:
-            return *encode_error(exc), exc.retry_after
-        except Exception:  # a bug: answer 503, log it, keep serving everyone else
-            logger.exception("request %s %s failed", method, target[:80])
-            return *encode_error(ServiceUnavailable("internal error in the broker")), None
-
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
         peer = writer.get_extra_info("peername")
-        source = peer[0] if peer else "0.0.0.0"
+        conn = JoinConnection(self.service, peer[0] if peer else "0.0.0.0")
         try:
-            while True:
-                request, body, error = await self._read_request(conn, reader)
-                if request is None and error is None:
-                    return  # the client closed between requests
-                if error is not None:
-                    status, payload = encode_error(error)
-                    self._send(conn, writer, status, payload, close=True)
-                    await writer.drain()
-                    return
-                assert request is not None
-                status, payload, retry = self.dispatch(request.method.decode("ascii", "replace"),
-                                                       request.target.decode("ascii", "replace"),
-                                                       body, source)
-                self._send(conn, writer, status, payload, close=False, retry_after=retry)
-                await asyncio.wait_for(writer.drain(), self.idle_timeout)
-                if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
-                    return
-                conn.start_next_cycle()
-        except (TimeoutError, ConnectionError, h11.LocalProtocolError):
+            while not conn.closed:
+                data = await asyncio.wait_for(reader.read(READ_SIZE), self.idle_timeout)
+                conn.receive_data(data, self.clock())
+                out = conn.data_to_send()
+                if out:
+                    writer.write(out)
+                    await asyncio.wait_for(writer.drain(), self.idle_timeout)
+        except (TimeoutError, ConnectionError):
             pass
         finally:
             writer.close()
             # at loop shutdown the close waiter itself is cancelled: the handler ends anyway
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await writer.wait_closed()
-
-    async def _read_request(self, conn: h11.Connection, reader: asyncio.StreamReader
-                            ) -> tuple[h11.Request | None, bytes, ProtocolError | None]:
-        request: h11.Request | None = None
-        body = bytearray()
-        while True:
-            try:
-                event = conn.next_event()
-            except h11.RemoteProtocolError as exc:
-                if conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
-                    raise ConnectionError from exc
-                return request, b"", MalformedMessage(f"not an HTTP/1.1 request: {exc}")
-            if event is h11.NEED_DATA:
-                data = await asyncio.wait_for(reader.read(READ_SIZE), self.idle_timeout)
-                conn.receive_data(data)
-            elif isinstance(event, h11.Request):
-                request = event
-                length = dict(event.headers).get(b"content-length")
-                if length is not None and int(length) > MAX_BODY:
-                    return request, b"", BodyTooLarge(f"body of {int(length)} bytes; "
-                                                      f"at most {MAX_BODY}")
-            elif isinstance(event, h11.Data):
-                body += event.data
-                if len(body) > MAX_BODY:
-                    return request, b"", BodyTooLarge(f"body larger than {MAX_BODY} bytes")
-            elif isinstance(event, h11.EndOfMessage):
-                return request, bytes(body), None
-            elif isinstance(event, h11.ConnectionClosed) or event is h11.PAUSED:
-                return None, b"", None
-
-    @staticmethod
-    def _send(conn: h11.Connection, writer: asyncio.StreamWriter, status: int, payload: bytes,
-              *, close: bool, retry_after: float | None = None) -> None:
-        if conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
-            return
-        headers = [("content-type", "application/json"), ("content-length", str(len(payload)))]
-        if close:
-            headers.append(("connection", "close"))
-        if retry_after is not None:
-            headers.append(("retry-after", str(max(1, math.ceil(retry_after)))))
-        writer.write(conn.send(h11.Response(status_code=status, headers=headers)) or b"")
-        writer.write(conn.send(h11.Data(data=payload)) or b"")
-        writer.write(conn.send(h11.EndOfMessage()) or b"")
 
 
 # --- command line ------------------------------------------------------------------------
@@ -243,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report-token", default="", help="the site's secret for reports")
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="a site parameter handed to volunteers (repeatable; numbers stay numbers)")
-    p.add_argument("--listen", type=_listen, default=("127.0.0.1", DEFAULT_PORT),
+    p.add_argument("--listen", type=listen_address, default=("127.0.0.1", DEFAULT_PORT),
                    help=f"HOST:PORT of the join protocol (default 127.0.0.1:{DEFAULT_PORT})")
     p.add_argument("--db", default="barnraising.db",
                    help="SQLite volunteer database (default barnraising.db)")
@@ -268,14 +166,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="TTL of the answers in seconds (default 20)")
     p.add_argument("-v", "--verbose", action="store_true", help="log requests")
     return p
-
-
-def _listen(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` to listen on; port 0 asks the system for a free one (printed at start)."""
-    host, sep, digits = text.rpartition(":")
-    if sep and digits == "0":
-        return hostport(f"{host}:1")[0], 0
-    return hostport(text)
 
 
 def _param(text: str) -> tuple[str, str | int | float | bool]:
@@ -320,15 +210,10 @@ async def _run(args: argparse.Namespace, registry: Registry) -> None:
     print(f"barnraising broker on {args.listen[0]}:{broker.port}", flush=True)
     if broker.dns is not None:
         print(f"dns responder on {args.dns_host or args.listen[0]}:{broker.dns.port}", flush=True)
-    try:
-        await wait_for_signal()
-    finally:
-        await broker.close()
+    await serve_until_signal(broker.close)
 
 
 def _main(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(name)s %(message)s")
     sites = sites_from_args(args)
     try:
         registry = Registry(sites, args.db, lease_seconds=args.lease, ban_seconds=args.ban,
@@ -339,10 +224,9 @@ def _main(args: argparse.Namespace) -> int:
             raise cli.UsageError(str(exc)) from None
         raise cli.CLIError(f"cannot open database {args.db}: {exc}") from None
     try:
-        asyncio.run(_run(args, registry))
+        return run_service(args.verbose, _run(args, registry))
     finally:
         registry.close()
-    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,8 @@
 """The authoritative DNS responder on sockets: UDP and TCP (RFC 1035 §4.2) around :class:`Responder`.
 
-Every answer is decided by :class:`~.zone.Responder` (sans-IO); this module only receives
-queries and sends responses.  UDP answers are limited to 512 bytes (or the client's EDNS
+Every answer is decided by :class:`~.zone.Responder` and every TCP frame cut by
+:class:`~.zone.TCPConnection` (both sans-IO); this module only receives queries and sends
+responses.  UDP answers are limited to 512 bytes (or the client's EDNS
 payload size) and set TC when cut, so a resolver retries over TCP, where each message has a
 two-byte length prefix and a connection may carry several queries.  A malformed datagram is
 answered with FORMERR or dropped, and the responder keeps answering everyone else; a TCP
@@ -17,12 +18,14 @@ import asyncio
 import contextlib
 import logging
 
-from .zone import Responder
+from .zone import Responder, TCPConnection
 
 __all__ = ["DNSServer"]
 
 logger = logging.getLogger("sslsplit.barnraising.dns")
 MAX_TCP_CONNECTIONS = 256
+READ_SIZE = 65538
+"""Bytes read at a time from a TCP client (one largest framed message)."""
 UDP_MAX = 4096
 """Largest UDP response, for clients that advertise a larger EDNS payload."""
 
@@ -91,17 +94,15 @@ class DNSServer:
             writer.close()
             return
         self._clients.add(task)
+        conn = TCPConnection(self.responder)
         try:
-            while True:
-                header = await asyncio.wait_for(reader.readexactly(2), self.tcp_idle)
-                length = int.from_bytes(header, "big")
-                query = await asyncio.wait_for(reader.readexactly(length), self.tcp_idle)
-                reply = self.responder.respond(query)
-                if reply is None:
-                    break
-                writer.write(len(reply).to_bytes(2, "big") + reply)
-                await asyncio.wait_for(writer.drain(), self.tcp_idle)
-        except (asyncio.IncompleteReadError, TimeoutError, ConnectionError):
+            while not conn.closed:
+                conn.receive_data(await asyncio.wait_for(reader.read(READ_SIZE), self.tcp_idle))
+                out = conn.data_to_send()
+                if out:
+                    writer.write(out)
+                    await asyncio.wait_for(writer.drain(), self.tcp_idle)
+        except (TimeoutError, ConnectionError):
             pass
         except asyncio.CancelledError:
             pass

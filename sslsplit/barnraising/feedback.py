@@ -35,10 +35,15 @@ from __future__ import annotations
 import heapq
 import ipaddress
 import secrets
+import urllib.parse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Verdict", "FeedbackMonitor", "volunteer_label", "label_host"]
+__all__ = ["TOKEN_PARAM", "Verdict", "Removal", "FeedbackMonitor", "volunteer_label",
+           "label_host", "redirect_location", "redirect_tokens"]
+
+TOKEN_PARAM = "br"
+"""The query parameter that carries a redirect's token: ``/path?br=TOKEN``."""
 
 
 def volunteer_label(host: str) -> str:
@@ -61,6 +66,19 @@ def label_host(label: str) -> str | None:
     return None
 
 
+def redirect_location(volunteer: tuple[str, int], mirror: str, target: str, token: str) -> str:
+    """The ``Location`` of a redirect of ``target`` to ``volunteer`` (host, port) under the
+    ``mirror`` zone: ``https://v127-0-0-2.mirror.example:4433/path?br=TOKEN``."""
+    sep = "&" if "?" in target else "?"
+    return (f"https://{volunteer_label(volunteer[0])}.{mirror}:{volunteer[1]}"
+            f"{target}{sep}{TOKEN_PARAM}={token}")
+
+
+def redirect_tokens(target: str) -> list[str]:
+    """The redirect tokens a request target carries (usually none or one)."""
+    return urllib.parse.parse_qs(urllib.parse.urlsplit(target).query).get(TOKEN_PARAM, [])
+
+
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """Evidence against one volunteer: ``reason`` is ``no-show``, ``retry`` or ``alert``."""
@@ -69,6 +87,20 @@ class Verdict:
     reason: str
     redirected_at: float
     detected_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Removal:
+    """One report: the verdict, when the broker confirmed it, how many registrations it removed."""
+
+    verdict: Verdict
+    reported_at: float
+    removed: int
+
+    @property
+    def seconds(self) -> float:
+        """From the redirect that went wrong to the broker's confirmation."""
+        return self.reported_at - self.verdict.redirected_at
 
 
 @dataclass(slots=True)
@@ -137,6 +169,24 @@ class FeedbackMonitor:
         heapq.heappush(self._due, (now + self.deadline, token))
         self.redirects += 1
         return token
+
+    def route(self, client: str, target: str, volunteers: Sequence[tuple[str, int]],
+              now: float) -> tuple[tuple[str, int], str] | None:
+        """``client`` asks the trusted name for ``target``: judge a retry (:meth:`requested`),
+        choose a volunteer among ``volunteers`` and record the redirect.  The volunteer and the
+        token to send the client there with, or ``None``: nobody to send it to (the origin
+        serves the request itself)."""
+        self.requested(client, target, now)  # a retry judges the last volunteer ...
+        volunteer = self.choose(volunteers)  # ... so it is not chosen again
+        if volunteer is None:
+            return None
+        return volunteer, self.redirect(client, target, volunteer[0], now)
+
+    def arrived_target(self, target: str, via: str, now: float) -> None:
+        """A request for ``target`` reached the splitting port from ``via``: every token it
+        carries is checked with :meth:`arrived`."""
+        for token in redirect_tokens(target):
+            self.arrived(token, via, now)
 
     def arrived(self, token: str, via: str, now: float) -> bool:
         """A request carrying ``token`` reached the splitting port from address ``via``.

@@ -15,6 +15,11 @@
 * a task runs the monitor's timer and reports every verdict to the broker (op ``report`` with
   the site's token), which removes the volunteer from DNS at once.  :attr:`removals` records
   each report with its timings -- the measured removal time.
+
+Every decision is the monitor's, sans-IO (:meth:`~.feedback.FeedbackMonitor.route` for a
+``trusted`` request, :meth:`~.feedback.FeedbackMonitor.arrived_target` for a ``mirror`` one,
+:func:`~.feedback.redirect_location` for the 302); this module passes it the loop's time and
+the peers' addresses and moves the bytes.
 """
 
 from __future__ import annotations
@@ -22,9 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import urllib.parse
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import h11
@@ -36,27 +39,12 @@ from tls12.config import ServerConfig
 from tls12.errors import AlertLevel
 
 from .client import BrokerClient
-from .feedback import FeedbackMonitor, Verdict, volunteer_label
+from .feedback import TOKEN_PARAM, FeedbackMonitor, Removal, Verdict, redirect_location
 from .protocol import ProtocolError
 
-__all__ = ["OriginFeedback", "FeedbackFileHandler", "Removal"]
+__all__ = ["OriginFeedback", "FeedbackFileHandler", "Removal", "TOKEN_PARAM"]
 
 logger = logging.getLogger("sslsplit.barnraising.origin")
-TOKEN_PARAM = "br"
-
-
-@dataclass(frozen=True, slots=True)
-class Removal:
-    """One report: the verdict, when the broker confirmed it, how many registrations it removed."""
-
-    verdict: Verdict
-    reported_at: float
-    removed: int
-
-    @property
-    def seconds(self) -> float:
-        """From the redirect that went wrong to the broker's confirmation."""
-        return self.reported_at - self.verdict.redirected_at
 
 
 class OriginFeedback:
@@ -121,9 +109,7 @@ class OriginFeedback:
                        verdict.reason, removed)
 
     def location(self, volunteer: tuple[str, int], target: str, token: str) -> str:
-        sep = "&" if "?" in target else "?"
-        return (f"https://{volunteer_label(volunteer[0])}.{self.mirror}:{volunteer[1]}"
-                f"{target}{sep}{TOKEN_PARAM}={token}")
+        return redirect_location(volunteer, self.mirror, target, token)
 
     def closed(self, stream: TLSStream) -> None:
         """``on_close`` of the splitting port: a client's fatal alert blames the volunteer."""
@@ -185,18 +171,14 @@ class FeedbackFileHandler(HTTPFileHandler):
         target = request.target.decode("ascii", "replace")
         now = fb.now()
         if self.role == "mirror":
-            query = urllib.parse.urlsplit(target).query
-            for token in urllib.parse.parse_qs(query).get(TOKEN_PARAM, []):
-                fb.monitor.arrived(token, self._peer_host(), now)
+            fb.monitor.arrived_target(target, self._peer_host(), now)
             return await super()._respond_inner(request)
         if request.method not in (b"GET", b"HEAD"):
             return await super()._respond_inner(request)
-        client = self._peer_host()
-        fb.monitor.requested(client, target, now)  # a retry judges the last volunteer ...
+        routed = fb.monitor.route(self._peer_host(), target, fb.volunteers, now)
         fb.poke()
-        volunteer = fb.monitor.choose(fb.volunteers)  # ... so it is not chosen again
-        if volunteer is None:  # nobody to send the client to: serve it here
+        if routed is None:  # nobody to send the client to: serve it here
             return await super()._respond_inner(request)
-        token = fb.monitor.redirect(client, target, volunteer[0], now)
+        volunteer, token = routed
         return await self._simple(302, "302 found\n", request.method == b"HEAD",
                                   (("Location", fb.location(volunteer, target, token)),))

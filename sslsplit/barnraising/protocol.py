@@ -59,6 +59,20 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from .errors import (
+    Banned,
+    BodyTooLarge,
+    Forbidden,
+    MalformedMessage,
+    MethodNotAllowed,
+    ProtocolError,
+    RateLimited,
+    ServiceUnavailable,
+    UnknownOperation,
+    UnknownSite,
+    UnknownVolunteer,
+    UnsupportedVersion,
+)
 from .uri import URIError, check_site
 
 __all__ = [
@@ -113,76 +127,7 @@ _ID = re.compile(r"[0-9a-f]{32}")
 _PARAM_KEY = re.compile(r"[a-z][a-z0-9_]{0,31}")
 
 
-# --- errors ------------------------------------------------------------------------------
-
-
-class ProtocolError(Exception):
-    """A request (or reply) the protocol rejects; :attr:`code` and :attr:`status` go on the wire."""
-
-    code: ClassVar[str] = "error"
-    status: ClassVar[int] = 400
-
-    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.retry_after = retry_after
-
-
-class MalformedMessage(ProtocolError):
-    """Not JSON, not an object, a missing or unknown field, a value of the wrong type or range."""
-
-    code, status = "malformed", 400
-
-
-class UnsupportedVersion(ProtocolError):
-    code, status = "unsupported_version", 400
-
-
-class UnknownOperation(ProtocolError):
-    code, status = "unknown_operation", 404
-
-
-class MethodNotAllowed(ProtocolError):
-    code, status = "method_not_allowed", 405
-
-
-class BodyTooLarge(ProtocolError):
-    code, status = "too_large", 413
-
-
-class UnknownSite(ProtocolError):
-    code, status = "unknown_site", 404
-
-
-class UnknownVolunteer(ProtocolError):
-    """No live volunteer with this id: the lease ran out or it was removed; join again."""
-
-    code, status = "unknown_volunteer", 404
-
-
-class Forbidden(ProtocolError):
-    """A report with the wrong token, or a join declaring an address the volunteer does not hold."""
-
-    code, status = "forbidden", 403
-
-
-class Banned(ProtocolError):
-    """The volunteer's address was reported and may not join again yet."""
-
-    code, status = "banned", 403
-
-
-class RateLimited(ProtocolError):
-    """Too many joins from this address; ``retry_after`` says when to try again."""
-
-    code, status = "rate_limited", 429
-
-
-class ServiceUnavailable(ProtocolError):
-    """The broker cannot answer now (e.g. its database failed); try again later."""
-
-    code, status = "unavailable", 503
-
+# --- errors (classes in :mod:`.errors`) -------------------------------------------------
 
 ERRORS: dict[str, type[ProtocolError]] = {
     cls.code: cls

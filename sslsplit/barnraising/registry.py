@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .errors import ConfigError
 from .protocol import (
     Banned,
     Forbidden,
@@ -61,10 +62,6 @@ from .ratelimit import TokenBuckets
 from .uri import URIError, check_site
 
 __all__ = ["ConfigError", "SiteConfig", "Volunteer", "Registry", "load_sites"]
-
-
-class ConfigError(ValueError):
-    """A sites file or site option that cannot describe a site."""
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,9 @@ timeout (``timeout``, 1 s by default) or one wasted transfer, not one per payloa
 broker drops it, that is all a malicious volunteer can do to its peers.
 
 Concurrent requests from peers for the same id at an owner share one origin fetch
-(:class:`PeerServer`, single flight).
+(:class:`PeerServer`, single flight).  Which peer to ask and which to avoid is decided
+sans-IO by :class:`~.peers.PeerRouter`; this module sends the messages and serves the
+answers on asyncio.
 """
 
 from __future__ import annotations
@@ -33,40 +35,76 @@ import logging
 
 from ..aio import PayloadClient
 from ..cache import CacheHierarchy, CacheMiss
-from ..wire import IDEncoding, check_payload
+from ..wire import IDEncoding
+from .peers import Peer, PeerRouter
 from .ring import Ring
 
 __all__ = ["Peer", "RingSource", "PeerServer"]
 
 logger = logging.getLogger("sslsplit.barnraising.sharing")
 
-Peer = tuple[str, int]
-"""A volunteer's cache endpoint: ``(host, cache_port)``, as in the broker's lookup reply."""
-
-
 class RingSource:
-    """The remote cache level "the ring owner of this id" (one message per lookup)."""
+    """The remote cache level "the ring owner of this id" (one message per lookup).
+
+    Which peer to ask, and which to avoid, is decided by :attr:`router`
+    (:class:`~.peers.PeerRouter`, sans-IO, given the loop's time); this class sends the
+    message.  Its counters are the router's.
+    """
 
     name = "ring"
 
     def __init__(self, me: Peer | None, ring: Ring[Peer] | None = None, *,
                  timeout: float = 1.0, penalty: float = 30.0) -> None:
-        self.me = me
-        self.ring: Ring[Peer] = ring if ring is not None else Ring()
+        self.router = PeerRouter(me, ring, penalty=penalty)
         self.timeout = timeout
-        self.penalty = penalty
-        self.lookups = 0
-        """Ids looked up on a peer (the owner was not this volunteer)."""
-        self.messages = 0
-        """Requests sent to peers; equals :attr:`lookups`: one owner per id, no routing."""
-        self.skipped = 0
-        """Ids whose owner was being avoided (no message; the origin's copy is used)."""
-        self.poisoned: dict[Peer, int] = {}
-        self._avoid: dict[Peer, float] = {}
         self._clients: dict[Peer, PayloadClient] = {}
 
+    @property
+    def me(self) -> Peer | None:
+        """This volunteer's own cache endpoint (``None``: it serves no cache)."""
+        return self.router.me
+
+    @me.setter
+    def me(self, value: Peer | None) -> None:
+        self.router.me = value
+
+    @property
+    def ring(self) -> Ring[Peer]:
+        return self.router.ring
+
+    @property
+    def penalty(self) -> float:
+        return self.router.penalty
+
+    @property
+    def lookups(self) -> int:
+        """Ids looked up on a peer (:attr:`.PeerRouter.lookups`)."""
+        return self.router.lookups
+
+    @property
+    def messages(self) -> int:
+        """Requests sent to peers (:attr:`.PeerRouter.messages`)."""
+        return self.router.messages
+
+    @property
+    def skipped(self) -> int:
+        """Lookups whose owner was avoided (:attr:`.PeerRouter.skipped`)."""
+        return self.router.skipped
+
+    @property
+    def poisoned(self) -> dict[Peer, int]:
+        """Payloads per peer that did not match their id (:attr:`.PeerRouter.poisoned`)."""
+        return self.router.poisoned
+
+    @staticmethod
+    def _now() -> float:
+        return asyncio.get_running_loop().time()
+
     def owns(self, ident: bytes) -> bool:
-        return self.me is not None and self.ring.owner(ident) == self.me
+        return self.router.owns(ident)
+
+    def avoided(self, peer: Peer) -> bool:
+        return self.router.avoided(peer, self._now())
 
     async def update(self, peers: tuple[Peer, ...] | list[Peer]) -> bool:
         """Take a new member list (from a broker lookup); close connections to departed peers."""
@@ -75,34 +113,21 @@ class RingSource:
             await self._clients.pop(peer).close()
         return changed
 
-    def avoided(self, peer: Peer) -> bool:
-        until = self._avoid.get(peer)
-        return until is not None and asyncio.get_running_loop().time() < until
-
-    def _penalise(self, peer: Peer) -> None:
-        self._avoid[peer] = asyncio.get_running_loop().time() + self.penalty
-
     async def fetch(self, encoding: IDEncoding, ident: bytes) -> bytes | None:
-        owner = self.ring.owner(ident)
-        if owner is None or owner == self.me:
-            return None
-        if self.avoided(owner):
-            self.skipped += 1
+        owner = self.router.route(ident, self._now())
+        if owner is None:
             return None
         client = self._clients.get(owner)
         if client is None:
             client = self._clients[owner] = PayloadClient(
                 *owner, timeout=self.timeout, name=f"peer {owner[0]}:{owner[1]}")
-        self.lookups += 1
-        self.messages += 1
         try:
             payload = await client.fetch(encoding, ident)
         except (OSError, TimeoutError):
-            self._penalise(owner)
+            self.router.failed(owner, self._now())
             raise
-        if payload is not None and not check_payload(encoding, ident, payload):
-            self.poisoned[owner] = self.poisoned.get(owner, 0) + 1
-            self._penalise(owner)  # the hierarchy discards it; we stop asking this peer
+        if payload is not None:  # a poisoned one is counted; the hierarchy discards it
+            self.router.check(owner, encoding, ident, payload, self._now())
         return payload
 
     async def close(self) -> None:

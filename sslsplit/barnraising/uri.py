@@ -25,6 +25,8 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
+from .errors import URIError
+
 __all__ = [
     "SCHEME",
     "DEFAULT_PORT",
@@ -46,10 +48,6 @@ MAX_SITE_SEGMENTS = 8
 
 _SEGMENT = re.compile(r"[A-Za-z0-9._-]+")
 _LABEL = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
-
-
-class URIError(ValueError):
-    """A ``barnraising://`` URI (or a site name) that does not follow the grammar."""
 
 
 def check_site(site: str) -> str:

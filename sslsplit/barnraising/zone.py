@@ -7,7 +7,8 @@ certificate, a volunteer never needs a certificate of its own (HTTPS reference i
 §5.2), and a short TTL means a volunteer that dies or is removed stops receiving clients
 within about one TTL.
 
-:class:`Responder` decides every answer; :mod:`.dns` only moves datagrams and TCP frames.
+:class:`Responder` decides every answer and :class:`TCPConnection` frames them for TCP;
+:mod:`.dns` only moves datagrams and bytes.
 All wire work is dnspython's (``dns.message.from_wire``, ``make_response``, ``to_wire``):
 no packet is assembled by hand.  What it answers, for a query of name N and type T:
 
@@ -28,18 +29,33 @@ the SOA's minimum (set to the TTL).  Addresses rotate round robin: each query fo
 starts the list one place further, and at most ``max_answers`` are returned (in that order:
 dnspython would otherwise shuffle them).
 
-**Answer cache.**  Rendering an answer with dnspython costs about 100 us; a busy site gets the
-same few queries again and again.  So the responder keeps, per query (its bytes after the
-two-byte id) and rotation step, the response dnspython rendered, and answers a repeat by
-copying the new query's id in front of it -- the only bytes it writes itself.  An entry is
-used only while ``lookup`` returns the very same address object it was rendered from, so a
-change of the volunteer set (the broker returns a new tuple) invalidates it at once.
+**Answer caches.**  Rendering an answer with dnspython costs about 100 us and parsing a query
+about 45 us; a busy site gets the same few questions again and again.  So the responder keeps
+the response dnspython rendered for each rotation step of an address answer, in two places:
+
+* by the query's bytes after its two-byte id: a repeat of the very same query is answered
+  without parsing it at all;
+* by the parsed question -- the name as asked (case kept: the answer echoes it), type, class,
+  the RD flag, opcode and the EDNS version, payload size and padding request, the only parts
+  of a query :func:`dns.message.make_response` copies -- so queries that differ in bytes the
+  response never shows (an EDNS client cookie, RFC 7873, new on every query a resolver
+  sends) are parsed but not rendered again.
+
+Either way a repeat is answered by copying the new query's id in front of the stored bytes --
+the only bytes the responder writes itself.  An entry is used only while ``lookup`` returns
+the very same address object it was rendered from (the broker returns a new tuple when the
+volunteer set changes: its version), so a change of the set invalidates it at once.
+``max_cached`` bounds each cache (0 turns both off: every answer is rendered, the reference
+the benchmark compares against).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
 
+import dns.edns
 import dns.exception
 import dns.flags
 import dns.message
@@ -51,7 +67,7 @@ import dns.rdataclass
 import dns.rdatatype
 import dns.rrset
 
-__all__ = ["Responder", "default_zones"]
+__all__ = ["Responder", "TCPConnection", "default_zones"]
 
 HEADER_LEN = 12
 UDP_PAYLOAD = 512
@@ -64,6 +80,19 @@ Returning the *same* object while the set is unchanged lets the responder reuse 
 _Rotation = tuple[str, int, "Sequence[str]", int, int]
 """(name, rdtype, addresses, period, start) of a rotating address answer."""
 MAX_CACHED_QUERIES = 4096
+_K = TypeVar("_K")
+
+
+@dataclass(slots=True)
+class _Rendered:
+    """The rendered responses (without their id) to one question, per rotation step, valid
+    while ``lookup(name)`` is ``addresses``."""
+
+    name: str
+    rdtype: int
+    addresses: Sequence[str]
+    period: int
+    tails: dict[int, bytes] = field(default_factory=dict)
 
 
 def default_zones(names: Iterable[str]) -> list[str]:
@@ -89,11 +118,14 @@ class Responder:
         ttl: int = 20,
         max_answers: int = 8,
         serial: int = 1,
+        max_cached: int = MAX_CACHED_QUERIES,
     ) -> None:
         if not 0 <= ttl <= 86400:
             raise ValueError("ttl must be within 0-86400 seconds")
         if max_answers < 1:
             raise ValueError("max_answers must be positive")
+        if max_cached < 0:
+            raise ValueError("max_cached must be 0 (no cache) or more")
         self.zones = [dns.name.from_text(z) for z in zones]
         if not self.zones:
             raise ValueError("a responder needs at least one zone")
@@ -103,8 +135,9 @@ class Responder:
         self.serial = serial
         self._turn: dict[tuple[str, int], int] = {}
         self._rdatas: dict[str, dns.rdata.Rdata] = {}
-        self._replies: dict[tuple[bytes, int],
-                            tuple[str, int, Sequence[str], int, dict[int, bytes]]] = {}
+        self.max_cached = max_cached
+        self._by_wire: dict[tuple[bytes, int], _Rendered] = {}
+        self._by_question: dict[tuple[object, ...], _Rendered] = {}
         self._families: dict[str, tuple[Sequence[str], tuple[list[str], list[str]]]] = {}
         self.answered = 0
         self.malformed = 0
@@ -157,21 +190,19 @@ class Responder:
             self.malformed += 1
             return None
         key = (wire[2:], max_size)
-        cached = self._replies.get(key)
-        if cached is not None:
-            name, rdtype, addresses, period, tails = cached
-            if self.lookup(name) is addresses:
-                turn = self._turn.get((name, rdtype), 0)
-                tail = tails.get(turn % period)
-                if tail is not None:
-                    self._turn[(name, rdtype)] = turn + 1
-                    self.answered += 1
-                    return wire[:2] + tail  # the query's id, then the rendered response
+        entry = self._by_wire.get(key)
+        if entry is not None and (reply := self._reuse(entry, wire)) is not None:
+            return reply
         try:
             query = dns.message.from_wire(wire)
         except Exception:  # dnspython raises many types (FormError, ShortHeader, BadLabel...)
             self.malformed += 1
             return self._formerr(wire)
+        question = self._question_key(query, max_size)
+        entry = self._by_question.get(question) if question is not None else None
+        if entry is not None and (reply := self._reuse(entry, wire)) is not None:
+            self._store(self._by_wire, key, entry)
+            return reply
         try:
             reply, rotation = self._answer(query)
             self.answered += 1
@@ -189,19 +220,50 @@ class Responder:
         except Exception:  # a query dnspython parsed but we cannot answer: still FORMERR
             self.malformed += 1
             return self._formerr(wire)
-        if rotation is not None:
-            self._remember(key, rotation, out)
+        if rotation is not None and question is not None:
+            self._remember(key, question, rotation, out)
         return out
 
-    def _remember(self, key: tuple[bytes, int], rotation: _Rotation, out: bytes) -> None:
-        """Keep the rendered answer for this query and rotation step (see :meth:`respond`)."""
+    def _reuse(self, entry: _Rendered, wire: bytes) -> bytes | None:
+        """The stored response of ``entry`` with ``wire``'s id, if the address set is the one
+        it was rendered from and this rotation step was rendered; else ``None``."""
+        if self.lookup(entry.name) is not entry.addresses:
+            return None
+        turn = self._turn.get((entry.name, entry.rdtype), 0)
+        tail = entry.tails.get(turn % entry.period)
+        if tail is None:
+            return None
+        self._turn[(entry.name, entry.rdtype)] = turn + 1
+        self.answered += 1
+        return wire[:2] + tail  # the query's id, then the rendered response
+
+    @staticmethod
+    def _question_key(query: dns.message.Message, max_size: int) -> tuple[object, ...] | None:
+        """Everything of ``query`` its response depends on (see the module docstring), or
+        ``None`` for a query that is not one plain question."""
+        if len(query.question) != 1:
+            return None
+        q = query.question[0]
+        padded = any(o.otype == dns.edns.OptionType.PADDING for o in query.options)
+        return (q.name.labels, q.rdtype, q.rdclass, query.flags & dns.flags.RD, query.opcode(),
+                query.edns, query.payload if query.edns >= 0 else 0, padded, max_size)
+
+    def _store(self, cache: dict[_K, _Rendered], key: _K, entry: _Rendered) -> None:
+        if key not in cache and len(cache) >= self.max_cached:
+            cache.clear()  # bounded; a busy site refills it with the few questions it gets
+        if self.max_cached:
+            cache[key] = entry
+
+    def _remember(self, key: tuple[bytes, int], question: tuple[object, ...],
+                  rotation: _Rotation, out: bytes) -> None:
+        """Keep the rendered answer for this question and rotation step (:meth:`respond`)."""
         name, rdtype, addresses, period, start = rotation
-        cached = self._replies.get(key)
-        if cached is None or cached[2] is not addresses:
-            if len(self._replies) >= MAX_CACHED_QUERIES:
-                self._replies.clear()
-            cached = self._replies[key] = (name, rdtype, addresses, period, {})
-        cached[4][start] = out[2:]
+        entry = self._by_question.get(question)
+        if entry is None or entry.addresses is not addresses:
+            entry = _Rendered(name, rdtype, addresses, period)
+            self._store(self._by_question, question, entry)
+        self._store(self._by_wire, key, entry)
+        entry.tails[start] = out[2:]
 
     def _answer(self, query: dns.message.Message
                 ) -> tuple[dns.message.Message, _Rotation | None]:
@@ -252,3 +314,44 @@ class Responder:
         if not reply.answer:
             reply.authority.append(self._soa(zone))
         return reply, rotation if len(types) == 1 else None
+
+
+class TCPConnection:
+    """One DNS-over-TCP connection (RFC 1035 §4.2.2, RFC 7766), sans-IO.
+
+    Each message has a two-byte length prefix and a connection may carry several queries:
+    :meth:`receive_data` takes whatever bytes arrived (``b""`` when the client closed),
+    answers every query they complete with ``responder`` (no size limit: TCP is what a
+    truncated UDP answer sends the resolver to) and queues the framed responses for
+    :meth:`data_to_send`.  A query the responder will not answer (shorter than a header, or
+    a response) ends the connection: :attr:`closed` turns true and nothing more is read.
+    """
+
+    def __init__(self, responder: Responder) -> None:
+        self.responder = responder
+        self.closed = False
+        self._in = bytearray()
+        self._out = bytearray()
+
+    def receive_data(self, data: bytes) -> None:
+        if self.closed:
+            return
+        if not data:
+            self.closed = True
+            return
+        self._in += data
+        while len(self._in) >= 2:
+            end = 2 + int.from_bytes(self._in[:2], "big")
+            if len(self._in) < end:
+                return
+            query = bytes(self._in[2:end])
+            del self._in[:end]
+            reply = self.responder.respond(query)
+            if reply is None:
+                self.closed = True
+                return
+            self._out += len(reply).to_bytes(2, "big") + reply
+
+    def data_to_send(self) -> bytes:
+        out, self._out = bytes(self._out), bytearray()
+        return out

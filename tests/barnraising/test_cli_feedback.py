@@ -10,7 +10,6 @@ name, gets a 302 naming the volunteer, and downloads the file through it byte fo
 from __future__ import annotations
 
 import asyncio
-import datetime
 import random
 import re
 import shutil
@@ -22,12 +21,10 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import NameOID
 
-from tls12.certs import Credentials, write_credentials
+from tls12.certs import write_credentials
+
+from .helpers import site_credentials
 
 pytestmark = pytest.mark.interop
 REPO = Path(__file__).resolve().parents[2]
@@ -68,21 +65,6 @@ def test_server_feedback_options_are_checked() -> None:
         assert out.returncode == 2 and message in out.stderr.strip().splitlines()[-1], out.stderr
 
 
-def _credentials(*names: str) -> Credentials:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0])])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in names]),
-                           critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
-    return Credentials((cert,), key)
-
-
 async def _start(*argv: str, lines: int = 1) -> tuple[asyncio.subprocess.Process, list[int]]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", *argv, cwd=REPO, stdout=asyncio.subprocess.PIPE,
@@ -112,7 +94,7 @@ async def _redirect_run(tmp: Path) -> None:
     (tmp / "www").mkdir()
     (tmp / "www" / "f.bin").write_bytes(body)
     cert, key = tmp / "site.pem", tmp / "site.key"
-    write_credentials(_credentials("www.news.test", "trusted.news.test", "*.mirror.news.test"),
+    write_credentials(site_credentials("www.news.test", "trusted.news.test", "*.mirror.news.test"),
                       cert, key)
     server_port, store_port = _free_port(), _free_port()
     procs: list[asyncio.subprocess.Process] = []

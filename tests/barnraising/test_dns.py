@@ -10,6 +10,7 @@ import shutil
 import socket
 
 import dns.asyncresolver
+import dns.edns
 import dns.flags
 import dns.message
 import dns.name
@@ -21,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sslsplit.barnraising.dns import DNSServer
-from sslsplit.barnraising.zone import Responder, default_zones
+from sslsplit.barnraising.zone import Responder, TCPConnection, default_zones
 
 LIVE = {"www.news.test": ["127.0.0.2", "127.0.0.3", "127.0.0.4", "::2"],
         "empty.news.test": []}
@@ -132,6 +133,101 @@ def test_responder_fuzz_mutated_queries(seed: int, flips: int) -> None:
     reply = responder().respond(bytes(wire))
     if reply is not None:
         assert dns.message.from_wire(reply).id == int.from_bytes(wire[:2], "big")
+
+
+def _query(rng: random.Random) -> bytes:
+    """A random query a resolver might send: 0x20 case, EDNS with a cookie or padding, RD."""
+    name = rng.choice(["www.news.test", "www.news.test", "WWW.news.test", "empty.news.test",
+                       "nope.news.test", "news.test"])
+    options = []
+    if rng.random() < 0.5:
+        options.append(dns.edns.GenericOption(dns.edns.OptionType.COOKIE, rng.randbytes(8)))
+    if rng.random() < 0.1:
+        options.append(dns.edns.GenericOption(dns.edns.OptionType.PADDING, b""))
+    query = dns.message.make_query(
+        name, rng.choice(["A", "A", "AAAA", "ANY", "MX"]), use_edns=rng.choice([False, 0]),
+        payload=rng.choice([512, 4096]), options=options or None)
+    if rng.random() < 0.3:
+        query.flags &= ~dns.flags.RD
+    query.id = rng.randrange(65536)
+    return query.to_wire()
+
+
+@given(st.integers(0, 10**9))
+@settings(max_examples=60, deadline=None)
+def test_answer_caches_give_the_bytes_dnspython_renders(seed: int) -> None:
+    """With its caches the responder answers byte for byte what it renders without them,
+    rotation included, whatever the case, cookies, EDNS and flags of the queries."""
+    rng = random.Random(seed)
+    pool = [_query(rng) for _ in range(12)]
+    cached, uncached = responder(), responder(max_cached=0)
+    for _ in range(80):
+        wire = rng.choice(pool)
+        if rng.random() < 0.3:  # same question, new id
+            wire = rng.randbytes(2) + wire[2:]
+        size = rng.choice([512, 4096, 65535])
+        assert cached.respond(wire, max_size=size) == uncached.respond(wire, max_size=size)
+
+
+def test_queries_differing_only_in_cookie_share_the_rendered_answer() -> None:
+    r = responder()
+    replies = []
+    for i in range(7):
+        cookie = dns.edns.GenericOption(dns.edns.OptionType.COOKIE, i.to_bytes(8, "big"))
+        query = dns.message.make_query("wWw.News.test", "A", use_edns=0, options=[cookie])
+        reply = dns.message.from_wire(r.respond(query.to_wire()))  # type: ignore[arg-type]
+        assert reply.id == query.id and reply.question[0].name.labels[0] == b"wWw"
+        replies.append(addresses(reply)[0])
+    assert replies == ["127.0.0.2", "127.0.0.3", "127.0.0.4"] * 2 + ["127.0.0.2"]
+    assert len(r._by_question) == 1 and len(r._by_wire) == 7  # one question, seven queries
+
+
+def test_max_cached_bounds_the_caches() -> None:
+    r = responder(max_cached=2)
+    for name in ("www.news.test", "WWW.news.test", "wWw.news.test"):
+        ask(r, name)
+    assert len(r._by_question) <= 2 and len(r._by_wire) <= 2
+    off = responder(max_cached=0)
+    ask(off, "www.news.test")
+    assert not off._by_question and not off._by_wire
+    with pytest.raises(ValueError):
+        responder(max_cached=-1)
+
+
+@given(st.lists(st.integers(1, 40), min_size=1, max_size=30))
+@settings(max_examples=200, deadline=None)
+def test_tcp_framing_whatever_the_chunks(cuts: list[int]) -> None:
+    """Queries with two-byte length prefixes, cut anywhere: every one answered, in order."""
+    queries = [dns.message.make_query(n, "A") for n in ("www.news.test", "nope.news.test",
+                                                          "www.news.test")]
+    stream = b"".join(len(w).to_bytes(2, "big") + w for w in (q.to_wire() for q in queries))
+    conn = TCPConnection(responder())
+    out, i = b"", 0
+    for cut in cuts * (len(stream) // sum(cuts) + 1):
+        conn.receive_data(stream[i:i + cut])
+        out += conn.data_to_send()
+        i += cut
+        if i >= len(stream):
+            break
+    replies = []
+    while out:
+        n = int.from_bytes(out[:2], "big")
+        replies.append(dns.message.from_wire(out[2:2 + n]))
+        out = out[2 + n:]
+    assert [r.id for r in replies] == [q.id for q in queries] and not conn.closed
+    assert [r.rcode() for r in replies] == [dns.rcode.NOERROR, dns.rcode.NXDOMAIN,
+                                            dns.rcode.NOERROR]
+
+
+def test_tcp_connection_ends_on_a_query_it_cannot_answer_and_at_end_of_stream() -> None:
+    conn = TCPConnection(responder())
+    conn.receive_data(b"\x00\x03abc" + b"\x00\x01")  # 3 bytes: no header to answer to
+    assert conn.closed and conn.data_to_send() == b""
+    conn.receive_data(b"\x00")  # nothing is read after the end
+    assert conn.data_to_send() == b""
+    eof = TCPConnection(responder())
+    eof.receive_data(b"")
+    assert eof.closed
 
 
 # --- on sockets, with real clients ---------------------------------------------------------

@@ -13,7 +13,6 @@ closed on the tampered ones, and every bad volunteer leaves DNS within a measure
 from __future__ import annotations
 
 import asyncio
-import datetime
 import random
 import shutil
 import socket
@@ -24,15 +23,17 @@ from pathlib import Path
 import dns.asyncresolver
 import dns.resolver
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import NameOID
 
 from sslsplit.aio import PayloadClient
 from sslsplit.barnraising.broker import Broker
 from sslsplit.barnraising.client import BrokerClient
-from sslsplit.barnraising.feedback import FeedbackMonitor, label_host, volunteer_label
+from sslsplit.barnraising.feedback import (
+    FeedbackMonitor,
+    label_host,
+    redirect_location,
+    redirect_tokens,
+    volunteer_label,
+)
 from sslsplit.barnraising.origin import OriginFeedback
 from sslsplit.barnraising.registry import Registry, SiteConfig
 from sslsplit.cache import CacheHierarchy, MemoryCache
@@ -41,7 +42,9 @@ from sslsplit.server import SplittingServer
 from sslsplit.splicer import Splicer
 from sslsplit.volunteer import Volunteer
 from sslsplit.wire import Stub
-from tls12.certs import Credentials, generate_self_signed, write_credentials
+from tls12.certs import generate_self_signed, write_credentials
+
+from .helpers import site_credentials
 
 SITE = "news/front"
 TOKEN = "origin-secret"
@@ -152,22 +155,30 @@ class RecordingProxy(SplittingProxy):
         return payload
 
 
+def test_route_redirects_round_robin_and_arrivals_by_target() -> None:
+    """What the origin's handler asks the monitor, with time passed in: a trusted request is
+    routed (or served locally when nobody is left), a mirror request's token is checked."""
+    tokens = iter(f"t{i}" for i in range(100))
+    m = FeedbackMonitor(deadline=2.0, new_token=lambda: next(tokens))
+    vols = [("127.0.0.2", 4433), ("127.0.0.3", 4433)]
+    first = m.route("10.0.0.1", "/a", vols, now=0.0)
+    assert first is not None
+    (vol, token) = first
+    location = redirect_location(vol, "mirror.news.test", "/a?x=1", token)
+    assert location == f"https://{volunteer_label(vol[0])}.mirror.news.test:4433/a?x=1&br={token}"
+    assert redirect_tokens(location.split(":4433", 1)[1]) == [token]
+    m.arrived_target(f"/a?br={token}", via=vol[0], now=1.0)  # in time, from the right address
+    second = m.route("10.0.0.2", "/b", vols, now=1.0)
+    assert second is not None and second[0] != vol  # round robin
+    m.arrived_target(f"/b?br={second[1]}", via=vol[0], now=1.5)  # another volunteer's token
+    m.handle_timer(10.0)
+    [verdict] = m.verdicts()
+    assert (verdict.volunteer, verdict.reason) == (second[0][0], "no-show")
+    assert m.route("10.0.0.3", "/c", [second[0]], now=11.0) is None  # judged: serve locally
+    assert redirect_tokens("/plain") == []
+
+
 # --- on sockets ---------------------------------------------------------------------------
-
-
-def _credentials(*names: str) -> Credentials:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0])])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in names]),
-                           critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
-    return Credentials((cert,), key)
 
 
 def _free_port() -> int:
@@ -216,7 +227,7 @@ async def _scenario(tmp: Path) -> None:
     (tmp / "www").mkdir()
     for name, body in files.items():
         (tmp / "www" / name[1:]).write_bytes(body)
-    creds = _credentials("www.news.test", "trusted.news.test", "*.mirror.news.test")
+    creds = site_credentials("www.news.test", "trusted.news.test", "*.mirror.news.test")
     cert = tmp / "site.pem"
     write_credentials(creds, cert, tmp / "site.key")
 

@@ -117,3 +117,20 @@ def test_a_day_with_ten_thousand_volunteers_is_fast() -> None:
     res = simulate(day, calibrate(volunteers=10_000, malicious_fraction=0.05))
     assert time.perf_counter() - start < 120.0
     assert res.span_s > 20 * 3600 and res.summary()["evicted_malicious"] > 0
+
+
+def test_scale_sweep_on_two_dask_workers_equals_the_serial_run(epa: pd.DataFrame) -> None:
+    """The volunteer-count sweep through :func:`netsim.sweep.sweep` on a LocalCluster of two
+    worker processes gives the serial run's table, row for row and value for value."""
+    import distributed  # noqa: F401  (the test extra installs it: fail, do not skip)
+
+    from sslsplit.barnraising.experiments import scale_sweep
+
+    work = epa.iloc[:1500].reset_index(drop=True)
+    kwargs = {"volunteers": [10, 40], "malicious": (0.0, 0.1), "trace": work}
+    serial = scale_sweep(**kwargs)  # type: ignore[arg-type]
+    dask = scale_sweep(**kwargs, scheduler="local", workers=2)  # type: ignore[arg-type]
+    assert len(serial) == 5 and list(serial["volunteers"]) == [0, 10, 40, 10, 40]
+    assert serial["requests"].eq(len(work)).all() and serial["evictions"].sum() > 0
+    pd.testing.assert_frame_equal(dask, serial)
+    assert dask.attrs["run"]["sweep"]["workers"] == 2

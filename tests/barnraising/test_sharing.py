@@ -21,11 +21,12 @@ import pytest
 from sslsplit.aio import serve_payloads
 from sslsplit.barnraising.broker import Broker
 from sslsplit.barnraising.client import BrokerClient
+from sslsplit.barnraising.peers import PeerRouter
 from sslsplit.barnraising.registry import Registry, SiteConfig
 from sslsplit.barnraising.ring import Ring
 from sslsplit.server import SplittingServer
 from sslsplit.volunteer import Volunteer
-from sslsplit.wire import IDEncoding, check_payload
+from sslsplit.wire import IDEncoding, check_payload, payload_id
 from tls12.certs import generate_self_signed, write_credentials
 
 NAME = "www.news.test"
@@ -233,3 +234,32 @@ async def _dead_peer(tmp: Path) -> None:
 def test_dead_peer_costs_one_message_then_is_avoided(tmp_path: Path) -> None:
     assert shutil.which("curl"), "curl not found (apt-get install curl)"
     asyncio.run(_dead_peer(tmp_path))
+
+
+def test_peer_router_routes_to_owners_and_avoids_bad_peers_for_the_penalty() -> None:
+    """The sans-IO decisions of cache sharing, with time passed in."""
+    peers = [("127.0.0.2", 7000), ("127.0.0.3", 7000), ("127.0.0.4", 7000)]
+    router = PeerRouter(peers[0], Ring(peers), penalty=30.0)
+    payloads = [random.Random(i).randbytes(100) for i in range(60)]
+    ids = [payload_id(IDEncoding.DIGEST_SHA256, b) for b in payloads]
+    mine = [i for i in ids if router.owns(i)]
+    assert 0 < len(mine) < len(ids) and all(router.route(i, 0.0) is None for i in mine)
+    assert router.lookups == 0  # its own keys cost no message
+    theirs = [(i, b) for i, b in zip(ids, payloads, strict=True) if not router.owns(i)]
+    bad = router.route(theirs[0][0], now=0.0)
+    assert bad in peers[1:] and router.lookups == router.messages == 1
+    assert router.check(bad, IDEncoding.DIGEST_SHA256, theirs[0][0], b"flipped", now=1.0) is False
+    assert router.poisoned == {bad: 1} and router.avoided(bad, now=30.9)
+    owned_by_bad = [i for i, _ in theirs if router.ring.owner(i) == bad]
+    assert all(router.route(i, now=2.0) is None for i in owned_by_bad)
+    assert router.skipped == len(owned_by_bad) and router.lookups == 1
+    assert not router.avoided(bad, now=31.0) and router.route(owned_by_bad[0], 31.0) == bad
+    ident, payload = next((i, b) for i, b in theirs if router.ring.owner(i) != bad)
+    good = router.route(ident, 31.0)
+    assert good is not None and good != bad
+    assert router.check(good, IDEncoding.DIGEST_SHA256, ident, payload, now=31.0)
+    assert router.poisoned == {bad: 1}
+    router.failed(peers[2], now=40.0)  # unreachable: avoided the same way
+    assert router.avoided(peers[2], 69.0) and not router.avoided(peers[2], 70.0)
+    assert PeerRouter(None, Ring(peers)).owns(ids[0]) is False
+

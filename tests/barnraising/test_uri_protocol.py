@@ -213,3 +213,22 @@ def test_reply_parser_fuzz(op: str, status: int, body: bytes) -> None:
     except p.ProtocolError:
         return
     assert status == 200 and isinstance(reply, p.Reply)
+
+
+def test_one_error_hierarchy_and_every_error_crosses_the_wire_as_itself() -> None:
+    """Every Barnraising error is a BarnraisingError; local misuse stays a ValueError; each
+    protocol error the broker raises comes back out of the client's parser as the same class."""
+    from sslsplit.barnraising.errors import BarnraisingError, ConfigError
+
+    for local in (URIError, ConfigError):
+        assert issubclass(local, BarnraisingError) and issubclass(local, ValueError)
+    assert not issubclass(p.ProtocolError, ValueError)
+    with pytest.raises(BarnraisingError):
+        parse_uri("http://not-barnraising/x")
+    assert len(p.ERRORS) == 11
+    for code, cls in p.ERRORS.items():
+        assert issubclass(cls, p.ProtocolError) and issubclass(cls, BarnraisingError)
+        status, body = p.encode_error(cls(f"why {code}"))
+        with pytest.raises(cls) as caught:
+            p.parse_reply("join", status, body)
+        assert type(caught.value) is cls and caught.value.message == f"why {code}"

@@ -1,16 +1,15 @@
 """Start a private, unmodified Squid on loopback for interop tests.
 
-:class:`SquidProcess` writes a minimal ``squid.conf`` into a temporary directory (memory cache
-only, own pid file, access and cache logs, a free loopback port), runs ``squid -N -f conf`` in
-the foreground as a subprocess, waits until it accepts connections and stops it on exit.  When
-the tests run as root (CI) Squid drops privileges to ``cache_effective_user``; the directory is
-handed to that user so it can write its logs.
+:class:`SquidProcess` runs :func:`netsim.linkruns.start_squid` -- the project's one Squid
+configuration and starter, the same the link testbed's :class:`netsim.linkruns.SquidRun` uses
+in its middle namespace -- on this host: listening on a free loopback port, serving loopback
+clients only, memory cache, pid file and logs in a temporary directory. It waits until Squid
+accepts connections and stops it on exit. When the tests run as root (CI) Squid drops
+privileges to the ``proxy`` user, which is handed the directory for its logs.
 """
 
 from __future__ import annotations
 
-import os
-import pwd
 import shutil
 import socket
 import subprocess
@@ -18,19 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["SQUID", "SquidProcess", "free_port", "squid_binary"]
+from netsim.linkruns import squid_binary, start_squid, stop_squid
 
-SQUID = os.environ.get("SQUID", "/usr/sbin/squid")
-
-
-def squid_binary() -> str:
-    """Path of the squid executable; raises a clear error when it is not installed."""
-    path = SQUID if os.path.exists(SQUID) else shutil.which("squid")
-    if not path:
-        raise RuntimeError(
-            "squid is not installed: these interop tests need a real Squid "
-            "(Debian package 'squid'; .ci/run installs it)")
-    return path
+__all__ = ["SquidProcess", "free_port", "squid_binary"]
 
 
 def free_port() -> int:
@@ -39,33 +28,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-_CONF = """\
-http_port 127.0.0.1:{port}
-pid_filename {dir}/squid.pid
-access_log stdio:{dir}/access.log squid
-cache_log {dir}/cache.log
-cache_store_log none
-coredump_dir {dir}
-netdb_filename none
-pinger_enable off
-shutdown_lifetime 0 seconds
-buffered_logs off
-cache_mem 64 MB
-maximum_object_size_in_memory 16 MB
-maximum_object_size 16 MB
-acl localnet src 127.0.0.1/32
-http_access allow localnet
-http_access deny all
-dns_nameservers 127.0.0.1
-refresh_pattern . 0 20% 4320
-via on
-forwarded_for delete
-{user}
-"""
-
-
 class SquidProcess:
-    """``with SquidProcess(tmp) as squid:`` -- a running Squid on ``squid.port``."""
+    """``with SquidProcess(tmp) as squid:`` -- a running Squid on ``squid.port``.
+
+    Failing to start raises :class:`netsim.linkruns.ProgramFailed` (a ``RuntimeError``) with
+    the end of Squid's logs; no Squid installed raises it naming the package to install."""
 
     def __init__(self, workdir: Path | None = None, startup_timeout: float = 20.0) -> None:
         # Squid drops privileges when started as root, so its directory must be reachable by
@@ -74,7 +41,7 @@ class SquidProcess:
         self.dir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="sine-squid-"))
         self.port = free_port()
         self.startup_timeout = startup_timeout
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: subprocess.Popen[str] | None = None
 
     @property
     def url(self) -> str:
@@ -84,57 +51,18 @@ class SquidProcess:
     def access_log(self) -> Path:
         return self.dir / "access.log"
 
-    def _config(self) -> str:
-        user = ""
-        if os.geteuid() == 0:
-            user = "cache_effective_user proxy"
-            pw = pwd.getpwnam("proxy")
-            os.chown(self.dir, pw.pw_uid, pw.pw_gid)
-        return _CONF.format(port=self.port, dir=self.dir, user=user)
-
     def start(self) -> None:
-        binary = squid_binary()
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.dir.chmod(0o777)
-        conf = self.dir / "squid.conf"
-        conf.write_text(self._config())
-        with open(self.dir / "stderr.log", "wb") as stderr:
-            self.proc = subprocess.Popen(
-                [binary, "-N", "-f", str(conf)], stdout=subprocess.DEVNULL, stderr=stderr)
-        deadline = time.monotonic() + self.startup_timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                code, logs = self.proc.returncode, self._logs()
-                self.stop()
-                raise RuntimeError(f"squid exited with {code}: {logs}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return
-            except OSError:
-                time.sleep(0.1)
-        logs = self._logs()
-        self.stop()
-        raise RuntimeError(f"squid did not listen on {self.port}: {logs}")
-
-    def _logs(self) -> str:
-        out = []
-        for name in ("stderr.log", "cache.log"):
-            p = self.dir / name
-            if p.exists():
-                out.append(p.read_text(errors="replace")[-2000:])
-        return "\n".join(out)
+        try:
+            self.proc = start_squid(self.dir, "127.0.0.1", self.port, "127.0.0.1/32",
+                                    startup_timeout=self.startup_timeout)
+        except BaseException:
+            self.stop()
+            raise
 
     def stop(self) -> None:
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        self.proc = None
+        if self.proc is not None:
+            stop_squid(self.proc)
+            self.proc = None
         if self._own_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
 

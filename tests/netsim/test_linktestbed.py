@@ -118,7 +118,7 @@ def test_missing_ip_is_one_line_and_exit_1(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setenv("PATH", str(tmp_path))  # an empty directory: no ip, no tc
     assert main(["cleanup"]) == 1
     assert capsys.readouterr().err.splitlines() == [
-        "linktestbed: ip not found on PATH; install iproute2"]
+        "python -m netsim.linktestbed: error: ip not found on PATH; install iproute2"]
 
 
 def test_cli_help_lists_subcommands() -> None:

@@ -3,83 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import pytest
-import simpy
 
-from netsim.link import Duplex, LinkParams
-from sslacc_sim import (
-    Checkpoint,
-    Cluster,
-    ClusterParams,
-    FourTuple,
-    Origin,
-    Relay,
-    RelayConn,
-    TlsClient,
-)
-from tls12 import CipherSuite, ClientConfig, ServerConfig
-from tls12.testing import credentials, seeded_rng
+from sslacc_sim import Checkpoint, Cluster, ClusterParams, Origin, RelayConn
 
-SUITES = (CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA,)
-BODY = bytes(range(256)) * 400          # 100 KiB: several response checkpoints
-
-
-@dataclass
-class Run:
-    client: TlsClient
-    origin: Origin
-    conn: RelayConn
-    cluster: Cluster
-    relay: Relay
-
-
-Kill = Callable[[Cluster, RelayConn, Checkpoint, str], None]
-
-
-def run(kill: Kill | None = None, params: ClusterParams | None = None,
-        until: float = 30.0, per_record: bool = True, timeout: float | None = 20.0,
-        body: bytes = b"") -> Run:
-    env = simpy.Environment()
-    cluster = Cluster(env, 3, params or ClusterParams())
-    origin = Origin(BODY)
-
-    def server_config(node: int, conn: int) -> ServerConfig:
-        return ServerConfig(credentials=credentials(), cipher_suites=SUITES,
-                            rng=seeded_rng(f"node{node}/conn{conn}"))
-
-    relay = Relay(env, cluster, origin, server_config)
-    wire = Duplex(env, LinkParams(10e6, 0.005))
-    conn = relay.connect(FourTuple("192.0.2.9", 40000, "198.51.100.1", 443),
-                         (wire.ab,), (wire.ba,))
-    client = TlsClient(env, conn.tcp, ClientConfig(rng=seeded_rng("client"), cipher_suites=SUITES),
-                       timeout=timeout, write_per_record=per_record, body=body)
-    if kill is not None:
-        relay.hook = lambda c, cp, phase: kill(cluster, c, cp, phase)
-    env.run(until=until)
-    return Run(client, origin, conn, cluster, relay)
-
-
-def kill_owner(label: str, phase: str, nth: int = 0) -> Kill:
-    """Kill the connection's owner at the ``nth`` checkpoint labelled ``label``, in ``phase``."""
-    seen: list[int] = []
-
-    def kill(cluster: Cluster, conn: RelayConn, cp: Checkpoint, now: str) -> None:
-        if cp.label == label and now == phase and not seen:
-            if sum(1 for c in conn.checkpoints if c[1] == label) == nth + 1:
-                seen.append(cp.number)
-                cluster.node(conn.handler).kill()
-
-    return kill
-
-
-def assert_served(r: Run) -> None:
-    assert r.client.error is None
-    assert r.client.done_at is not None
-    assert bytes(r.client.response) == r.origin.response          # byte-identical
-    assert [conn for conn, _ in r.origin.requests] == [r.conn.id]   # seen exactly once
-    assert r.origin.requests[0][1].startswith(b"GET / HTTP/1.0\r\n")
+from .helpers import BODY, Kill, Run, assert_served, kill_owner, run
 
 
 def test_no_failure_every_step_is_clustered_before_commit() -> None:
@@ -95,7 +24,21 @@ def test_no_failure_every_step_is_clustered_before_commit() -> None:
     assert list(frame["label"]) == labels
     assert r.cluster.lan.bytes > frame["bytes"].sum()   # real message sizes on the wire
     before = frame["label"].isin(labels[:4])
-    assert frame["bytes"][before].min() > 1000          # the whole exported state
+    first = frame["bytes"].iloc[0]
+    assert first > 3000                                 # the whole exported state
+    # the later handshake updates are deltas against it (sslacc_sim.delta), then compact
+    assert frame["bytes"][before].iloc[1:].max() < first / 2
+    assert frame["bytes"][~before].max() < first
+
+
+def test_without_deltas_every_handshake_update_is_the_whole_state() -> None:
+    r = run(params=ClusterParams(delta_updates=False))
+    assert_served(r)
+    frame = r.relay.checkpoints_frame()
+    before = frame["label"].isin(["client_hello", "client_key_exchange",
+                                  "change_cipher_spec", "finished"])
+    assert before.sum() == 4
+    assert frame["bytes"][before].min() > 3000
     assert frame["bytes"][~before].max() < frame["bytes"][before].min()   # compact after
 
 

@@ -17,11 +17,12 @@ from sslacc_sim import (
     TlsClient,
 )
 from sslacc_sim.sessions import decode_session, encode_session
-from tls12 import CipherSuite, ClientConfig, ServerConfig
+from tls12 import ClientConfig
 from tls12.session import Session
-from tls12.testing import credentials, seeded_rng
+from tls12.testing import seeded_rng
 
-SUITES = (CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA,)
+from .helpers import CLIENT, SUITES, VIP, server_configs
+
 BODY = bytes(range(256)) * 40
 
 
@@ -33,12 +34,7 @@ def two_connections(params: ClusterParams, kill_second_at: tuple[str, str] | Non
     cluster = Cluster(env, 3, params)
     origin = Origin(BODY)
 
-    def server_config(node: int, conn: int) -> ServerConfig:
-        return ServerConfig(credentials=credentials(), cipher_suites=SUITES,
-                            rng=seeded_rng(f"node{node}/conn{conn}"),
-                            session_store=relay.session_store(node))
-
-    relay = Relay(env, cluster, origin, server_config)
+    relay = Relay(env, cluster, origin, server_configs(lambda: relay))
     if kill_second_at is not None:
         def hook(conn: RelayConn, cp: Checkpoint, phase: str) -> None:
             if conn.id == 1 and (cp.label, phase) == kill_second_at and not conn.takeovers:
@@ -49,7 +45,7 @@ def two_connections(params: ClusterParams, kill_second_at: tuple[str, str] | Non
     clients, handlers = [], []
     session: Session | None = None
     for port in (40000, 40001):
-        conn = relay.connect(FourTuple("192.0.2.9", port, "198.51.100.1", 443),
+        conn = relay.connect(FourTuple(CLIENT, port, VIP, 443),
                              (wire.ab,), (wire.ba,))
         config = ClientConfig(rng=seeded_rng(f"client{port}"), cipher_suites=SUITES,
                               session=session)
@@ -101,3 +97,26 @@ def test_failure_during_a_resumed_handshake(point: tuple[str, str]) -> None:
     assert second.tls.resumed
     (when, node, how), = relay.conns[1].takeovers
     assert how.endswith(f"({point[0]})") and node not in (node_a, node_b)
+
+
+def test_each_replica_costs_its_receiver_one_interrupt_and_a_parse() -> None:
+    env = simpy.Environment()
+    params = ClusterParams(interrupt_cpu=1e-3, msg_cpu=2e-3, msg_cpu_per_byte=0.0)
+    cluster = Cluster(env, 3, params)
+    relay = Relay(env, cluster, Origin(b""), server_configs())
+    busy: list[tuple[int, float]] = []
+
+    def watch(node: int):  # type: ignore[no-untyped-def]
+        yield env.timeout(0.0005)                 # the replica has arrived (LAN delay 50 us)
+        with cluster.node(node).cpu.request() as req:
+            yield req
+            busy.append((node, env.now))
+
+    for n in (1, 2):
+        env.process(watch(n))
+    relay.session_store(0).put(Session(b"\x01" * 32, b"\x02" * 48, 0x002F, True))
+    env.run(until=0.1)
+    assert [n.interrupts for n in cluster.nodes] == [0, 1, 1]
+    assert all(relay.session_store(n).get(b"\x01" * 32) is not None for n in (1, 2))
+    # each receiver's CPU was held for interrupt + parse (3 ms) from the arrival on
+    assert [n for n, _ in busy] == [1, 2] and all(t > 0.003 for _, t in busy)

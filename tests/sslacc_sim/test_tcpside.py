@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import simpy
 
+from netsim.link import Duplex, LinkParams
 from sslacc_sim.tcpside import (
     FINGER_SHIFT,
+    ClusterTcpConnection,
     FourTuple,
+    Gate,
     RstGuard,
     ack_is_fingered,
     bucket_of,
@@ -54,3 +57,40 @@ def test_rst_guard_is_silent_for_two_msl_after_takeover() -> None:
     env.run(until=60.0)
     assert guard.may_reset(5)
     assert guard.suppressed == 1
+
+
+def _lost_then_taken_over(resend: bool) -> tuple[float, float]:
+    """Cluster -> client bytes sent while the owner is dead (lost at the gate); the node
+    comes back at 0.1 s (a takeover with nothing to re-create).  Returns (time the client
+    has every byte, time of the client's first byte)."""
+    env = simpy.Environment()
+    alive = [True]
+    wire = Duplex(env, LinkParams(100e6, 0.0005))
+    gate_in = Gate(env, lambda: alive[0], "in")
+    gate_out = Gate(env, lambda: alive[0], "out")
+    tcp = ClusterTcpConnection(env, (wire.ab, gate_in), (gate_out, wire.ba), isn=(100, 5000))
+    seen: list[tuple[float, int]] = []
+    tcp.b.on_data = lambda chunk: seen.append((env.now, len(chunk)))
+
+    def run():  # type: ignore[no-untyped-def]
+        alive[0] = False
+        tcp.b.send(b"x" * 5000)
+        yield env.timeout(0.1)
+        alive[0] = True
+        tcp.take_over(0, 5000)
+        if resend:
+            tcp.announce()
+            assert tcp.b.resend_now() == 2          # the initial window was in flight, lost
+
+    env.process(run())
+    env.run(until=5)
+    assert sum(n for _, n in seen) == 5000
+    return seen[-1][0], seen[0][0]
+
+
+def test_resend_now_does_not_wait_for_the_retransmission_timer() -> None:
+    now_done, now_first = _lost_then_taken_over(resend=True)
+    timer_done, timer_first = _lost_then_taken_over(resend=False)
+    assert 0.1 < now_first < now_done < 0.11          # a path delay after the takeover
+    assert timer_first >= 1.0                         # the fixed 1 s RTO of netsim.tcp
+    assert timer_done > now_done + 0.8

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import pytest
 
 from tls12 import prf
+from tls12.certs import Credentials
 from tls12.client_connection import ClientConnection
 from tls12.config import ClientConfig, ServerConfig
 from tls12.delegate import (
@@ -21,7 +23,7 @@ from tls12.delegate import (
     LocalDelegate,
     SessionDelegate,
 )
-from tls12.errors import BadRecordMAC, DecryptError, HandshakeFailure
+from tls12.errors import BadRecordMAC, DecryptError, HandshakeFailure, LocalProtocolError
 from tls12.events import ApplicationData, HandshakeComplete
 from tls12.messages import TLS12, push_client_key_exchange_rsa
 from tls12.record import OutgoingRecord
@@ -430,3 +432,127 @@ def test_state_module_export_is_refused_too() -> None:
     for export in (export_connection, export_keys):
         with pytest.raises(DelegatedStateError, match="held by its delegate"):
             export(server)
+
+
+def test_a_delegated_server_needs_the_chain_only() -> None:
+    """ServerConfig takes a chain without a key; only a delegated connection accepts it."""
+    creds = credentials()
+    config = ServerConfig(credentials=Credentials.chain_only(creds.chain), cipher_suites=(CBC_RSA[0],),
+                          rng=seeded_rng(1))
+    assert config.key_operations is None and config.credentials.private_key is None
+    with pytest.raises(ValueError, match="no private key"):
+        ServerConnection(config)
+    with pytest.raises(ValueError):
+        Credentials.chain_only(())
+    server = ServerConnection(config, delegate=LocalDelegate(creds.private_key, rng=config.rng))
+    client = ClientConnection(ClientConfig(cipher_suites=(CBC_RSA[0],), rng=seeded_rng(2)))
+    pipe(client, server)
+    assert server.handshake_complete
+
+
+def test_queue_sealed_keeps_the_write_sequence() -> None:
+    """Records a delegate sealed by itself go out in order and count in the sequence numbers."""
+    client, server, delegate = _counting_pair()
+    before = server.write_protection.seq
+    handle = server._key_handle
+    assert handle is not None
+    own = delegate.seal(handle, False, [OutgoingRecord(23, TLS12, before, b"from the delegate")])
+    server.queue_sealed(own, 1)
+    server.send_data(b"from the host")
+    events = client.receive_data(server.data_to_send())
+    assert events == [ApplicationData(b"from the delegate"), ApplicationData(b"from the host")]
+    assert server.write_protection.seq == before + 2
+    plain, _ = _server(CBC_RSA[0], InMemorySessionStore(), 1, delegated=False)
+    with pytest.raises(LocalProtocolError):
+        plain.queue_sealed(b"", 0)
+
+
+def test_connection_module_stays_under_700_lines() -> None:
+    import tls12.connection
+
+    assert len(Path(tls12.connection.__file__).read_text().splitlines()) <= 700
+
+
+class SeparateCallsDelegate(LocalDelegate):
+    """A LocalDelegate without the one-call flight: the server makes the separate calls."""
+
+    derive_finish = None  # type: ignore[assignment]
+
+
+class CallLog:
+    """Wraps a delegate and records the name of every method the connection calls on it."""
+
+    def __init__(self, inner: LocalDelegate) -> None:
+        self.inner = inner
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> object:
+        attr = getattr(self.inner, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: object) -> object:
+            self.calls.append(name)
+            return attr(*args)
+
+        return call
+
+
+def _handshake_calls(delegate_cls: type[LocalDelegate], split: bool) -> tuple[list[str], list[bytes]]:
+    """The delegate methods a full handshake calls, and the server's bytes on the wire."""
+    suite = CBC_RSA[0]
+    config = ServerConfig(credentials=credentials(), cipher_suites=(suite,), rng=seeded_rng(1))
+    log = CallLog(delegate_cls(config.credentials.private_key, rng=config.rng))
+    server = ServerConnection(config, delegate=log)  # type: ignore[arg-type]
+    client = RecordingClient(ClientConfig(cipher_suites=(suite,), rng=seeded_rng(2)))
+    wire = []
+    server.receive_data(client.data_to_send())
+    wire.append(server.data_to_send())
+    client.receive_data(wire[-1])
+    flight = client.data_to_send_records()
+    for chunk in ([flight[0], b"".join(flight[1:])] if split else [b"".join(flight)]):
+        server.receive_data(chunk)
+    wire.append(server.data_to_send())
+    client.receive_data(wire[-1])
+    assert server.handshake_complete and client.handshake_complete
+    return log.calls, wire
+
+
+def test_whole_flight_takes_one_delegate_call() -> None:
+    """ClientKeyExchange + ChangeCipherSpec + Finished together: ``derive_finish`` does keys,
+    the client's Finished and ours; the only other call seals our Finished.  Split, or with a
+    delegate that lacks it: the separate calls.  The bytes are the same on every path."""
+    calls, wire = _handshake_calls(LocalDelegate, split=False)
+    assert calls == ["derive_finish", "seal"]
+    split_calls, split_wire = _handshake_calls(LocalDelegate, split=True)
+    assert split_calls == ["derive", "open", "finish", "seal"]
+    separate_calls, separate_wire = _handshake_calls(SeparateCallsDelegate, split=False)
+    assert separate_calls == ["derive", "open", "finish", "seal"]
+    assert wire == split_wire == separate_wire
+
+
+@pytest.mark.parametrize("fault", ["wrong verify_data", "tampered Finished record",
+                                   "garbled premaster"])
+def test_a_bad_flight_fails_closed_and_keeps_nothing(fault: str) -> None:
+    """In the one-call flight a wrong Finished is decrypt_error, a record that does not open
+    (tampered, or keys from a garbled premaster) bad_record_mac, sent in the clear (our keys
+    are not in use yet); the delegate keeps no handle of the attempt."""
+    suite = CBC_RSA[0]
+    config = ServerConfig(credentials=credentials(), cipher_suites=(suite,), rng=seeded_rng(1))
+    delegate = LocalDelegate(config.credentials.private_key, rng=config.rng)
+    server = ServerConnection(config, delegate=delegate)
+    cls = WrongFinishedClient if fault == "wrong verify_data" else ClientConnection
+    client = cls(ClientConfig(cipher_suites=(suite,), rng=seeded_rng(2)))
+    server.receive_data(client.data_to_send())
+    client.receive_data(server.data_to_send())
+    flight = bytearray(client.data_to_send())
+    if fault == "tampered Finished record":
+        flight[-1] ^= 0x01
+    elif fault == "garbled premaster":
+        flight[20] ^= 0x01
+    error = DecryptError if fault == "wrong verify_data" else BadRecordMAC
+    with pytest.raises(error):
+        server.receive_data(bytes(flight))
+    alert = server.data_to_send()
+    assert alert == bytes([21, 3, 3, 0, 2, 2, 51 if error is DecryptError else 20])
+    assert server.closed and delegate._secrets == {}

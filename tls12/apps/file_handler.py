@@ -183,9 +183,18 @@ class HTTPFileHandler:
         return b"".join(self.h11.send_with_data_passthrough(event) or ())
 
     async def _write(self, data: bytes) -> None:
-        """One write to the stream (one run of records), then wait for backpressure."""
+        """One write to the stream (one run of records), then wait for backpressure.
+
+        The last write of a connection h11 will close goes out with close_notify behind it
+        when the stream offers ``write_last`` (:meth:`tls12.aio.TLSStream.write_last`): the
+        same records as ``write`` and then ``close``, in one flush.
+        """
         if data:
-            self.stream.write(data)
+            last = getattr(self.stream, "write_last", None)
+            if last is not None and self.h11.our_state is h11.MUST_CLOSE:
+                last(data)
+            else:
+                self.stream.write(data)
         await self.stream.drain()
 
     async def _send_response(self, head: bytes, body: bytes) -> None:
@@ -322,8 +331,11 @@ class HTTPFileHandler:
                         # the file shrank under us: the response cannot be completed
                         raise ConnectionAbortedError(f"{path} shrank while being sent")
                     data = self._encode(h11.Data(data=chunk))
+                    sent += len(chunk)
+                    if sent == size:  # the end of the message goes with the last chunk
+                        data += self._encode(h11.EndOfMessage())
                     await self._write(pending + data if pending else data)
                     pending = b""
-                    sent += len(chunk)
-            await self._write(pending + self._encode(h11.EndOfMessage()))
+            if head or not size:
+                await self._write(pending + self._encode(h11.EndOfMessage()))
         return 200, sent

@@ -16,11 +16,13 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
-from ..aio import DEFAULT_HANDSHAKE_TIMEOUT
+from ..aio import DEFAULT_HANDSHAKE_TIMEOUT, SansIOConnection, TLSStream
 from ..config import ServerConfig
+from ..server_connection import ServerConnection
 from .file_handler import DEFAULT_IDLE_TIMEOUT
 from .server import start_server
 from .stats import ServerStats
@@ -33,6 +35,8 @@ class BackgroundServer:
 
     Used as a context manager; ``port`` and ``url`` are known after entering.
     ``stop()`` closes the listening socket and cancels open connections.
+    ``connection_factory`` and ``on_close`` are passed to :func:`~tls12.apps.server.start_server`
+    (a WebALPS host builds delegated connections and releases their key handles).
     """
 
     def __init__(
@@ -45,8 +49,12 @@ class BackgroundServer:
         handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
         coalesce: bool = True,
+        connection_factory: Callable[[ServerConfig], SansIOConnection] = ServerConnection,
+        on_close: Callable[[TLSStream], None] | None = None,
     ) -> None:
         self.root = Path(root)
+        self.connection_factory = connection_factory
+        self.on_close = on_close
         self.config = config
         self.host = host
         self.port = port
@@ -77,6 +85,8 @@ class BackgroundServer:
                 handshake_timeout=self.handshake_timeout,
                 idle_timeout=self.idle_timeout,
                 coalesce=self.coalesce,
+                connection_factory=self.connection_factory,
+                on_close=self.on_close,
             )
         except BaseException as exc:
             self._failure = exc

@@ -1,0 +1,1 @@
+"""Tests of WebALPS (:mod:`webalps_sim`)."""
