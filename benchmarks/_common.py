@@ -50,6 +50,13 @@ __all__ = [
 ]
 
 
+def timed(fn):  # type: ignore[no-untyped-def]
+    """``(fn(), wall seconds it took)``."""
+    t = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t
+
+
 def fail(bench: str, message: str) -> NoReturn:
     """Stop the benchmark: print ``bench: message`` on stderr and exit with status 1."""
     raise SystemExit(f"{bench}: {message}")

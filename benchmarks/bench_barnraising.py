@@ -128,7 +128,7 @@ def _udp_echo(port_pipe: multiprocessing.connection.Connection) -> None:
 
 def _dns_uncached(port_pipe: multiprocessing.connection.Connection) -> None:
     """The broker's responder with its answer caches off, three live volunteers."""
-    from sslsplit.barnraising.dns import DNSServer
+    from sslsplit.barnraising.aio.dns import DNSServer
     from sslsplit.barnraising.zone import Responder
 
     live = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
@@ -294,7 +294,7 @@ async def _sharing(tmp: Path, size: int) -> dict[str, float | int]:
     import random
     import shutil
 
-    from sslsplit.barnraising.broker import Broker
+    from sslsplit.barnraising.aio.broker import Broker
     from sslsplit.barnraising.registry import Registry, SiteConfig
     from sslsplit.server import SplittingServer
     from sslsplit.volunteer import Volunteer

@@ -28,24 +28,19 @@ import argparse
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from _common import timed  # noqa: E402
+
 from sslacc_sim import experiments as ex  # noqa: E402
 
 BENCH = "bench_sslacc"
 #: Columns that must agree between the in-process and the Dask runs.
 COMPARED = ["nodes", "card", "variant", "handshakes_per_s", "completed", "started"]
-
-
-def _timed(fn):  # type: ignore[no-untyped-def]
-    t = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - t
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         return ex.fig28_29(quick=True, cpu_scale=args.cpu_scale, scheduler=scheduler,
                            workers=workers)
 
-    ref, t_serial = _timed(lambda: run("serial", None))
+    ref, t_serial = timed(lambda: run("serial", None))
     connections = int(ref["started"].sum())
     result: dict[str, object] = {
         "sweep": "sslacc_sim fig28_29 (quick)", "points": int(len(ref)),
@@ -77,8 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  in process        {t_serial:8.2f} s  ({connections} simulated connections, "
           f"{connections / t_serial:.0f} per wall second)")
     if not args.no_dask:
-        one, t_one = _timed(lambda: run("local", 1))
-        two, t_two = _timed(lambda: run("local", 2))
+        one, t_one = timed(lambda: run("local", 1))
+        two, t_two = timed(lambda: run("local", 2))
         pd.testing.assert_frame_equal(ref[COMPARED], one[COMPARED])
         pd.testing.assert_frame_equal(ref[COMPARED], two[COMPARED])
         result.update({"dask_1_worker_s": t_one, "dask_2_workers_s": t_two,

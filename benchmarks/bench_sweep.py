@@ -31,7 +31,6 @@ import argparse
 import json
 import os
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -39,16 +38,12 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from _common import timed  # noqa: E402
+
 from netsim.synth import LCS_LIKE, generate, scaled  # noqa: E402
 from sslsplit import trace_experiments as ex  # noqa: E402
 
 BENCH = "bench_sweep"
-
-
-def _timed(fn):  # type: ignore[no-untyped-def]
-    t = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - t
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,9 +60,9 @@ def main(argv: list[str] | None = None) -> int:
         return ex.two_weeks_warmth(quick=quick, workloads=works, scheduler=scheduler,
                                    workers=workers)
 
-    ref, t_serial = _timed(lambda: run(None, None))
-    one, t_one = _timed(lambda: run("local", 1))
-    two, t_two = _timed(lambda: run("local", 2))
+    ref, t_serial = timed(lambda: run(None, None))
+    one, t_one = timed(lambda: run("local", 1))
+    two, t_two = timed(lambda: run("local", 2))
     pd.testing.assert_frame_equal(ref, one)
     pd.testing.assert_frame_equal(ref, two)
 

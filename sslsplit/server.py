@@ -12,7 +12,7 @@ and exposes the server-write key; ``auto`` (default) prefers a NULL suite when
 the client offers one and falls back to key exposure, as in the paper (§3.4).
 
 With ``--broker barnraising://BROKER/site`` the origin also runs Barnraising's feedback loop
-(§7.4, :mod:`sslsplit.barnraising.origin`): a plain HTTPS port for the site's ``trusted.`` name
+(§7.4, :mod:`sslsplit.barnraising.aio.origin`): a plain HTTPS port for the site's ``trusted.`` name
 redirects every request to one live volunteer under ``--mirror``, the splitting port watches
 for the redirected request to arrive through that volunteer within ``--deadline`` seconds,
 and volunteers that fail are reported to the broker, which drops them from DNS.
@@ -39,9 +39,9 @@ from tls12.session import InMemorySessionStore
 from tls12.suites import SUITES, CipherSuite
 
 from .aio import PayloadServerStats, serve_payloads
+from .barnraising.aio.origin import OriginFeedback
 from .barnraising.client import BrokerClient
 from .barnraising.feedback import FeedbackMonitor
-from .barnraising.origin import OriginFeedback
 from .barnraising.protocol import ProtocolError
 from .barnraising.uri import URIError
 from .cli import close_servers, hostport, wait_for_signal
@@ -110,7 +110,7 @@ class SplittingServer:
         feedback: OriginFeedback | None = None,
     ) -> None:
         """``feedback`` (Barnraising, §7.4): watch the requests the origin redirected to
-        volunteers (:class:`~sslsplit.barnraising.origin.OriginFeedback`); needs ``root``."""
+        volunteers (:class:`~sslsplit.barnraising.aio.origin.OriginFeedback`); needs ``root``."""
         if (root is None) == (upstream is None):
             raise ValueError("give exactly one of root (a document root) and upstream (an HTTP server)")
         self.root = Path(root) if root is not None else None

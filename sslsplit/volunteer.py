@@ -9,7 +9,7 @@ SIGTERM or SIGINT it *leaves* first -- the broker's DNS stops naming it at once 
 closes its sockets; a volunteer that dies without leaving drops out when its lease ends.
 
 The cache hierarchy is memory, then the site's cache-sharing ring (one message to the peer
-that owns the payload's stub id, :mod:`sslsplit.barnraising.sharing`), then the origin's
+that owns the payload's stub id, :mod:`sslsplit.barnraising.aio.sharing`), then the origin's
 store.  Every payload from a peer is checked against its SHA-256 stub id; a poisoned one is
 discarded and the origin's copy used.  The ring's membership is the broker's live list,
 refreshed every ``--refresh`` seconds.
@@ -32,10 +32,10 @@ from collections.abc import Callable
 from tls12 import cli
 
 from .aio import PayloadClient, serve_payloads
+from .barnraising.aio.sharing import PeerServer, RingSource
 from .barnraising.cli import listen_address, run_service, serve_until_signal
 from .barnraising.client import BrokerClient, Membership
 from .barnraising.protocol import ProtocolError, SiteInfo
-from .barnraising.sharing import PeerServer, RingSource
 from .barnraising.uri import BarnraisingURI, URIError, parse_uri
 from .cache import CacheHierarchy, MemoryCache, PayloadSource
 from .proxy import SplittingProxy

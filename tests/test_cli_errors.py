@@ -88,7 +88,7 @@ FEW_CASES = {
 EXEMPT = {
     "tls12.apps.demo": "the body of tls12.demo (a shim that calls it), swept under that name",
     "tls12.apps.https_cli": "the body of tls12.https_server (a shim), swept under that name",
-    "sine.linkexperiments": "internal worker: sine.linkexperiments.measure runs its run-plan "
+    "sine.aio": "internal worker: sine.linkexperiments.measure runs its run-plan "
                             "subcommand inside the link testbed's client namespace",
 }
 #: The packages whose programs the sweep must know about (see test_every_program_is_swept).

@@ -21,11 +21,11 @@ Modules, sans-IO cores first:
 then the modules that do I/O around them:
 
 * :mod:`.registry` -- sites, the SQLite volunteer database, leases and bans;
-* :mod:`.broker` -- the broker on sockets, ``python -m sslsplit.barnraising.broker``;
-* :mod:`.dns` -- the DNS responder on UDP and TCP;
+* :mod:`.aio.broker` -- the broker on sockets, ``python -m sslsplit.barnraising.broker``;
+* :mod:`.aio.dns` -- the DNS responder on UDP and TCP;
 * :mod:`.client` -- the volunteer's side of the join protocol;
-* :mod:`.sharing` -- cache sharing between volunteers on asyncio;
-* :mod:`.origin` -- the feedback loop on the origin's sockets (``trusted.`` redirects, reports);
+* :mod:`.aio.sharing` -- cache sharing between volunteers on asyncio;
+* :mod:`.aio.origin` -- the feedback loop on the origin's sockets (``trusted.`` redirects, reports);
 * :mod:`.cli` -- the start-up the broker's and the volunteer's command lines share.
 
 The volunteer itself is :mod:`sslsplit.volunteer` (``python -m sslsplit.volunteer URI``).

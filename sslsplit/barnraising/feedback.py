@@ -27,7 +27,7 @@ volunteer it was sent to reported by asking twice; the window is short, and an o
 fears framing can count strikes from distinct clients before reporting (``strikes``).
 
 :class:`FeedbackMonitor` is sans-IO (``now`` is passed in, tokens come from an injected
-function); :mod:`.origin` puts it on the origin's sockets.
+function); :mod:`.aio.origin` puts it on the origin's sockets.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 :class:`Registry` answers every join-protocol request (:meth:`Registry.handle`) and tells the
 DNS responder which volunteers are live (:meth:`Registry.live`).  It is the broker without
-its sockets: the asyncio front end (:mod:`.broker`) only frames HTTP, and a test or a
+its sockets: the asyncio front end (:mod:`.aio.broker`) only frames HTTP, and a test or a
 simulation can call :meth:`~Registry.handle` directly with any ``now``.
 
 **Durability.**  Volunteers and bans live in an SQLite database in WAL mode; every change is

@@ -2,7 +2,7 @@
 
 Paper §5.1, Figure 6: volunteers join a site through the broker, and the broker points clients
 at them through DNS.  Everything the broker *decides* is here, sans-IO -- bytes in, bytes out,
-``now`` passed in -- so the tests drive it without a network and :mod:`.broker` only moves
+``now`` passed in -- so the tests drive it without a network and :mod:`.aio.broker` only moves
 bytes between sockets and these objects:
 
 * :class:`BrokerService` -- one broker's state: the :class:`~.registry.Registry` (the SQLite

@@ -8,7 +8,7 @@ certificate, a volunteer never needs a certificate of its own (HTTPS reference i
 within about one TTL.
 
 :class:`Responder` decides every answer and :class:`TCPConnection` frames them for TCP;
-:mod:`.dns` only moves datagrams and bytes.
+:mod:`.aio.dns` only moves datagrams and bytes.
 All wire work is dnspython's (``dns.message.from_wire``, ``make_response``, ``to_wire``):
 no packet is assembled by hand.  What it answers, for a query of name N and type T:
 

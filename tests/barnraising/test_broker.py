@@ -16,7 +16,8 @@ import dns.asyncresolver
 import pytest
 
 from sslsplit.barnraising import protocol as p
-from sslsplit.barnraising.broker import Broker, main
+from sslsplit.barnraising.aio.broker import Broker
+from sslsplit.barnraising.broker import main
 from sslsplit.barnraising.client import BrokerClient, Membership
 
 from .helpers import SITE, registry

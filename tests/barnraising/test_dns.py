@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sslsplit.barnraising.dns import DNSServer
+from sslsplit.barnraising.aio.dns import DNSServer
 from sslsplit.barnraising.zone import Responder, TCPConnection, default_zones
 
 LIVE = {"www.news.test": ["127.0.0.2", "127.0.0.3", "127.0.0.4", "::2"],

@@ -25,7 +25,8 @@ import dns.resolver
 import pytest
 
 from sslsplit.aio import PayloadClient
-from sslsplit.barnraising.broker import Broker
+from sslsplit.barnraising.aio.broker import Broker
+from sslsplit.barnraising.aio.origin import OriginFeedback
 from sslsplit.barnraising.client import BrokerClient
 from sslsplit.barnraising.feedback import (
     FeedbackMonitor,
@@ -34,7 +35,6 @@ from sslsplit.barnraising.feedback import (
     redirect_tokens,
     volunteer_label,
 )
-from sslsplit.barnraising.origin import OriginFeedback
 from sslsplit.barnraising.registry import Registry, SiteConfig
 from sslsplit.cache import CacheHierarchy, MemoryCache
 from sslsplit.proxy import SplittingProxy

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from sslsplit.aio import serve_payloads
-from sslsplit.barnraising.broker import Broker
+from sslsplit.barnraising.aio.broker import Broker
 from sslsplit.barnraising.client import BrokerClient
 from sslsplit.barnraising.peers import PeerRouter
 from sslsplit.barnraising.registry import Registry, SiteConfig

@@ -13,11 +13,11 @@ import pandas as pd
 import pytest
 
 from netsim.linktestbed import check_available
+from sine.aio import main
 from sine.linkexperiments import (
     MEASURED_PROTOCOLS,
     agreement_summary,
     figure5_measured,
-    main,
     paper_ratios,
     recalibrate,
 )

@@ -33,11 +33,11 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from ..aio import PayloadClient
-from ..cache import CacheHierarchy, CacheMiss
-from ..wire import IDEncoding
-from .peers import Peer, PeerRouter
-from .ring import Ring
+from ...aio import PayloadClient
+from ...cache import CacheHierarchy, CacheMiss
+from ...wire import IDEncoding
+from ..peers import Peer, PeerRouter
+from ..ring import Ring
 
 __all__ = ["Peer", "RingSource", "PeerServer"]
 

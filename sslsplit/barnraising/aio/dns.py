@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 
-from .zone import Responder, TCPConnection
+from ..zone import Responder, TCPConnection
 
 __all__ = ["DNSServer"]
 

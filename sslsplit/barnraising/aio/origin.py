@@ -38,9 +38,9 @@ from tls12.apps.stats import ServerStats
 from tls12.config import ServerConfig
 from tls12.errors import AlertLevel
 
-from .client import BrokerClient
-from .feedback import TOKEN_PARAM, FeedbackMonitor, Removal, Verdict, redirect_location
-from .protocol import ProtocolError
+from ..client import BrokerClient
+from ..feedback import TOKEN_PARAM, FeedbackMonitor, Removal, Verdict, redirect_location
+from ..protocol import ProtocolError
 
 __all__ = ["OriginFeedback", "FeedbackFileHandler", "Removal", "TOKEN_PARAM"]
 
