@@ -6,7 +6,7 @@ PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
 PYTEST_ARGS ?= -n 2
 
-.PHONY: help venv build test lint reproduce benchmarks readme notebook clean
+.PHONY: help venv build test lint mutation reproduce benchmarks readme notebook clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -29,10 +29,14 @@ test: build  ## run the whole test suite (unit, fuzz, interop with real peers)
 lint: venv  ## ruff
 	$(PY) -m ruff check .
 
+MUTATION_PARALLEL ?= 1
+mutation: build  ## mutation testing of the safety checks (slow; not in make test); GROUPS="tls12 sine" runs some; report in results/mutation/
+	$(PY) mutation/run.py $(GROUPS) --parallel $(MUTATION_PARALLEL)
+
 reproduce: build  ## regenerate every figure and table at quick sizes into results/
 	$(PY) notebooks/run_all.py $(if $(FULL),--full,)
 
-benchmarks: build  ## run every benchmark (ratios against references measured in the same run; JSON in results/benchmarks/)
+benchmarks: build  ## run every benchmark (each ratio the median of 5 interleaved repeats against a reference measured in the same run, --repeats; JSON with repeats and wall_s in results/benchmarks/)
 	mkdir -p results/benchmarks
 	$(PY) benchmarks/bench_record.py --json results/benchmarks/record.json
 	$(PY) benchmarks/bench_https.py --json results/benchmarks/https.json

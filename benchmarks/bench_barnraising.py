@@ -30,16 +30,21 @@ Prints, all measured in the same run on this machine:
    largest member's share of 10^5 keys against the mean, and the hop count a Chord DHT would
    need (log2 n, modelled) beside the ring's 1.
 
+Every timed figure is measured ``--repeats`` times (default 5), all figures once per round so
+that each ratio's two sides run next to each other, and printed as ``median (min–max, n)``;
+targets count as met only when the median meets them.  The cache-sharing counts (payloads,
+lookups, messages) are counted once: they do not depend on the machine's speed.
+
 ``--json PATH`` writes the numbers.  Usage:
 ``python benchmarks/bench_barnraising.py [--quick] [--part all|broker|sharing] [--clients N]
-[--window N] [--json PATH]``.
+[--window N] [--repeats N] [--json PATH]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
+import itertools
 import math
 import multiprocessing
 import re
@@ -60,7 +65,7 @@ import dns.exception  # noqa: E402
 import dns.message  # noqa: E402
 import dns.query  # noqa: E402
 import h11  # noqa: E402
-from _common import fail, repo_env  # noqa: E402
+from _common import Repeated, add_repeats_option, fail, repo_env, rounds, write_json  # noqa: E402
 
 from sslsplit.barnraising.client import BrokerClient  # noqa: E402
 from sslsplit.barnraising.protocol import JoinReply, SiteInfo, encode_reply  # noqa: E402
@@ -179,7 +184,7 @@ def _start_broker(db: Path) -> tuple[subprocess.Popen[str], int, int]:
 
 async def _joins(port: int, clients: int, seconds: float, first_port: int) -> float:
     """Joins per second by ``clients`` concurrent keep-alive clients during ``seconds``."""
-    counter = iter(range(first_port, 65536))
+    counter = itertools.cycle(range(first_port, 65536))  # a long run may come round to re-joins
     done = 0
     end = 0.0
 
@@ -345,28 +350,36 @@ async def _sharing(tmp: Path, size: int) -> dict[str, float | int]:
             "messages_per_lookup": messages / lookups if lookups else 0.0}
 
 
-def _ring_costs(quick: bool) -> dict[str, float | int]:
+def _ring_costs(quick: bool, repeats: int) -> dict[str, object]:
+    """Ring build, owner lookup and churn at 10 to 10^4 members; lookups and the SHA-256 reference repeated."""
     import hashlib
     import random
 
     rng = random.Random(1)
-    keys = [rng.randbytes(32) for _ in range(20_000 if quick else 100_000)]  # stub ids
-    out: dict[str, float | int] = {}
-    start = time.perf_counter()
-    for key in keys:
-        hashlib.sha256(key).digest()
-    ref = (time.perf_counter() - start) / len(keys) * 1e6
-    out["reference_sha256_us"] = ref
+    keys = [rng.randbytes(32) for _ in range(20_000 if quick else 50_000)]  # stub ids
+    out: dict[str, object] = {}
+
+    def per_key_us(fn: object) -> float:
+        start = time.perf_counter()
+        for key in keys:
+            fn(key)  # type: ignore[operator]
+        return (time.perf_counter() - start) / len(keys) * 1e6
+
+    rings = {}
     for n in (10, 100, 1000, 10_000):
         members = [(f"10.0.{i >> 8}.{i & 255}", 7000) for i in range(n)]
         start = time.perf_counter()
-        ring = Ring(members)
+        rings[n] = Ring(members)
         out[f"ring_build_s_n{n}"] = time.perf_counter() - start
-        start = time.perf_counter()
-        for key in keys:
-            ring.owner(key)
-        out[f"ring_owner_us_n{n}"] = (time.perf_counter() - start) / len(keys) * 1e6
-        out[f"ring_max_share_over_mean_n{n}"] = max(ring.shares().values()) * n
+        out[f"ring_max_share_over_mean_n{n}"] = max(rings[n].shares().values()) * n
+    sha = hashlib.sha256
+    steps = {"reference_sha256_us": lambda: per_key_us(lambda k: sha(k).digest())}
+    for n, ring in rings.items():
+        steps[f"ring_owner_us_n{n}"] = lambda ring=ring: per_key_us(ring.owner)
+    for name, values in rounds(steps, repeats).items():  # SHA-256, ring 10, ..., SHA-256, ...
+        out[name] = Repeated.of(values).to_json()
+    for n, ring in rings.items():
+        members = [(f"10.0.{i >> 8}.{i & 255}", 7000) for i in range(n)]
         churn = max(1, n // 100)  # 1 % leave, as many join
         start = time.perf_counter()
         ring.update(members[churn:] + [(f"10.1.{i >> 8}.{i & 255}", 7000) for i in range(churn)])
@@ -374,48 +387,59 @@ def _ring_costs(quick: bool) -> dict[str, float | int]:
     return out
 
 
-def _print_sharing(out: dict[str, float | int]) -> None:
+def _median(figure: object) -> float:
+    assert isinstance(figure, dict)
+    return float(figure["median"])
+
+
+def _text(figure: object, spec: str = ".2f") -> str:
+    assert isinstance(figure, dict)
+    return Repeated.of(figure["repeats"]).text(spec)
+
+
+def _print_sharing(out: dict[str, object]) -> None:
     print(f"cache sharing, 3 volunteers, {out['sharing_file_bytes']:,} B file "
           f"({out['sharing_records']} records), one curl through each:")
     print(f"  payloads from the origin's store: {out['origin_payloads_download_1']} for the first "
           f"download, {out['origin_payloads_downloads_2_3']} for the next two together")
     print(f"  peer lookups {out['peer_lookups']}, messages {out['peer_messages']}: "
           f"{out['messages_per_lookup']:.2f} messages per lookup (one ring owner, O(1))")
-    ref = out["reference_sha256_us"]
+    ref = _median(out["reference_sha256_us"])
+    print(f"  reference: one SHA-256 of an id {_text(out['reference_sha256_us'])} us")
     for n in (10, 100, 1000, 10_000):
-        print(f"  ring of {n:>6,}: owner lookup {out[f'ring_owner_us_n{n}']:.2f} us "
-              f"= {out[f'ring_owner_us_n{n}'] / ref:.1f} x one SHA-256 ({ref:.2f} us); "
-              f"build {out[f'ring_build_s_n{n}'] * 1e3:.0f} ms, 1 % churn "
-              f"{out[f'ring_churn_update_s_n{n}'] * 1e3:.0f} ms; largest share "
+        owner = out[f"ring_owner_us_n{n}"]
+        print(f"  ring of {n:>6,}: owner lookup {_text(owner)} us "
+              f"= {_median(owner) / ref:.1f} x one SHA-256 (medians); "
+              f"build {out[f'ring_build_s_n{n}'] * 1e3:.0f} ms, 1 % churn "  # type: ignore[operator]
+              f"{out[f'ring_churn_update_s_n{n}'] * 1e3:.0f} ms; largest share "  # type: ignore[operator]
               f"{out[f'ring_max_share_over_mean_n{n}']:.2f} x mean; messages 1 vs Chord "
               f"~{math.log2(n):.1f} hops (modelled)")
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="shorter measurements")
     parser.add_argument("--clients", type=int, default=8, help="concurrent join clients (8)")
     parser.add_argument("--window", type=int, default=32, help="DNS queries in flight (32)")
+    add_repeats_option(parser)
     parser.add_argument("--json", type=Path, help="write the numbers here")
     parser.add_argument("--part", choices=("all", "broker", "sharing"), default="all",
                         help="what to measure (default all)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if not 1 <= args.clients <= 200 or not 1 <= args.window <= 4096:
         parser.error("--clients must be 1-200 and --window 1-4096")
-    seconds = 1.0 if args.quick else 3.0
+    began = time.perf_counter()
+    seconds = 0.5 if args.quick else 1.0  # per figure and repeat
 
-    out: dict[str, float | int] = {"clients": args.clients, "window": args.window,
-                                   "seconds": seconds}
+    out: dict[str, object] = {"clients": args.clients, "window": args.window, "seconds": seconds}
     if args.part in ("all", "sharing"):
         with tempfile.TemporaryDirectory() as tmp:
             out.update(asyncio.run(_sharing(Path(tmp), 256_000 if args.quick else 1_000_000)))
-        out.update(_ring_costs(args.quick))
+        out.update(_ring_costs(args.quick, args.repeats))
         _print_sharing(out)
     if args.part == "sharing":
-        if args.json:
-            args.json.parent.mkdir(parents=True, exist_ok=True)
-            args.json.write_text(json.dumps(out, indent=2))
-        return 0
+        return _finish(args, out, began)
+    trips = 100 if args.quick else 300
     with tempfile.TemporaryDirectory() as tmp:
         broker, port, dns_port = _start_broker(Path(tmp) / "bench.db")
         http_ref, http_port = _spawn(_http_constant)
@@ -423,22 +447,23 @@ def main() -> int:
         uncached, uncached_port = _spawn(_dns_uncached)
         try:
             asyncio.run(_three_volunteers(port))  # DNS first, while exactly 3 are live
-            out["dns_answers_per_s"] = asyncio.run(_answers(dns_port, args.window, seconds))
-            out["dns_answers_per_s_uncached"] = asyncio.run(
-                _answers(dns_port, args.window, seconds, distinct=True))
-            out["dns_answers_per_s_caches_off"] = asyncio.run(
-                _answers(uncached_port, args.window, seconds, distinct=True))
-            out["responder_us_per_distinct_query"] = _responder_us(4096, seconds)
-            out["responder_us_per_distinct_query_caches_off"] = _responder_us(0, seconds)
-            out["reference_udp_echo_per_s"] = asyncio.run(_answers(echo_port, args.window,
-                                                                   seconds))
-            out["dnspython_round_trip_us_vs_echo"] = _dnspython_round_trip_us(
-                echo_port, 200 if args.quick else 1000)
-            out["dnspython_round_trip_us_vs_broker"] = _dnspython_round_trip_us(
-                dns_port, 200 if args.quick else 1000)
-            out["joins_per_s"] = asyncio.run(_joins(port, args.clients, seconds, 1000))
-            out["reference_http_requests_per_s"] = asyncio.run(
-                _joins(http_port, args.clients, seconds, 1000))
+            first_port = itertools.count(1000, 9000)  # each repeat's joins start at new ports
+            steps = {  # one round: every figure once, each ratio's two sides next to each other
+                "dns_answers_per_s": lambda: asyncio.run(_answers(dns_port, args.window, seconds)),
+                "reference_udp_echo_per_s": lambda: asyncio.run(_answers(echo_port, args.window, seconds)),
+                "dns_answers_per_s_uncached": lambda: asyncio.run(
+                    _answers(dns_port, args.window, seconds, distinct=True)),
+                "dns_answers_per_s_caches_off": lambda: asyncio.run(
+                    _answers(uncached_port, args.window, seconds, distinct=True)),
+                "responder_us_per_distinct_query": lambda: _responder_us(4096, seconds / 2),
+                "responder_us_per_distinct_query_caches_off": lambda: _responder_us(0, seconds / 2),
+                "dnspython_round_trip_us_vs_echo": lambda: _dnspython_round_trip_us(echo_port, trips),
+                "dnspython_round_trip_us_vs_broker": lambda: _dnspython_round_trip_us(dns_port, trips),
+                "joins_per_s": lambda: asyncio.run(_joins(port, args.clients, seconds, next(first_port) % 56000)),
+                "reference_http_requests_per_s": lambda: asyncio.run(
+                    _joins(http_port, args.clients, seconds, 1000)),
+            }
+            fig = {name: Repeated.of(v) for name, v in rounds(steps, args.repeats).items()}
         finally:
             broker.send_signal(signal.SIGTERM)
             try:
@@ -447,40 +472,52 @@ def main() -> int:
                 broker.kill()
             for proc in (http_ref, echo, uncached):
                 proc.kill()
-    out["joins_ratio_to_target"] = out["joins_per_s"] / JOIN_TARGET
-    out["joins_ratio_to_reference"] = out["joins_per_s"] / out["reference_http_requests_per_s"]
-    out["dns_ratio_to_target"] = out["dns_answers_per_s"] / DNS_TARGET
-    out["dns_ratio_to_reference"] = out["dns_answers_per_s"] / out["reference_udp_echo_per_s"]
-    out["dns_question_cache_speedup"] = (out["dns_answers_per_s_uncached"]
-                                         / out["dns_answers_per_s_caches_off"])
+    fig["joins_ratio_to_target"] = fig["joins_per_s"].map(lambda v: v / JOIN_TARGET)
+    fig["joins_ratio_to_reference"] = fig["joins_per_s"].over(fig["reference_http_requests_per_s"])
+    fig["dns_ratio_to_target"] = fig["dns_answers_per_s"].map(lambda v: v / DNS_TARGET)
+    fig["dns_ratio_to_reference"] = fig["dns_answers_per_s"].over(fig["reference_udp_echo_per_s"])
+    fig["dns_uncached_ratio_to_reference"] = fig["dns_answers_per_s_uncached"].over(fig["reference_udp_echo_per_s"])
+    fig["dns_question_cache_speedup"] = fig["dns_answers_per_s_uncached"].over(fig["dns_answers_per_s_caches_off"])
+    fig["responder_caches_speedup"] = fig["responder_us_per_distinct_query_caches_off"].over(
+        fig["responder_us_per_distinct_query"])
+    out.update({name: r.to_json() for name, r in fig.items()})
+    out["joins_target_met"] = fig["joins_per_s"].median >= JOIN_TARGET
+    out["dns_target_met"] = fig["dns_answers_per_s"].median >= DNS_TARGET
+    out["dns_uncached_target_met"] = fig["dns_answers_per_s_uncached"].median >= DNS_TARGET
 
+    print(f"median (min–max, n) of {args.repeats} interleaved repeats of {seconds:g} s (measured)")
     print(f"broker joins/s ({args.clients} keep-alive clients, SQLite WAL commit per join): "
-          f"{out['joins_per_s']:,.0f}  = {out['joins_ratio_to_target']:.2f} x target "
+          f"{fig['joins_per_s'].text(',.0f')} = {fig['joins_ratio_to_target'].text()} x target "
           f"{JOIN_TARGET:,.0f}")
     print(f"  reference: constant-reply h11 server, same clients: "
-          f"{out['reference_http_requests_per_s']:,.0f} req/s; broker/reference = "
-          f"{out['joins_ratio_to_reference']:.2f}")
+          f"{fig['reference_http_requests_per_s'].text(',.0f')} req/s; broker/reference = "
+          f"{fig['joins_ratio_to_reference'].text()}")
     print(f"DNS answers/s (UDP, {args.window} in flight, 3 live volunteers): "
-          f"{out['dns_answers_per_s']:,.0f}  = {out['dns_ratio_to_target']:.2f} x target "
+          f"{fig['dns_answers_per_s'].text(',.0f')} = {fig['dns_ratio_to_target'].text()} x target "
           f"{DNS_TARGET:,.0f}")
     print(f"  every query distinct (EDNS cookie; parsed, answered from the question cache): "
-          f"{out['dns_answers_per_s_uncached']:,.0f}  = "
-          f"{out['dns_answers_per_s_uncached'] / DNS_TARGET:.2f} x target")
+          f"{fig['dns_answers_per_s_uncached'].text(',.0f')}")
     print(f"  before/after: same distinct queries, responder with caches off (rendered by "
-          f"dnspython each time): {out['dns_answers_per_s_caches_off']:,.0f}; with caches / "
-          f"without = {out['dns_question_cache_speedup']:.2f}")
+          f"dnspython each time): {fig['dns_answers_per_s_caches_off'].text(',.0f')}; with caches / "
+          f"without = {fig['dns_question_cache_speedup'].text()}")
     print(f"  the responder alone (no sockets), per distinct query: "
-          f"{out['responder_us_per_distinct_query']:.0f} us with caches, "
-          f"{out['responder_us_per_distinct_query_caches_off']:.0f} us without: "
-          f"{out['responder_us_per_distinct_query_caches_off'] / out['responder_us_per_distinct_query']:.2f} x")
-    print(f"  reference: asyncio UDP echo, same load: {out['reference_udp_echo_per_s']:,.0f} "
-          f"datagrams/s; responder/echo = {out['dns_ratio_to_reference']:.2f}")
-    print(f"  dnspython dns.query.udp round trip: {out['dnspython_round_trip_us_vs_echo']:.0f} us "
-          f"against the echo, {out['dnspython_round_trip_us_vs_broker']:.0f} us against the "
+          f"{fig['responder_us_per_distinct_query'].text('.0f')} us with caches, "
+          f"{fig['responder_us_per_distinct_query_caches_off'].text('.0f')} us without: "
+          f"{fig['responder_caches_speedup'].text()} x")
+    print(f"  reference: asyncio UDP echo, same load: {fig['reference_udp_echo_per_s'].text(',.0f')} "
+          f"datagrams/s; responder/echo = {fig['dns_ratio_to_reference'].text()} "
+          f"(distinct queries {fig['dns_uncached_ratio_to_reference'].text()})")
+    print(f"  dnspython dns.query.udp round trip: {fig['dnspython_round_trip_us_vs_echo'].text('.0f')} us "
+          f"against the echo, {fig['dnspython_round_trip_us_vs_broker'].text('.0f')} us against the "
           "responder")
+    return _finish(args, out, began)
+
+
+def _finish(args: argparse.Namespace, out: dict[str, object], began: float) -> int:
+    wall = time.perf_counter() - began
+    print(f"wall time {wall:.0f} s")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(out, indent=2))
+        write_json(args.json, out, repeats=args.repeats, wall_s=wall)
     return 0
 
 

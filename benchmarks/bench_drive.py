@@ -22,15 +22,14 @@ is :func:`sslsplit.latency.request_latency`, the flight model the figure used be
 
 Usage::
 
-    python benchmarks/bench_drive.py             # 200 connections per variant
-    python benchmarks/bench_drive.py --quick     # 30
+    python benchmarks/bench_drive.py             # 5 interleaved repeats of 40 connections per variant
+    python benchmarks/bench_drive.py --quick     # 5 of 10
     python benchmarks/bench_drive.py --json results/benchmarks/drive.json
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 import time
@@ -38,7 +37,10 @@ from pathlib import Path
 
 import simpy
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from _common import Repeated, add_repeats_option, interleaved, write_json  # noqa: E402
 
 from netsim.cpu import DEFAULT_COSTS, ZERO_COSTS, Tls12Cpu  # noqa: E402
 from netsim.drive import Driver, HttpFileServer, HttpGetClient  # noqa: E402
@@ -105,7 +107,7 @@ def per_second(fn, n: int) -> float:  # type: ignore[no-untyped-def]
     return n / (time.perf_counter() - t0)
 
 
-def split_cold_rates(body: bytes, n: int) -> dict[str, float]:
+def split_cold_rates(body: bytes, n: int, repeats: int) -> dict[str, object]:
     """Cold splitting downloads per wall second: real objects on the driver vs the flight model."""
     creds = generate_self_signed(key_size=1024)   # once, outside the timed loop
 
@@ -114,19 +116,23 @@ def split_cold_rates(body: bytes, n: int) -> dict[str, float]:
         if not d.body_ok:
             raise SystemExit(f"{BENCH}: the split client did not receive the file")
 
-    driver_rate = per_second(driven, n)
-    sizes_rate = per_second(lambda i: request_latency("split_cold", len(body)), n)
-    return {"driver_per_s": driver_rate, "size_only_per_s": sizes_rate,
-            "ratio": driver_rate / sizes_rate}
+    pair = interleaved(lambda: per_second(driven, n),
+                       lambda: per_second(lambda i: request_latency("split_cold", len(body)), n), repeats)
+    return {"driver_per_s": pair.candidate.to_json(), "size_only_per_s": pair.reference.to_json(),
+            "ratio": pair.ratio.to_json()}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="30 connections per variant")
+    ap.add_argument("--quick", action="store_true", help="10 connections per variant and repeat")
     ap.add_argument("--size", type=int, default=4096, help="file size in bytes (default 4096)")
     ap.add_argument("--json", type=Path, help="also write the results as JSON here")
+    add_repeats_option(ap)
     args = ap.parse_args(argv)
-    n = 30 if args.quick else 200
+    if args.size < 1:
+        ap.error("--size must be positive")
+    began = time.perf_counter()
+    n = 10 if args.quick else 40
     creds = generate_self_signed(key_size=2048)
     body = bytes(range(256)) * (args.size // 256) + bytes(args.size % 256)
 
@@ -137,28 +143,32 @@ def main(argv: list[str] | None = None) -> int:
     # size-only replay ends when the server's last flight has arrived too
     agree = abs(t_driver - t_sizes) < 1e-9
 
-    driver_rate = per_second(lambda i: driver_run(creds, body, seed=i), n)
-    sizes_rate = per_second(lambda i: size_only_run(flights), n)
-    ratio = driver_rate / sizes_rate
-    print(f"{BENCH}: HTTPS GET of {args.size} B over ADSL ({SUITE.name}), {n} connections each")
-    print(f"  driver (real tls12 objects, CPU model) {driver_rate:10.1f} connections/s")
-    print(f"  size-only replay (reference)           {sizes_rate:10.1f} connections/s")
-    print(f"  ratio driver / size-only               {ratio:10.3f}")
+    pair = interleaved(lambda: per_second(lambda i: driver_run(creds, body, seed=i), n),
+                       lambda: per_second(lambda i: size_only_run(flights), n), args.repeats)
+    print(f"{BENCH}: HTTPS GET of {args.size} B over ADSL ({SUITE.name}), {n} connections per repeat; "
+          f"median (min–max, n) of {args.repeats} interleaved repeats (measured)")
+    print(f"  driver (real tls12 objects, CPU model) {pair.candidate.text('.1f')} connections/s")
+    print(f"  size-only replay (reference)           {pair.reference.text('.1f')} connections/s")
+    print(f"  ratio driver / size-only               {pair.ratio.text('.3f')}")
     print(f"  simulated latency without CPU: driver {t_driver:.6f} s, size-only {t_sizes:.6f} s"
           f" ({'same' if agree else 'DIFFERENT'})")
-    split = split_cold_rates(body, n)
+    split = split_cold_rates(body, n, args.repeats)
     print(f"{BENCH}: cold SSL-splitting GET of {args.size} B over the Figure 12 testbed, "
-          f"{n} connections each")
-    print(f"  driver (real splitting objects)        {split['driver_per_s']:10.1f} connections/s")
-    print(f"  size-only flight model (reference)     {split['size_only_per_s']:10.1f} connections/s")
-    print(f"  ratio driver / size-only               {split['ratio']:10.3f}")
+          f"{n} connections per repeat")
+    for label, key in (("driver (real splitting objects)   ", "driver_per_s"),
+                       ("size-only flight model (reference)", "size_only_per_s"), ("ratio driver / size-only          ", "ratio")):
+        fig = split[key]
+        assert isinstance(fig, dict)
+        unit = "" if key == "ratio" else " connections/s"
+        print(f"  {label}     {Repeated.of(fig['repeats']).text('.3f' if key == 'ratio' else '.1f')}{unit}")
+    wall = time.perf_counter() - began
+    print(f"  wall time {wall:.0f} s")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({
-            "size": args.size, "connections": n, "driver_per_s": driver_rate,
-            "size_only_per_s": sizes_rate, "ratio": ratio, "latency_driver": t_driver,
-            "latency_size_only": t_sizes, "latency_agrees": agree,
-            "split_cold": split}, indent=2) + "\n")
+        write_json(args.json, {
+            "size": args.size, "connections_per_repeat": n, "driver_per_s": pair.candidate.to_json(),
+            "size_only_per_s": pair.reference.to_json(), "ratio": pair.ratio.to_json(),
+            "latency_driver": t_driver, "latency_size_only": t_sizes, "latency_agrees": agree,
+            "split_cold": split}, repeats=args.repeats, wall_s=wall)
     return 0 if agree else 1
 
 

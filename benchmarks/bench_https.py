@@ -3,9 +3,9 @@
 Default mode -- **throughput**: curl downloads one large file from both
 servers.  Both run on loopback in the same run, serve the same file with the
 same certificate, and are restricted to the same TLS 1.2 cipher suite; curl
-downloads the file to ``/dev/null`` ``--repeat`` times from each (alternating)
-and the best and median throughputs are printed with the ratio
-``ours / nginx``.  On loopback there is no network bottleneck: the figure
+downloads the file to ``/dev/null`` ``--repeats`` times from each (alternating:
+ours, nginx, ours, ...) and the throughputs and the ratio ``ours / nginx`` are
+printed as ``median (min–max, n)``, the ratio taken pair by pair.  On loopback there is no network bottleneck: the figure
 compares the CPU cost per byte of the two TLS record paths (our Python core
 with its C record extension vs nginx's OpenSSL), plus curl's own decryption,
 which is the same for both.
@@ -36,9 +36,9 @@ be measured on a slower path than ours.
 
 Usage::
 
-    python benchmarks/bench_https.py                 # 256 MiB, AES128-SHA, 5 rounds
-    python benchmarks/bench_https.py --size 64M --cipher ECDHE-RSA-AES128-SHA256 --repeat 5
-    python benchmarks/bench_https.py --small --seconds 2 --repeat 3
+    python benchmarks/bench_https.py                 # 256 MiB, AES128-SHA, 5 repeats
+    python benchmarks/bench_https.py --size 64M --cipher ECDHE-RSA-AES128-SHA256 --repeats 7
+    python benchmarks/bench_https.py --small --seconds 2 --repeats 5
 
 Requires curl and nginx (``apt-get install curl nginx-light``) on ``PATH`` and
 the built C extension; without them it exits with status 1 and one line
@@ -49,12 +49,10 @@ temporary prefix (``daemon off;``) and killed at the end.
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import os
 import socket
 import ssl
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -67,6 +65,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
     REPO,
+    Repeated,
+    add_repeats_option,
     free_port,
     kill_group,
     repo_env,
@@ -76,6 +76,7 @@ from _common import (  # noqa: E402
     tls12_server,
     tree_cpu_seconds,
     wait_for_port,
+    write_json,
 )
 
 sys.path.insert(0, str(REPO))
@@ -181,6 +182,7 @@ def write_file(path: Path, size: int) -> bytes | None:
 
 
 def throughput(args: argparse.Namespace, tools: dict[str, str], suite_name: str, cipher: str) -> int:
+    began = time.perf_counter()
     size = parse_size(args.size)
     timeout = max(120.0, size / 5e6)
     with tempfile.TemporaryDirectory(prefix="bench-https-") as tmp:
@@ -197,14 +199,14 @@ def throughput(args: argparse.Namespace, tools: dict[str, str], suite_name: str,
 
         times: dict[str, list[float]] = {"tls12": [], "nginx": []}
         cpu: dict[str, list[float]] = {"tls12": [], "nginx": []}
-        print(f"{size} bytes ({size / 2**20:.0f} MiB), suite {suite_name}, {args.repeat} rounds")
+        print(f"{size} bytes ({size / 2**20:.0f} MiB), suite {suite_name}, {args.repeats} interleaved repeats")
         with ours(root, cert, key, suite_name) as (our_port, our_pid), nginx(
             tools["nginx"], root, cert, key, cipher, prefix
         ) as (nginx_port, nginx_pid):
             servers = (("tls12", our_port, our_pid), ("nginx", nginx_port, nginx_pid))
             for _, port, _ in servers:
                 curl_download(tools["curl"], port, name, cipher, size, timeout)  # warm-up: page cache, imports
-            for i in range(args.repeat):
+            for i in range(args.repeats):
                 for server, port, pid in servers:
                     cpu_before = tree_cpu_seconds(pid)
                     seconds = curl_download(tools["curl"], port, name, cipher, size, timeout)
@@ -216,33 +218,29 @@ def throughput(args: argparse.Namespace, tools: dict[str, str], suite_name: str,
                     cpu_text = "" if used is None else f"  server CPU {used:6.3f} s"
                     print(f"  round {i + 1}: {server:<6} {seconds:7.3f} s  {size / seconds / 1e6:8.1f} MB/s{cpu_text}", flush=True)
 
-    rates = {k: [size / t / 1e6 for t in v] for k, v in times.items()}
-    best = {k: max(v) for k, v in rates.items()}
-    median = {k: statistics.median(v) for k, v in rates.items()}
-    cpu_median = {k: statistics.median(v) if v else None for k, v in cpu.items()}
-    print(f"\n{'server':<8} {'best MB/s':>10} {'median MB/s':>12} {'server CPU s/GB':>16}")
+    rates = {k: Repeated.of(size / t / 1e6 for t in v) for k, v in times.items()}
+    ratio = rates["tls12"].over(rates["nginx"])
+    have_cpu = all(len(cpu[k]) == args.repeats for k in cpu)
+    cpu_per_gb = {k: Repeated.of(c / size * 1e9 for c in v) for k, v in cpu.items()} if have_cpu else None
+    cpu_ratio = cpu_per_gb["tls12"].over(cpu_per_gb["nginx"]) if cpu_per_gb else None
+    print(f"\nmedian (min–max, n) of {args.repeats} interleaved repeats (measured)")
     for k in ("tls12", "nginx"):
-        c = cpu_median[k]
-        per_gb = "(no /proc)" if c is None else f"{c / size * 1e9:.2f}"
-        print(f"{k:<8} {best[k]:>10.1f} {median[k]:>12.1f} {per_gb:>16}")
-    ratio = median["tls12"] / median["nginx"]
-    print(f"throughput ratio tls12 / nginx (median): {ratio:.2f}   (best: {best['tls12'] / best['nginx']:.2f})")
-    cpu_ratio = None
-    if cpu_median["tls12"] and cpu_median["nginx"]:
-        cpu_ratio = cpu_median["tls12"] / cpu_median["nginx"]
-        print(f"server CPU ratio tls12 / nginx (median): {cpu_ratio:.2f}  (> 1: we spend more CPU per byte)")
-    print("MB = 10^6 bytes; loopback, curl to /dev/null, times from curl's time_total")
+        per_gb = "(no /proc)" if cpu_per_gb is None else cpu_per_gb[k].text(".2f")
+        print(f"{k:<8} {rates[k].text('.1f')} MB/s, server CPU {per_gb} s/GB")
+    print(f"throughput ratio tls12 / nginx (pairwise): {ratio.text()}")
+    if cpu_ratio is not None:
+        print(f"server CPU ratio tls12 / nginx (pairwise): {cpu_ratio.text()}  (> 1: we spend more CPU per byte)")
+    wall = time.perf_counter() - began
+    print(f"MB = 10^6 bytes; loopback, curl to /dev/null, times from curl's time_total; wall time {wall:.0f} s")
     if args.json:
         write_json(args.json, {
             "size_bytes": size,
             "suite": suite_name,
-            "seconds": times,
-            "mb_per_s_best": best,
-            "mb_per_s_median": median,
-            "ratio_median": ratio,
-            "server_cpu_seconds": cpu,
-            "server_cpu_ratio_median": cpu_ratio,
-        })  # fmt: skip
+            "mb_per_s": {k: v.to_json() for k, v in rates.items()},
+            "ratio": ratio.to_json(),
+            "server_cpu_s_per_gb": None if cpu_per_gb is None else {k: v.to_json() for k, v in cpu_per_gb.items()},
+            "server_cpu_ratio": None if cpu_ratio is None else cpu_ratio.to_json(),
+        }, repeats=args.repeats, wall_s=wall)  # fmt: skip
     return 0
 
 
@@ -358,6 +356,7 @@ def wire_records(port: int, path: str, cipher: str) -> list[int]:
 
 
 def small(args: argparse.Namespace, tools: dict[str, str], suite_name: str, cipher: str) -> int:
+    began = time.perf_counter()
     servers = ("tls12", "tls12-separate", "nginx")
     results: dict[str, dict[int, list[tuple[float, float]]]] = {s: {n: [] for n in SMALL_SIZES} for s in servers}
     wire: dict[str, dict[int, list[int]]] = {s: {} for s in servers}
@@ -373,7 +372,7 @@ def small(args: argparse.Namespace, tools: dict[str, str], suite_name: str, ciph
         prefix = base / "nginx"
         prefix.mkdir()
         print(f"keep-alive GETs over Python ssl, suite {suite_name}, {args.clients} clients x {args.seconds:g} s,"
-              f" {args.repeat} interleaved rounds", flush=True)
+              f" {args.repeats} interleaved repeats", flush=True)
         with ours(root, cert, key, suite_name) as (p1, pid1), ours(root, cert, key, suite_name, "--no-coalesce") as (
             p2, pid2,
         ), nginx(tools["nginx"], root, cert, key, cipher, prefix) as (p3, pid3):  # fmt: skip
@@ -383,7 +382,7 @@ def small(args: argparse.Namespace, tools: dict[str, str], suite_name: str, ciph
                     wire[name][n] = wire_records(port, f"/f{n}.bin", cipher)
                     keepalive_client(port, f"/f{n}.bin", cipher, content[n], 0.2)  # warm-up
             order = list(running.items())
-            for i in range(args.repeat):
+            for i in range(args.repeats):
                 for n in SMALL_SIZES:
                     # rotate the order each round: bursts of background load must not always hit the same server
                     for name, (port, pid) in order[i % len(order) :] + order[: i % len(order)]:
@@ -401,42 +400,35 @@ def small(args: argparse.Namespace, tools: dict[str, str], suite_name: str, ciph
                               f"server CPU {per_req_us:6.1f} us/req  busy {(cpu_after - cpu_before) / wall:4.0%}",
                               flush=True)
 
-    summary: dict[str, dict[str, dict[str, float]]] = {}
-    print(f"\n{'size':>5} {'server':<15} {'req/s':>8} {'CPU us/req':>11} {'records':>8} {'wire B':>7}"
-          f" {'req/s x nginx':>14} {'CPU x nginx':>12}")
+    summary: dict[str, dict[str, dict[str, object]]] = {}
+    print(f"\nmedian (min–max, n) of {args.repeats} interleaved repeats (measured); ratios pair by pair, same round")
     for n in SMALL_SIZES:
-        med = {
-            name: (statistics.median(r for r, _ in results[name][n]), statistics.median(c for _, c in results[name][n]))
-            for name in servers
-        }
+        rate = {name: Repeated.of(r for r, _ in results[name][n]) for name in servers}
+        cpu = {name: Repeated.of(c for _, c in results[name][n]) for name in servers}
         for name in servers:
-            rate, cpu = med[name]
             recs = wire[name][n]
-            row = {
-                "requests_per_s": rate, "server_cpu_us_per_request": cpu, "records": len(recs),
-                "wire_bytes": sum(5 + r for r in recs), "rate_vs_nginx": rate / med["nginx"][0],
-                "cpu_vs_nginx": cpu / med["nginx"][1],
+            rate_x, cpu_x = rate[name].over(rate["nginx"]), cpu[name].over(cpu["nginx"])
+            summary.setdefault(str(n), {})[name] = {
+                "requests_per_s": rate[name].to_json(), "server_cpu_us_per_request": cpu[name].to_json(),
+                "records": len(recs), "wire_bytes": sum(5 + r for r in recs),
+                "rate_vs_nginx": rate_x.to_json(), "cpu_vs_nginx": cpu_x.to_json(),
             }  # fmt: skip
-            summary.setdefault(str(n), {})[name] = row
-            print(f"{n:>5} {name:<15} {rate:>8.0f} {cpu:>11.1f} {len(recs):>8} {row['wire_bytes']:>7}"
-                  f" {row['rate_vs_nginx']:>14.2f} {row['cpu_vs_nginx']:>12.2f}")
-        gain = med["tls12"][0] / med["tls12-separate"][0]
-        cpu_gain = med["tls12-separate"][1] / med["tls12"][1]
-        summary[str(n)]["coalescing"] = {"rate_ratio": gain, "cpu_ratio": cpu_gain}
-        print(f"{n:>5} coalescing: {gain:.2f}x requests/s, {cpu_gain:.2f}x less server CPU per request")
-    print("records / wire B: application-data records and their bytes for one response (Connection: close)")
+            print(f"{n:>5} B {name:<15} {rate[name].text('.0f')} req/s, CPU {cpu[name].text('.1f')} us/req, "
+                  f"{len(recs)} records ({sum(5 + r for r in recs)} B); x nginx: req/s {rate_x.text()}, "
+                  f"CPU {cpu_x.text()}")
+        gain = rate["tls12"].over(rate["tls12-separate"])
+        cpu_gain = cpu["tls12-separate"].over(cpu["tls12"])
+        summary[str(n)]["coalescing"] = {"rate_ratio": gain.to_json(), "cpu_ratio": cpu_gain.to_json()}
+        print(f"{n:>5} B coalescing: {gain.text()}x requests/s, {cpu_gain.text()}x less server CPU per request")
+    wall = time.perf_counter() - began
+    print(f"records / wire B: application-data records and their bytes for one response (Connection: close); "
+          f"wall time {wall:.0f} s")
     if args.json:
         write_json(args.json, {
             "mode": "small", "suite": suite_name, "clients": args.clients, "seconds": args.seconds,
-            "rounds": args.repeat, "median": summary,
-            "runs": {name: {str(n): v for n, v in by.items()} for name, by in results.items()},
-        })  # fmt: skip
+            "by_size": summary,
+        }, repeats=args.repeats, wall_s=wall)  # fmt: skip
     return 0
-
-
-def write_json(path: Path, data: dict[str, object]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -451,13 +443,13 @@ def main(argv: list[str] | None = None) -> int:
         default="AES128-SHA",
         help=f"OpenSSL suite name, one of {', '.join(p.openssl_name for p in SUITES.values())} (default %(default)s)",
     )
-    parser.add_argument("--repeat", type=int, default=5, help="rounds per server (default %(default)s)")
+    add_repeats_option(parser)
     parser.add_argument("--seconds", type=float, default=2.0, help="--small: seconds per measurement (default %(default)s)")
     parser.add_argument("--clients", type=int, default=2, help="--small: load processes at once (default %(default)s)")
     parser.add_argument("--json", type=Path, help="also write the results as JSON to this file")
     args = parser.parse_args(argv)
-    if args.repeat < 1 or args.seconds <= 0 or args.clients < 1:
-        parser.error("--repeat, --seconds and --clients must be positive")
+    if not args.seconds > 0 or args.clients < 1:
+        parser.error("--seconds and --clients must be positive")
     try:
         suite = suite_by_name(args.cipher)
     except ValueError as exc:

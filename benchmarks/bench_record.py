@@ -10,11 +10,13 @@ MB/s with MB = 10^6 bytes (the unit of ``openssl speed``) per second of *user
 CPU time*, which is what ``openssl speed`` divides by unless given
 ``-elapsed``; wall-clock throughput is shown alongside for information.
 
-Each implementation, ``openssl speed`` included, is measured in ``--rounds``
-interleaved rounds and its best round is kept, so background load on a shared
-machine hits the reference and the candidates alike.
+Each implementation, ``openssl speed`` included, is measured in ``--repeats``
+interleaved rounds (default 5: openssl, then every candidate, again), so
+background load on a shared machine hits the reference and the candidates
+alike; each ratio's repeat *i* is candidate *i* over ``openssl speed`` *i*,
+and figures print as ``median (min–max, n)``.
 
-Usage: ``python benchmarks/bench_record.py [--seconds S] [--rounds R] [--size N] [--json PATH]``.
+Usage: ``python benchmarks/bench_record.py [--seconds S] [--repeats N] [--size N] [--json PATH]``.
 
 Without ``openssl`` on ``PATH`` or the built C extension it exits with status 1
 and one line saying what is missing (a ratio needs both sides).
@@ -23,7 +25,7 @@ and one line saying what is missing (a ratio needs both sides).
 from __future__ import annotations
 
 import argparse
-import json
+import math
 import os
 import platform
 import re
@@ -32,13 +34,21 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _common import fail, require_c_extension, require_tools  # noqa: E402
+from _common import (  # noqa: E402
+    Repeated,
+    add_repeats_option,
+    fail,
+    require_c_extension,
+    require_tools,
+    rounds,
+    write_json,
+)
 
 from tls12.recordcrypto import CRecordCipher, PyRecordCipher  # noqa: E402
 
@@ -48,13 +58,25 @@ CONTENT_TYPE = 23  # application_data
 VERSION = 0x0303  # TLS 1.2
 
 
+REFERENCE = "openssl speed -evp aes-128-cbc-hmac-sha1"
+
+
 @dataclass(frozen=True)
 class Row:
+    """One implementation's repeated figures (``None``: not measured for ``openssl speed``)."""
+
     name: str
-    mb_per_s: float | None  # per second of user CPU time, like openssl speed
-    wall_mb_per_s: float | None
-    us_per_record: float | None  # user CPU time
-    ratio: float | None  # of the openssl speed reference
+    mb_per_s: Repeated  # per second of user CPU time, like openssl speed
+    wall_mb_per_s: Repeated | None
+    us_per_record: Repeated | None  # user CPU time
+    ratio: Repeated  # of the openssl speed reference, pair by pair
+
+    def to_json(self) -> dict[str, object]:
+        def js(v: Repeated | None) -> object:
+            return None if v is None else v.to_json()
+
+        return {"name": self.name, "mb_per_s": js(self.mb_per_s), "wall_mb_per_s": js(self.wall_mb_per_s),
+                "us_per_record": js(self.us_per_record), "ratio": js(self.ratio)}  # fmt: skip
 
 
 def openssl_speed(exe: str, size: int, seconds: float) -> tuple[float | None, str]:
@@ -92,7 +114,7 @@ def measure(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--seconds", type=float, default=3.0, help="seconds per measurement and round (default 3)"
+        "--seconds", type=float, default=1.0, help="seconds per measurement and repeat (default 1)"
     )
     parser.add_argument(
         "--size", type=int, default=16384, help="plaintext bytes per record (default 16384)"
@@ -100,18 +122,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--batch", type=int, default=32, help="records per seal_many call (default 32)"
     )
-    parser.add_argument(
-        "--rounds", type=int, default=2, help="interleaved rounds, best kept (default 2)"
-    )
+    add_repeats_option(parser)
     parser.add_argument(
         "--json", type=Path, help="also write the results and run configuration here"
     )
     args = parser.parse_args(argv)
-    if args.rounds < 1 or args.seconds <= 0:
-        parser.error("--rounds and --seconds must be positive")
+    if not args.seconds > 0:
+        parser.error("--seconds must be positive")
     if not 0 < args.size <= 2**14:
         parser.error("--size must be in 1..16384")
     openssl = require_tools(BENCH, {"openssl": "openssl"})["openssl"]
+    began = time.perf_counter()
     require_c_extension(BENCH)
     assert CRecordCipher is not None
 
@@ -147,39 +168,41 @@ def main(argv: list[str] | None = None) -> int:
     python = PyRecordCipher("aes-128-cbc", "sha1", enc_key, mac_key)
     candidates += [("Python fallback seal", singles(python), args.batch)]
 
-    # Interleaved rounds, best of each: every measurement sees the same background load.
-    reference = 0.0
-    best: dict[str, tuple[float, float, float]] = {}
-    for _ in range(args.rounds):
+    # Interleaved rounds: openssl, then each candidate, repeated -- every pair sees the same load.
+    def reference() -> tuple[float, float, float]:
         mbps_ref, raw = openssl_speed(openssl, args.size, args.seconds)
         if mbps_ref is None:
             fail(BENCH, f"openssl speed -evp aes-128-cbc-hmac-sha1 gave no figure ({raw})")
-        reference = max(reference, mbps_ref)
-        for name, run, per_batch in candidates:
-            result = measure(run, per_batch, args.size, args.seconds)
-            if name not in best or result[0] > best[name][0]:
-                best[name] = result
-    rows = [Row("openssl speed -evp aes-128-cbc-hmac-sha1", reference, None, None, 1.0)]
-    for name, (mbps, wall, us) in best.items():
-        rows.append(Row(name, mbps, wall, us, mbps / reference))
+        return mbps_ref, math.nan, math.nan
+
+    steps: dict[str, Callable[[], tuple[float, float, float]]] = {REFERENCE: reference}
+    for name, run, per_batch in candidates:
+        steps[name] = lambda run=run, per_batch=per_batch: measure(run, per_batch, args.size, args.seconds)
+    got = rounds(steps, args.repeats)
+    ref = Repeated.of(r[0] for r in got[REFERENCE])
+    rows = [Row(REFERENCE, ref, None, None, ref.over(ref))]
+    for name, _, _ in candidates:
+        mbps = Repeated.of(r[0] for r in got[name])
+        rows.append(Row(name, mbps, Repeated.of(r[1] for r in got[name]), Repeated.of(r[2] for r in got[name]),
+                        mbps.over(ref)))
 
     print(
-        f"AES-128-CBC-SHA seal, {args.size}-byte records, best of {args.rounds} interleaved rounds of"
-        f" {args.seconds:g} s (MB = 1e6 B)"
+        f"AES-128-CBC-SHA seal, {args.size}-byte records, {args.repeats} interleaved repeats of"
+        f" {args.seconds:g} s; median (min–max) (MB = 1e6 B, measured)"
     )
     width = max(len(r.name) for r in rows)
-    print(
-        f"{'implementation':<{width}}  {'MB/s cpu':>9}  {'MB/s wall':>9}  {'us/rec':>7}  {'x openssl':>9}"
-    )
+    print(f"{'implementation':<{width}}  {'MB/s cpu':>22}  {'MB/s wall':>9}  {'us/rec':>7}  x openssl")
 
-    def cell(value: float | None, spec: str, width: int) -> str:
-        return format(value, spec) if value is not None else format("-", f">{width}")  # not measured for openssl
+    def cell(value: Repeated | None, spec: str, width: int) -> str:
+        return format(value.median, spec) if value is not None else format("-", f">{width}")  # not measured for openssl
 
     for r in rows:
         print(
-            f"{r.name:<{width}}  {cell(r.mb_per_s, '9.1f', 9)}  {cell(r.wall_mb_per_s, '9.1f', 9)}"
-            f"  {cell(r.us_per_record, '7.2f', 7)}  {cell(r.ratio, '9.2f', 9)}"
+            f"{r.name:<{width}}  {r.mb_per_s.text('.1f'):>22}  {cell(r.wall_mb_per_s, '9.1f', 9)}"
+            f"  {cell(r.us_per_record, '7.2f', 7)}  {r.ratio.text('.2f')}"
         )
+    wall = time.perf_counter() - began
+    print(f"wall time {wall:.0f} s")
 
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
@@ -187,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
             "size": args.size,
             "seconds": args.seconds,
             "batch": args.batch,
-            "rounds": args.rounds,
+            "repeats": args.repeats,
             "python": sys.version.split()[0],
             "machine": platform.machine(),
             "processor": platform.processor(),
@@ -195,9 +218,8 @@ def main(argv: list[str] | None = None) -> int:
                 [openssl, "version"], capture_output=True, text=True, check=False
             ).stdout.strip(),
         }
-        args.json.write_text(
-            json.dumps({"config": config, "rows": [asdict(r) for r in rows]}, indent=2) + "\n"
-        )
+        write_json(args.json, {"config": config, "rows": [r.to_json() for r in rows]}, repeats=args.repeats,
+                   wall_s=wall)
     return 0
 
 

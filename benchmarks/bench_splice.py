@@ -34,16 +34,18 @@ store -- is checked with SHA-256, put into the memory cache, then encrypted).
 
 **3. The origin's CPU per warm 1 MiB download** through the proxy, against
 ``tls12.https_server`` serving the same file directly (``/proc`` of both,
-over ``--downloads`` downloads each).
+over ``--downloads`` downloads each per repeat).
 
 References, measured in the same run: ``openssl speed -evp aes-128-cbc`` and
 ``openssl speed -evp sha256`` at 16 KiB, in MB per CPU second.  Every proxy
 figure is shown as a ratio of AES-128-CBC; the hashing cases also as a ratio
 of ``1 / (1/aes + 1/sha256)``, the rate at which OpenSSL alone encrypts *and*
-hashes each byte once.  Each measurement runs ``--rounds`` times, interleaved
-with the references, and the best round is kept.
+hashes each byte once.  Each measurement runs ``--repeats`` times (default 5),
+interleaved with the references (one round: references, every case, then the
+origin pair), and every figure prints as ``median (min–max, n)``; a
+ratio's repeat is one round's figure over the same round's reference.
 
-Usage: ``python benchmarks/bench_splice.py [--seconds S] [--rounds R] [--mib N] [--downloads N] [--json PATH]``.
+Usage: ``python benchmarks/bench_splice.py [--seconds S] [--repeats N] [--mib N] [--downloads N] [--json PATH]``.
 Without openssl, curl or the built C extension it exits with status 1 and one
 line saying what is missing.
 """
@@ -52,7 +54,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import re
@@ -62,13 +63,15 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _common import (  # noqa: E402
+    Repeated,
+    add_repeats_option,
     fail,
     free_port,
     repo_env,
@@ -77,6 +80,7 @@ from _common import (  # noqa: E402
     start_and_read_port,
     tls12_server,
     tree_cpu_seconds,
+    write_json,
 )
 
 from sslsplit.cache import CacheHierarchy, MemoryCache  # noqa: E402
@@ -252,54 +256,62 @@ class Deployment:
 
 @dataclass(frozen=True)
 class Row:
+    """One case's repeated figures (each repeat from one round, so ratios pair with that round's references)."""
+
     name: str
-    mb_per_cpu_s: float
-    cpu_s_per_gb: float
-    wall_mb_per_s: float | None
-    x_aes: float
-    x_aes_sha: float | None
+    mb_per_cpu_s: Repeated
+    cpu_s_per_gb: Repeated
+    wall_mb_per_s: Repeated | None
+    x_aes: Repeated
+    x_aes_sha: Repeated | None
+
+    def to_json(self) -> dict[str, object]:
+        return {k: (v.to_json() if isinstance(v, Repeated) else v) for k, v in vars(self).items()}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="Exits with status 1 and one line when openssl, curl or the C extension is missing.")
-    ap.add_argument("--seconds", type=float, default=2.0, help="seconds per in-process and openssl measurement (default 2)")
-    ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds, best kept (default 2)")
-    ap.add_argument("--mib", type=int, default=64, help="size in MiB of the file downloaded through the proxies (default 64)")
+    ap.add_argument("--seconds", type=float, default=1.0, help="seconds per in-process and openssl measurement (default 1)")
+    add_repeats_option(ap)
+    ap.add_argument("--mib", type=int, default=32, help="size in MiB of the file downloaded through the proxies (default 32)")
     ap.add_argument("--stream-mib", type=int, default=16, help="MiB of body in the in-process stub stream (default 16)")
-    ap.add_argument("--downloads", type=int, default=50, help="1 MiB downloads per server for the origin CPU figure (default 50)")
+    ap.add_argument("--downloads", type=int, default=20,
+                    help="1 MiB downloads per server and repeat for the origin CPU figure (default 20)")
     ap.add_argument("--json", type=Path, help="also write the results and run configuration as JSON")
     args = ap.parse_args(argv)
-    if args.seconds <= 0 or min(args.rounds, args.mib, args.stream_mib, args.downloads) < 1:
-        ap.error("--seconds, --rounds, --mib, --stream-mib and --downloads must be positive")
+    if not args.seconds > 0 or min(args.mib, args.stream_mib, args.downloads) < 1:
+        ap.error("--seconds, --mib, --stream-mib and --downloads must be positive")
     tools = require_tools(BENCH, {"openssl": "openssl", "curl": "curl"})
     require_c_extension(BENCH)
+    began = time.perf_counter()
 
     stream, store = captured_stream(args.stream_mib)
     size = args.mib << 20
-    best: dict[str, float] = {}  # MB per CPU second, best round
-    best_wall: dict[str, float] = {}
-    refs: dict[str, float] = {}
-
-    def keep(name: str, value: float, table: dict[str, float] = best) -> None:
-        table[name] = max(table.get(name, 0.0), value)
+    cpu_rate: dict[str, list[float]] = {}  # MB per CPU second, one per round
+    wall_rate: dict[str, list[float]] = {}
+    refs: dict[str, list[float]] = {"aes-128-cbc": [], "sha256": []}
+    origin_ms: dict[str, list[float]] = {"split": [], "https": []}
 
     with tempfile.TemporaryDirectory() as tmp, deployment(Path(tmp), args, tools["curl"]) as dep:
         curl_get(dep.curl, f"https://127.0.0.1:{dep.warm_port}/big", size)  # fills the warm proxy (ids checked)
-        for _ in range(args.rounds):
-            keep("aes-128-cbc", openssl_speed(tools["openssl"], "aes-128-cbc", args.seconds), refs)
-            keep("sha256", openssl_speed(tools["openssl"], "sha256", args.seconds), refs)
+        curl_get(dep.curl, f"https://127.0.0.1:{dep.warm_port}/f1m", 1 << 20)  # and for the origin figure
+        for _ in range(args.repeats):  # one round: references, then every case, then the origin pair
+            for algorithm in refs:
+                refs[algorithm].append(openssl_speed(tools["openssl"], algorithm, args.seconds))
             for case in ("warm", "verify-on-read", "verify-on-fill"):
-                keep(f"in-process {case}", in_process(case, stream, store, args.stream_mib, args.seconds))
+                cpu_rate.setdefault(f"in-process {case}", []).append(
+                    in_process(case, stream, store, args.stream_mib, args.seconds))
             for name, port, pid in (("deployed warm", dep.warm_port, dep.warm_pid),
                                     ("deployed verify-on-fill", dep.fill_port, dep.fill_pid)):
                 cpu, wall, n = downloads(dep.curl, f"https://127.0.0.1:{port}/big", size, pid)
-                keep(name, n * size / max(cpu, 1e-9) / 1e6)
-                keep(name, n * size / wall / 1e6, best_wall)
-        origin = origin_cpu(dep, args.downloads)
+                cpu_rate.setdefault(name, []).append(n * size / max(cpu, 1e-9) / 1e6)
+                wall_rate.setdefault(name, []).append(n * size / wall / 1e6)
+            for name, ms in origin_cpu(dep, args.downloads).items():
+                origin_ms[name].append(ms)
 
-    aes, sha = refs["aes-128-cbc"], refs["sha256"]
-    both = 1 / (1 / aes + 1 / sha)
+    aes, sha = Repeated.of(refs["aes-128-cbc"]), Repeated.of(refs["sha256"])
+    both = Repeated.of(1 / (1 / a + 1 / s) for a, s in zip(aes.repeats, sha.repeats, strict=True))
     labels = {
         "deployed warm": "proxy process, warm memory cache",
         "deployed verify-on-fill": "proxy process, verify-on-fill (--memory-mb 0)",
@@ -308,55 +320,56 @@ def main(argv: list[str] | None = None) -> int:
         "in-process verify-on-fill": "in-process splice, verify-on-fill",
     }
     hashing = {"deployed verify-on-fill", "in-process verify-on-read", "in-process verify-on-fill"}
-    rows = {
-        k: Row(labels[k], best[k], 1e3 / best[k], best_wall.get(k), best[k] / aes, best[k] / both if k in hashing else None)
-        for k in labels  # deployed first
-    }
+    rows = {}
+    for k in labels:  # deployed first
+        mb = Repeated.of(cpu_rate[k])
+        rows[k] = Row(labels[k], mb, mb.map(lambda v: 1e3 / v),
+                      Repeated.of(wall_rate[k]) if k in wall_rate else None,
+                      mb.over(aes), mb.over(both) if k in hashing else None)
+    split_ms, https_ms = Repeated.of(origin_ms["split"]), Repeated.of(origin_ms["https"])
+    origin_ratio = split_ms.over(https_ms)
 
-    print(f"SSL-splitting proxy, key-expose AES128-SHA, 16 KiB records; best of {args.rounds} rounds; "
-          f"downloads of {args.mib} MiB by curl; MB = 1e6 B of payload")
+    print(f"SSL-splitting proxy, key-expose AES128-SHA, 16 KiB records; median (min–max, n) of {args.repeats} "
+          f"interleaved repeats; downloads of {args.mib} MiB by curl; MB = 1e6 B of payload (measured)")
     width = max(len(r.name) for r in rows.values()) + 2
-    print(f"{'reference / case':<{width}} {'MB/s cpu':>9} {'CPU s/GB':>9} {'MB/s wall':>9} {'x aes':>6} {'x aes+sha':>9}")
-    print(f"{'openssl speed -evp aes-128-cbc':<{width}} {aes:9.1f} {1e3 / aes:9.2f}")
-    print(f"{'openssl speed -evp sha256':<{width}} {sha:9.1f} {1e3 / sha:9.2f}")
-    print(f"{'  both, once per byte: 1/(1/aes+1/sha256)':<{width}} {both:9.1f} {1e3 / both:9.2f}")
-
-    def cell(value: float | None, spec: str, width: int) -> str:
-        return format(value, spec) if value is not None else format("-", f">{width}")
-
+    print(f"{'openssl speed -evp aes-128-cbc':<{width}} {aes.text('.1f')} MB/s cpu")
+    print(f"{'openssl speed -evp sha256':<{width}} {sha.text('.1f')} MB/s cpu")
+    print(f"{'  both, once per byte: 1/(1/aes+1/sha256)':<{width}} {both.text('.1f')} MB/s cpu")
     for r in rows.values():
-        print(f"{r.name:<{width}} {r.mb_per_cpu_s:9.1f} {r.cpu_s_per_gb:9.2f} {cell(r.wall_mb_per_s, '9.1f', 9)}"
-              f" {r.x_aes:6.2f} {cell(r.x_aes_sha, '9.2f', 9)}")
-    print(f"origin CPU per warm 1 MiB download via proxy: {origin['split_cpu_ms_per_download']:.2f} ms; "
-          f"tls12.https_server: {origin['https_cpu_ms_per_download']:.2f} ms; "
-          f"ratio {origin['split_cpu_ms_per_download'] / origin['https_cpu_ms_per_download']:.2f}")
+        wall_text = "" if r.wall_mb_per_s is None else f", wall {r.wall_mb_per_s.median:.1f} MB/s"
+        sha_text = "" if r.x_aes_sha is None else f", x aes+sha {r.x_aes_sha.text()}"
+        print(f"{r.name:<{width}} {r.mb_per_cpu_s.text('.1f')} MB/s cpu{wall_text}; x aes {r.x_aes.text()}{sha_text}")
+    print(f"origin CPU per warm 1 MiB download via proxy: {split_ms.text()} ms; "
+          f"tls12.https_server: {https_ms.text()} ms; ratio {origin_ratio.text()}")
+    wall_s = time.perf_counter() - began
+    print(f"wall time {wall_s:.0f} s")
 
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
         config = {
-            "seconds": args.seconds, "rounds": args.rounds, "mib": args.mib, "stream_mib": args.stream_mib,
+            "seconds": args.seconds, "mib": args.mib, "stream_mib": args.stream_mib,
             "downloads": args.downloads, "suite": SUITE.name, "python": sys.version.split()[0],
             "machine": platform.machine(), "cpus": os.cpu_count(),
             "openssl": subprocess.run([tools["openssl"], "version"], capture_output=True, text=True, check=False).stdout.strip(),
         }  # fmt: skip
         result = {
             "config": config,
-            "references_MBps": {"openssl_aes_128_cbc": aes, "openssl_sha256": sha, "aes_plus_sha256": both},
-            "rows": {k: asdict(r) for k, r in rows.items()},
-            "origin": origin,
+            "references_MBps": {"openssl_aes_128_cbc": aes.to_json(), "openssl_sha256": sha.to_json(),
+                                "aes_plus_sha256": both.to_json()},
+            "rows": {k: r.to_json() for k, r in rows.items()},
+            "origin": {"split_cpu_ms_per_download": split_ms.to_json(),
+                       "https_cpu_ms_per_download": https_ms.to_json(), "ratio": origin_ratio.to_json()},
         }
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+        write_json(args.json, result, repeats=args.repeats, wall_s=wall_s)
     return 0
 
 
 def origin_cpu(dep: Deployment, count: int) -> dict[str, float]:
     """Origin CPU milliseconds per 1 MiB download: splitting server through the warm proxy vs https_server."""
     warm = f"https://127.0.0.1:{dep.warm_port}/f1m"
-    curl_get(dep.curl, warm, 1 << 20)  # warm the proxy for this file
     out = {}
     for name, url, pid in (("split", warm, dep.origin_pid), ("https", f"https://127.0.0.1:{dep.https_port}/f1m", dep.https_pid)):
         cpu, _, n = downloads(dep.curl, url, 1 << 20, pid, at_least=count, max_count=count)
-        out[f"{name}_cpu_ms_per_download"] = cpu / n * 1000
+        out[name] = cpu / n * 1000
     return out
 
 

@@ -15,40 +15,50 @@ file's SHA-256). Two takeover variants:
     B leaves the resend to its kernel: a restored socket has no RTT sample, so unless the
     probe's answer moves the window its first retransmission waits Linux's initial RTO (1 s).
 
-Reported per point and variant (medians over ``--repeat`` runs, seconds, measured):
+Reported per point and variant as ``median (min–max, n)`` over ``--repeats`` interleaved
+rounds (default 5: the reference, then each variant at every point, again), seconds, measured:
 ``restored_s`` (cut to B's socket running), ``next_byte_s`` (cut to the first segment the
 client receives after it) and ``next_new_byte_s`` (cut to the first byte the client had not
 had), and the reference measured in the same run: the same download without a failure, whose
-duration the failed-over downloads are compared with (``slowdown``).
+duration the failed-over downloads are compared with (``slowdown``, round by round).
 
 Needs root, iproute2 and curl; without them it stops with one line and exit status 1.
 
 Usage::
 
-    python benchmarks/bench_sslacc_failover.py                      # 4 points x 2 variants x 3
-    python benchmarks/bench_sslacc_failover.py --repeat 1 --json results/benchmarks/sacc.json
+    python benchmarks/bench_sslacc_failover.py                      # 4 points x 2 variants x 5
+    python benchmarks/bench_sslacc_failover.py --repeats 1 --json results/benchmarks/sacc.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from benchmarks._common import fail, require_c_extension, require_tools  # noqa: E402
+from benchmarks._common import (  # noqa: E402
+    Repeated,
+    fail,
+    require_c_extension,
+    require_tools,
+    rounds,
+    write_json,
+)
 
 BENCH = "bench_sslacc_failover"
 
 
-def _median(values: list[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return statistics.median(present) if present else None
+def _repeated(values: list[Any]) -> Repeated | None:
+    """The repeats that have a value (a run may lack one, e.g. no restore before the cut), or None."""
+    present = [float(v) for v in values if v is not None and v == v]  # v == v: not NaN
+    return Repeated.of(present) if present else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--points", nargs="+", choices=POINTS, default=list(POINTS))
-    ap.add_argument("--repeat", type=int, default=3, help="runs per point and variant")
+    ap.add_argument("--repeats", "--repeat", dest="repeat", type=int, default=5,
+                    help="interleaved rounds (reference, each variant at every point; default 5)")
     ap.add_argument("--size", type=int, default=16 << 20, help="bytes to download")
     ap.add_argument("--suite", default="AES128-SHA", help="the CBC suite (OpenSSL name)")
     ap.add_argument("--variants", nargs="+", choices=("rebase", "timer"),
@@ -65,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="also write the runs and medians as JSON here")
     args = ap.parse_args(argv)
     if args.repeat < 1:
-        ap.error("--repeat must be at least 1")
+        ap.error("--repeats must be at least 1")
 
     from netsim.linktestbed import NamespacesUnavailable, check_available
 
@@ -78,42 +89,50 @@ def main(argv: list[str] | None = None) -> int:
 
     from sslacc_sim.linux.failover import measure_failover
 
-    baseline = measure_failover((None,), repeat=args.repeat, size=args.size, suite=args.suite)
-    reference_s = statistics.median(baseline["download_s"])
-    frames = [baseline]
+    began = time.perf_counter()
+
+    def run(variant: str | None) -> Any:
+        if variant is None:  # the reference: the same download without a failure
+            return measure_failover((None,), repeat=1, size=args.size, suite=args.suite)
+        return measure_failover(tuple(args.points), repeat=1, size=args.size, suite=args.suite,
+                                resume_at_ack=variant == "rebase")
+
+    steps: dict[str, Any] = {"reference": lambda: run(None)}
+    steps.update({v: (lambda v=v: run(v)) for v in args.variants})
+    got = rounds(steps, args.repeat)  # reference, rebase, timer, reference, ...
+    reference = Repeated.of(float(df["download_s"].iloc[0]) for df in got["reference"])
+    frames = list(got["reference"])
     summary = []
-    print(f"{'point':28} {'variant':7} {'restored_s':>10} {'next_byte_s':>11} "
-          f"{'next_new_byte_s':>15} {'slowdown':>8}")  # fmt: skip
+    print(f"median (min–max, n) of {args.repeat} interleaved repeats (seconds, measured)")
     for variant in args.variants:
-        df = measure_failover(tuple(args.points), repeat=args.repeat, size=args.size,
-                              suite=args.suite, resume_at_ack=variant == "rebase")  # fmt: skip
-        frames.append(df)
+        frames += got[variant]
         for point in args.points:
-            rows = df[df["point"] == point]
-            row = {
-                "point": point, "variant": variant, "runs": len(rows),
-                "restored_s": _median(list(rows["restored_s"])),
-                "next_byte_s": _median(list(rows["next_segment_s"])),
-                "next_new_byte_s": _median(list(rows["next_new_byte_s"])),
-                "download_s": statistics.median(rows["download_s"]),
-                "slowdown": statistics.median(rows["download_s"]) / reference_s,
-            }  # fmt: skip
+            per_round = [df[df["point"] == point].iloc[0] for df in got[variant]]
+            download = Repeated.of(float(r["download_s"]) for r in per_round)
+            figures = {k: _repeated([r[col] for r in per_round]) for k, col in
+                       (("restored_s", "restored_s"), ("next_byte_s", "next_segment_s"),
+                        ("next_new_byte_s", "next_new_byte_s"))}
+            figures["download_s"] = download
+            figures["slowdown"] = download.over(reference)  # each round's download over its reference
+            row: dict[str, Any] = {"point": point, "variant": variant, "runs": len(per_round)}
+            row.update({k: (None if v is None else v.median) for k, v in figures.items()})  # medians
+            row["repeated"] = {k: (None if v is None else v.to_json()) for k, v in figures.items()}
             summary.append(row)
-            cells = [f"{row[k]:.4f}" if row[k] is not None else "-"
-                     for k in ("restored_s", "next_byte_s", "next_new_byte_s")]
-            print(f"{point:28} {variant:7} {cells[0]:>10} {cells[1]:>11} {cells[2]:>15} "
-                  f"{row['slowdown']:>7.2f}x")  # fmt: skip
-    print(f"reference: the same download without a failure, median {reference_s:.3f} s "
-          "(curl's time_total); slowdown = curl's time_total with the failover / reference")
+            cells = "  ".join(f"{k} {'-' if v is None else v.text('.4f')}" for k, v in figures.items()
+                              if k not in ("download_s", "slowdown"))
+            print(f"{point:28} {variant:7} {cells}  slowdown {figures['slowdown'].text()}x")
+    wall = time.perf_counter() - began
+    print(f"reference: the same download without a failure, {reference.text('.3f')} s "
+          "(curl's time_total); slowdown = curl's time_total with the failover / that round's reference; "
+          f"wall time {wall:.0f} s")
     if args.json:
         import pandas as pd
 
         runs = pd.concat(frames, ignore_index=True)
-        doc = {"config": {"size": args.size, "suite": args.suite, "repeat": args.repeat},
-               "reference_s": reference_s, "medians": summary,
+        doc = {"config": {"size": args.size, "suite": args.suite},
+               "reference_s": reference.median, "reference": reference.to_json(), "medians": summary,
                "runs": json.loads(runs.to_json(orient="records"))}  # fmt: skip
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(doc, indent=2) + "\n")
+        write_json(args.json, doc, repeats=args.repeat, wall_s=wall)
     return 0
 
 

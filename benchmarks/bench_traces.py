@@ -9,6 +9,9 @@ Prints, for the same run and machine:
    two competing flows), next to the raw SimPy event rate of a trivial model (one process
    yielding timeouts) measured in the same run, and their ratio.
 
+Each rate is measured ``--repeats`` times (default 5; the SimPy models interleaved, trivial
+first) and printed as ``median (min–max, n)``.
+
 Usage::
 
     python benchmarks/bench_traces.py            # full: 10^7 synthetic requests
@@ -24,7 +27,6 @@ exits with status 1 and one line instead of replaying only the synthetic one.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Callable
@@ -33,7 +35,10 @@ from pathlib import Path
 
 import simpy
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from _common import Repeated, add_repeats_option, rounds, write_json  # noqa: E402
 
 from netsim.link import ADSL_DOWN, ADSL_UP, Link  # noqa: E402
 from netsim.synth import LCS_LIKE, generate, scaled  # noqa: E402
@@ -60,19 +65,19 @@ class CountingEnvironment(simpy.Environment):
         super().schedule(event, priority, delay)
 
 
-def best_of(fn: Callable[[], object], repeat: int) -> float:
-    """Fastest wall time of ``repeat`` calls, in seconds."""
-    best = float("inf")
-    for _ in range(repeat):
+def rates(fn: Callable[[], object], count: float, repeats: int) -> Repeated:
+    """``count`` / wall seconds of each of ``repeats`` calls of ``fn`` (per second, measured)."""
+    out = []
+    for _ in range(repeats):
         t = time.perf_counter()
         fn()
-        best = min(best, time.perf_counter() - t)
-    return best
+        out.append(count / (time.perf_counter() - t))
+    return Repeated.of(out)
 
 
-def bench_replay(quick: bool) -> dict[str, float]:
+def bench_replay(quick: bool, repeats: int) -> dict[str, object]:
     model = paper_model()
-    out: dict[str, float] = {}
+    out: dict[str, object] = {}
     traces = available_traces()
     sized = []
     for name in traces:
@@ -87,27 +92,28 @@ def bench_replay(quick: bool) -> dict[str, float]:
               f"lines/s   preprocess {len(table) / prep_s:>12,.0f} req/s")
     if sized:
         n, name, work = max(sized, key=lambda x: x[0])
-        secs = best_of(lambda: replay(work, model), 3 if quick else 5)
-        out["replay_real_req_per_s"] = n / secs
-        out["replay_real_trace"] = name  # type: ignore[assignment]
+        real = rates(lambda: replay(work, model), n, repeats)
+        out["replay_real_req_per_s"] = real.to_json()
+        out["replay_real_trace"] = name
         out["replay_real_requests"] = float(n)
-        print(f"replay  {name:24s} {n:>10,} requests {n / secs:>12,.0f} req/s "
-              f"({n / secs / TARGET_REQ_PER_S:.2f} x target)")
+        print(f"replay  {name:24s} {n:>10,} requests {real.text(',.0f')} req/s "
+              f"({real.median / TARGET_REQ_PER_S:.2f} x target, median)")
     n_req = 1e6 if quick else 1e7
     params = scaled(LCS_LIKE, n_req / LCS_LIKE.expected_requests)
     t = time.perf_counter()
     synth = generate(replace(params, seed=7), progress=True)
     gen_s = time.perf_counter() - t
-    secs = best_of(lambda: replay(synth, model), 1 if not quick else 2)
+    synthetic = rates(lambda: replay(synth, model), len(synth), repeats)
+    secs = len(synth) / synthetic.median
     out["synthetic_requests"] = float(len(synth))
     out["synthetic_generate_req_per_s"] = len(synth) / gen_s
-    out["replay_synthetic_req_per_s"] = len(synth) / secs
+    out["replay_synthetic_req_per_s"] = synthetic.to_json()
     month = len(synth) / params.days * 30
     print(f"generate synthetic-lcs          {len(synth):>10,} requests "
           f"{len(synth) / gen_s:>12,.0f} req/s")
     print(f"replay  synthetic-lcs          {len(synth):>10,} requests "
-          f"{len(synth) / secs:>12,.0f} req/s ({len(synth) / secs / TARGET_REQ_PER_S:.2f} x "
-          f"target); a month ({month:,.0f} requests) replays in {month / (len(synth) / secs):.2f} s")
+          f"{synthetic.text(',.0f')} req/s ({synthetic.median / TARGET_REQ_PER_S:.2f} x "
+          f"target, median); a month ({month:,.0f} requests) replays in {month / (len(synth) / secs):.2f} s")
     return out
 
 
@@ -136,18 +142,27 @@ def tcp_rate(nbytes: int, flows: int) -> tuple[float, int]:
     return env.events / (time.perf_counter() - t), env.events
 
 
-def bench_simpy(quick: bool) -> dict[str, float]:
+def bench_simpy(quick: bool, repeats: int) -> dict[str, object]:
     n = 50_000 if quick else 300_000
-    raw = max(trivial_rate(n) for _ in range(3))
-    one, ev1 = max(tcp_rate(1_000_000 if quick else 5_000_000, 1) for _ in range(3))
-    two, ev2 = max(tcp_rate(500_000 if quick else 2_500_000, 2) for _ in range(3))
-    print(f"simpy   trivial model (timeouts)   {raw:>12,.0f} events/s")
-    print(f"simpy   TCP over ADSL, 1 flow      {one:>12,.0f} events/s ({ev1:,} events; "
-          f"{one / raw:.2f} x trivial)")
-    print(f"simpy   TCP over ADSL, 2 flows     {two:>12,.0f} events/s ({ev2:,} events; "
-          f"{two / raw:.2f} x trivial)")
-    return {"simpy_trivial_events_per_s": raw, "simpy_tcp_events_per_s": one,
-            "simpy_tcp2_events_per_s": two, "simpy_tcp_vs_trivial": one / raw}
+    events: dict[str, int] = {}
+
+    def tcp(nbytes: int, flows: int, key: str) -> float:
+        rate, events[key] = tcp_rate(nbytes, flows)
+        return rate
+
+    got = rounds({  # trivial, 1 flow, 2 flows, trivial, ...: each ratio pairs runs of one round
+        "trivial": lambda: trivial_rate(n),
+        "tcp1": lambda: tcp(1_000_000 if quick else 5_000_000, 1, "tcp1"),
+        "tcp2": lambda: tcp(500_000 if quick else 2_500_000, 2, "tcp2"),
+    }, repeats)
+    raw, one, two = (Repeated.of(got[k]) for k in ("trivial", "tcp1", "tcp2"))
+    print(f"simpy   trivial model (timeouts)   {raw.text(',.0f')} events/s")
+    print(f"simpy   TCP over ADSL, 1 flow      {one.text(',.0f')} events/s ({events['tcp1']:,} events; "
+          f"{one.over(raw).text()} x trivial)")
+    print(f"simpy   TCP over ADSL, 2 flows     {two.text(',.0f')} events/s ({events['tcp2']:,} events; "
+          f"{two.over(raw).text()} x trivial)")
+    return {"simpy_trivial_events_per_s": raw.to_json(), "simpy_tcp_events_per_s": one.to_json(),
+            "simpy_tcp2_events_per_s": two.to_json(), "simpy_tcp_vs_trivial": one.over(raw).to_json()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,15 +170,18 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 1)[1])
     ap.add_argument("--quick", action="store_true", help="10^6 synthetic requests, fewer runs")
+    add_repeats_option(ap)
     ap.add_argument("--json", metavar="PATH", help="also write the numbers as JSON")
     args = ap.parse_args(argv)
+    began = time.perf_counter()
     if not available_traces():
         raise SystemExit(f"{BENCH}: no usable access-log trace found (bundled under traces/ or in TRACES_DIR);"
                          " see traces/README.md")
-    results = {**bench_replay(args.quick), **bench_simpy(args.quick)}
+    results = {**bench_replay(args.quick, args.repeats), **bench_simpy(args.quick, args.repeats)}
+    wall = time.perf_counter() - began
+    print(f"median (min–max, n) of {args.repeats} repeats (measured); wall time {wall:.0f} s")
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(results, indent=2))
+        write_json(Path(args.json), results, repeats=args.repeats, wall_s=wall)
     return 0
 
 

@@ -13,7 +13,12 @@ for three things that used to be copied four times:
   notebook kernels. Any other value is an error rather than a silent guess;
 * **run metadata** -- :func:`run_metadata` (git revision, Python, platform, CPU count, package
   versions, the quick flag and the experiment's own configuration), written next to the
-  results as ``run.json`` by :func:`write_run`.
+  results as ``run.json`` by :func:`write_run`;
+* **where a model's inputs came from** -- :func:`file_provenance` describes one input file
+  (path, SHA-256, the command that writes it, when and where it was written) and
+  :func:`record_input` adds such a record, or the word that defaults were used, to the
+  ``inputs`` of the current run's ``run.json``: a model that calibrates itself from a file
+  says which file, or says that it had none.
 
 A notebook starts with::
 
@@ -27,6 +32,8 @@ protocol logic, and nothing in :mod:`netsim`'s models depends on it.
 
 from __future__ import annotations
 
+import datetime
+import hashlib
 import importlib.metadata
 import json
 import os
@@ -40,11 +47,15 @@ from typing import Any
 __all__ = [
     "DEFAULT_PACKAGES",
     "QUICK_ENV",
+    "PROVENANCE_FILE",
     "Run",
+    "file_provenance",
     "find_root",
     "git_revision",
     "package_versions",
     "quick_from_env",
+    "record_input",
+    "recorded_inputs",
     "results_dir",
     "run_metadata",
     "start_run",
@@ -57,6 +68,10 @@ QUICK_ENV = "REPRODUCE_QUICK"
 DEFAULT_PACKAGES: tuple[str, ...] = (
     "websec-testbed", "cryptography", "numpy", "pandas", "simpy", "matplotlib", "tqdm",
 )  # fmt: skip
+
+#: In ``docs/results/``: when, where and by which command each shipped file was written
+#: (``make readme`` writes it while it copies the files from ``results/``).
+PROVENANCE_FILE = "PROVENANCE.json"
 
 _TRUE = ("1", "true", "yes")
 _FALSE = ("0", "false", "no")
@@ -177,11 +192,87 @@ class Run:
     metadata: dict[str, Any]
 
 
+_active: list[Run] = []          # the run start_run began in this process (at most one)
+_inputs: dict[str, dict[str, Any]] = {}
+
+
 def start_run(name: str, config: Mapping[str, Any] | None = None, *,
               packages: Iterable[str] = DEFAULT_PACKAGES, root: Path | None = None) -> Run:
     """The first cell of a notebook: resolve ``results/<name>``, read the quick/full switch and
-    write ``run.json`` there before anything else runs."""
+    write ``run.json`` there before anything else runs.  The run becomes this process's
+    current run, whose ``run.json`` :func:`record_input` extends."""
     out = results_dir(name, root)
     quick = quick_from_env()
     meta = write_run(out, config, quick=quick, packages=packages, root=root)
-    return Run(name, out, quick, meta)
+    run = Run(name, out, quick, meta)
+    _active[:] = [run]
+    _inputs.clear()
+    return run
+
+
+def file_provenance(path: Path, command: str, root: Path | None = None,
+                    recorded: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Where one input file came from: ``source`` ("file"), ``path`` (relative to the
+    repository), ``sha256``, ``command`` (what writes it) and ``written_utc`` / ``machine`` /
+    ``git_revision``.
+
+    Those last three come, in order of preference, from ``recorded`` (the file's own record
+    of its run, if it keeps one), from ``docs/results/PROVENANCE.json`` for a shipped copy
+    (written by ``make readme`` when it copied the file), or -- for a file under
+    ``results/``, which only a run on this checkout writes -- from the file's modification
+    time and this machine.  A shipped file without an entry says so (``None`` values and a
+    ``note``) rather than guessing.
+    """
+    root = root or find_root()
+    path = Path(path).resolve()
+    try:
+        rel = str(path.relative_to(root.resolve()))
+    except ValueError:
+        rel = str(path)
+    out: dict[str, Any] = {"source": "file", "path": rel,
+                           "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+                           "command": command}
+    shipped = root.resolve() / "docs" / "results"
+    if recorded:
+        out.update({k: recorded.get(k) for k in ("written_utc", "machine", "git_revision")})
+    elif path.is_relative_to(shipped):
+        entries: dict[str, Any] = {}
+        table = shipped / PROVENANCE_FILE
+        if table.is_file():
+            entries = json.loads(table.read_text()).get("files", {})
+        entry = entries.get(str(path.relative_to(shipped)))
+        if entry is None:
+            out.update({"written_utc": None, "machine": None, "git_revision": None,
+                        "note": f"shipped copy with no entry in docs/results/{PROVENANCE_FILE}"})
+        else:
+            out.update({k: entry.get(k) for k in ("written_utc", "machine", "git_revision")})
+    else:
+        mtime = datetime.datetime.fromtimestamp(path.stat().st_mtime, datetime.UTC)
+        out.update({"written_utc": mtime.isoformat(timespec="seconds"),
+                    "machine": f"{platform.platform()}, {os.cpu_count()} CPUs (this machine)",
+                    "git_revision": None})
+    return out
+
+
+def record_input(name: str, provenance: Mapping[str, Any], out: Path | None = None
+                 ) -> dict[str, Any]:
+    """Record where the model input ``name`` came from under ``inputs`` in ``out/run.json``
+    (default: the run :func:`start_run` began in this process; without one, or if its folder
+    is gone, only in :func:`recorded_inputs`).  ``provenance`` is :func:`file_provenance` or, for defaults, a
+    mapping with ``source: "defaults"`` and what they are.  Returns the run's inputs."""
+    _inputs[name] = dict(provenance)
+    if out is None and _active:
+        out = _active[0].out
+    if out is None or not Path(out).is_dir():
+        return dict(_inputs)
+    path = Path(out, "run.json")
+    meta = json.loads(path.read_text()) if path.is_file() else {}
+    meta.setdefault("inputs", {})[name] = dict(provenance)
+    path.write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    return dict(meta["inputs"])
+
+
+def recorded_inputs() -> dict[str, dict[str, Any]]:
+    """Every input :func:`record_input` recorded in this process since the last
+    :func:`start_run`."""
+    return {k: dict(v) for k, v in _inputs.items()}

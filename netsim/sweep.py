@@ -22,6 +22,31 @@ leaves its notebook still says how it was made.
 A point that raises stops the sweep with :class:`SweepPointError`, whose message names the
 point's parameters and whose ``__cause__`` is the original exception.
 
+**Where each point ran** is recorded, not assumed: the task itself asks
+:func:`distributed.get_worker` for the address of the worker executing it (``"serial"`` for
+an in-process run) and sends it back with the result. ``df.attrs["run"]["sweep"]`` then holds
+``point_workers`` (that address for every point, in grid order) and ``ran_on`` (the sorted
+set of addresses that actually ran points), next to ``workers`` (the number of LocalCluster
+workers *asked for*, which proves nothing by itself). A test that two workers give the serial
+table must also check ``len(ran_on) > 1``: a sweep that silently fell back to one process
+would pass the first check and fail the second. The address is deliberately *not* a column
+of the table: which worker ran a point depends on scheduling, and a figure's CSV must be the
+same bytes whichever way its points ran.
+
+**How points are spread** is the ``placement`` argument of :func:`sweep`. Left alone, Dask
+may run every point of a short sweep of fast points on the first worker that asks for work,
+which is correct but wastes the cluster and proves nothing about it. So by default
+(``placement="spread"``) the points are dealt round-robin over the workers present when the
+sweep starts (for a LocalCluster, after all of its workers have started), point ``i`` to
+worker ``i mod n``, as a *loose* restriction (``Client.submit(workers=[w],
+allow_other_workers=True)``): every worker starts at once on its first point, so with at
+least as many points as workers every worker runs one (a point already executing is never
+moved), while Dask's work stealing may still hand a *queued* point to a worker that ran out,
+so points of uneven cost still balance. ``placement="pinned"`` makes the restriction strict
+(point ``i`` runs on worker ``i mod n``, no stealing: reproducible placement, at the price of
+load balance; a point whose worker leaves the cluster waits for it), ``placement="dynamic"``
+leaves the choice entirely to the scheduler.
+
 Large inputs shared by every point (a month of trace, a cost model) go in ``constants``: they
 are sent to each worker once (``Client.scatter(..., broadcast=True)``) and passed to ``fn`` as
 keyword arguments next to the point's own, instead of being pickled into every task.
@@ -58,6 +83,7 @@ from .results import run_metadata
 
 __all__ = [
     "LOCAL",
+    "PLACEMENTS",
     "SERIAL",
     "SweepError",
     "SweepPointError",
@@ -69,8 +95,10 @@ __all__ = [
 
 #: ``--scheduler`` value for a fresh LocalCluster (the default).
 LOCAL = "local"
-#: ``--scheduler`` value for an in-process run.
+#: ``--scheduler`` value for an in-process run, and the worker name of its points.
 SERIAL = "serial"
+#: Accepted values of ``sweep(placement=...)`` (see the module docstring).
+PLACEMENTS = ("spread", "pinned", "dynamic")
 
 _ADDRESS = re.compile(r"^(tcp|tls|inproc|ws|wss)://[^\s/:]+(:\d{1,5})?/?$")
 
@@ -143,6 +171,18 @@ def _call(fn: Callable[..., Any], point: Mapping[str, Any], constants: Mapping[s
         raise SweepPointError(point, exc) from exc
 
 
+def _call_on_worker(fn: Callable[..., Any], point: Mapping[str, Any],
+                    constants: Mapping[str, Any]) -> tuple[str, Any]:
+    """Run one point on a Dask worker: ``(address of the worker that ran it, result)``.
+
+    The address is read here, inside the task, so it names the process that really executed
+    the point -- not the one the client asked for.
+    """
+    from distributed import get_worker
+
+    return get_worker().address, _call(fn, point, constants)
+
+
 def _rows(point: Mapping[str, Any], result: Any, tidy: bool) -> pd.DataFrame:
     """The table rows of one point's result (see the module docstring)."""
     if isinstance(result, pd.DataFrame):
@@ -176,7 +216,8 @@ def _client(scheduler: str | None, workers: int | None) -> tuple[Any, Any]:
 def sweep(fn: Callable[..., Any], points: Sequence[Mapping[str, Any]] | Mapping[str, Iterable],
           *, scheduler: str | None = None, workers: int | None = None, progress: bool = True,
           metadata: Mapping[str, Any] | None = None, constants: Mapping[str, Any] | None = None,
-          serial: bool = False, tidy: bool = True, desc: str = "sweep") -> pd.DataFrame:
+          serial: bool = False, tidy: bool = True, desc: str = "sweep",
+          placement: str = "spread") -> pd.DataFrame:
     """Run ``fn(**point, **constants)`` for every point and return one table of the results.
 
     ``points`` is a list of parameter dicts or a mapping of axes (expanded by :func:`grid`).
@@ -186,9 +227,14 @@ def sweep(fn: Callable[..., Any], points: Sequence[Mapping[str, Any]] | Mapping[
     ``progress`` shows a tqdm bar over completed points. ``metadata`` is the experiment's own
     configuration, recorded in ``df.attrs["run"]`` (:func:`netsim.results.run_metadata`)
     with its scalar entries also added as columns (unless a column of that name exists).
+    ``placement`` (``"spread"``, ``"pinned"`` or ``"dynamic"``) says how Dask points are
+    spread over the workers; ``df.attrs["run"]["sweep"]`` records which worker ran each point
+    (``point_workers``, grid order) and the set that ran any (``ran_on``) -- see the module
+    docstring. Neither changes the table itself.
 
     Raises :class:`SweepPointError` for the first point (in grid order) that failed, and
-    :class:`SweepError` for an empty grid or points with differing parameter names.
+    :class:`SweepError` for an empty grid, points with differing parameter names or an unknown
+    ``placement``.
     """
     pts = grid(**points) if isinstance(points, Mapping) else [dict(p) for p in points]
     if not pts:
@@ -202,14 +248,18 @@ def sweep(fn: Callable[..., Any], points: Sequence[Mapping[str, Any]] | Mapping[
     clash = keys & set(consts)
     if clash:
         raise SweepError(f"parameters also given as constants: {sorted(clash)}")
+    if placement not in PLACEMENTS:
+        raise SweepError(f"placement must be one of {', '.join(PLACEMENTS)}, got {placement!r}")
     if scheduler is not None and scheduler_arg(scheduler) == SERIAL:
         serial = True
 
     if serial:
         results = [_call(fn, p, consts)
                    for p in tqdm(pts, desc=desc, disable=not progress, unit="point")]
+        ran = [SERIAL] * len(pts)
     else:
-        results = _distributed(fn, pts, consts, scheduler, workers, progress, desc)
+        ran, results = _distributed(fn, pts, consts, scheduler, workers, progress, desc,
+                                    placement)
 
     df = pd.concat([_rows(p, r, tidy) for p, r in zip(pts, results, strict=True)],
                    ignore_index=True)
@@ -217,7 +267,9 @@ def sweep(fn: Callable[..., Any], points: Sequence[Mapping[str, Any]] | Mapping[
     meta["sweep"] = {"points": len(pts), "serial": serial,
                      "scheduler": None if serial else (scheduler or LOCAL),
                      "workers": None if serial else (
-                         workers or os.cpu_count() if scheduler in (None, LOCAL) else None)}
+                         workers or os.cpu_count() if scheduler in (None, LOCAL) else None),
+                     "placement": None if serial else placement,
+                     "ran_on": sorted(set(ran)), "point_workers": ran}
     for k, v in (metadata or {}).items():
         if isinstance(v, str | int | float | bool) and k not in df.columns:
             df[k] = v
@@ -225,17 +277,38 @@ def sweep(fn: Callable[..., Any], points: Sequence[Mapping[str, Any]] | Mapping[
     return df
 
 
+def _placements(client: Any, cluster: Any, n: int, placement: str) -> list[dict[str, Any]]:
+    """``Client.submit`` keyword arguments placing each of ``n`` points (module docstring).
+
+    Round-robin over the workers' addresses in sorted order; for a LocalCluster this waits
+    until every worker has started, so the first one up does not take the whole sweep.
+    """
+    if placement == "dynamic":
+        return [{}] * n
+    if cluster is not None:
+        client.wait_for_workers(len(cluster.workers), timeout=120)
+    addresses = sorted(client.nthreads())
+    if not addresses:  # a scheduler with no workers yet: let it place points as they come
+        return [{}] * n
+    loose = placement == "spread"
+    return [{"workers": [addresses[i % len(addresses)]], "allow_other_workers": loose}
+            for i in range(n)]
+
+
 def _distributed(fn: Callable[..., Any], pts: list[dict[str, Any]], consts: dict[str, Any],
-                 scheduler: str | None, workers: int | None, progress: bool, desc: str
-                 ) -> list[Any]:
-    """Submit every point to a Dask cluster; results in grid order."""
+                 scheduler: str | None, workers: int | None, progress: bool, desc: str,
+                 placement: str) -> tuple[list[str], list[Any]]:
+    """Submit every point to a Dask cluster: the worker that ran each point and its result,
+    both in grid order."""
     from distributed import as_completed
 
     client, cluster = _client(scheduler, workers)
     try:
+        where = _placements(client, cluster, len(pts), placement)  # waits for the workers
         # a one-element list, so that a dict or list constant travels as one object
         shared = {k: client.scatter([v], broadcast=True)[0] for k, v in consts.items()}
-        futures = [client.submit(_call, fn, p, shared, pure=False) for p in pts]
+        futures = [client.submit(_call_on_worker, fn, p, shared, pure=False, **w)
+                   for p, w in zip(pts, where, strict=True)]
         index = {f.key: i for i, f in enumerate(futures)}
         errors: dict[int, BaseException] = {}
         bar = tqdm(total=len(pts), desc=desc, disable=not progress, unit="point")
@@ -250,7 +323,8 @@ def _distributed(fn: Callable[..., Any], pts: list[dict[str, Any]], consts: dict
             if isinstance(err, SweepPointError):
                 raise SweepPointError(err.point, err.error) from err.error
             raise SweepPointError(pts[first], err) from err
-        return client.gather(futures)
+        ran, results = zip(*client.gather(futures), strict=True)
+        return list(ran), list(results)
     finally:
         client.close()
         if cluster is not None:

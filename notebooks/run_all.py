@@ -4,10 +4,15 @@ Steps, in order:
 
 1. ``python -m tls12.demo`` -- curl downloads from the TLS server, for every
    suite (quick sizes unless ``--full``), into ``results/tls12_demo/``;
-2. every ``notebooks/*.ipynb`` executed headless with nbclient, working
+2. ``python -m sslacc_sim.measure --json results/sslacc/cluster_costs.json``
+   (``--full`` with ``--full``) -- the SSLACC cluster's per-message CPU costs,
+   measured on this machine with their provenance; the SSLACC notebook's
+   Figures 28/29 read this file (the model's inputs called *measured* are
+   measured by this run, not typed in);
+3. every ``notebooks/*.ipynb`` executed headless with nbclient, working
    directory ``notebooks/``, environment ``REPRODUCE_QUICK=1`` (``0`` with
    ``--full``); executed copies go to ``results/notebooks/``;
-3. ``results/RUN.json`` records the run: git revision, Python and package
+4. ``results/RUN.json`` records the run: git revision, Python and package
    versions (from :mod:`netsim.results`, the helper every notebook's first cell
    uses to write its own ``run.json``), configuration, and each step's status
    and duration.
@@ -35,6 +40,8 @@ from netsim import results
 REPO = results.find_root(Path(__file__).resolve().parent)
 NOTEBOOKS = REPO / "notebooks"
 RESULTS = REPO / "results"
+#: Where step 2 writes the SSLACC cluster costs (read by notebooks/sslacc.ipynb).
+SSLACC_COSTS = RESULTS / "sslacc" / "cluster_costs.json"
 QUICK_DEMO_SIZES = "1K,1M"
 FULL_DEMO_SIZES = "0,1,4000,16K,1M,16M,64M"
 PACKAGES = (
@@ -71,8 +78,25 @@ def run_demo(full: bool) -> dict[str, Any]:
     }
 
 
+def run_measure_costs(full: bool, out: Path = SSLACC_COSTS) -> dict[str, Any]:
+    """Step 2: measure the SSLACC cluster costs into ``out`` (default :data:`SSLACC_COSTS`)
+    with ``python -m sslacc_sim.measure --json`` in a subprocess; ok only if the file exists."""
+    target = out.relative_to(REPO) if out.is_relative_to(REPO) else out
+    cmd = [sys.executable, "-m", "sslacc_sim.measure", *(["--full"] if full else []),
+           "--json", str(target)]
+    out.unlink(missing_ok=True)          # a stale file must not pass for this run's measurement
+    start = time.monotonic()
+    proc = subprocess.run(cmd, cwd=REPO, timeout=3600)
+    return {
+        "step": "sslacc_sim.measure",
+        "command": "python " + " ".join(cmd[1:]),
+        "ok": proc.returncode == 0 and out.is_file(),
+        "seconds": round(time.monotonic() - start, 2),
+    }
+
+
 def run_notebook(path: Path, full: bool) -> dict[str, Any]:
-    """Step 2: execute one notebook headless and save the executed copy."""
+    """Step 3: execute one notebook headless and save the executed copy."""
     import nbformat
     from nbclient import NotebookClient
 
@@ -122,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     steps: list[dict[str, Any]] = []
     if not args.skip_demo:
         steps.append(run_demo(args.full))
+    steps.append(run_measure_costs(args.full))
     notebooks = sorted(NOTEBOOKS.glob("*.ipynb"))
     for nb in notebooks:
         print(f"executing {nb.relative_to(REPO)} ...", flush=True)

@@ -3,10 +3,15 @@
 Numbers in the README are never typed by hand.  The chain is::
 
     make reproduce / make benchmarks  ->  results/            (untracked, rewritten by every run)
-    make readme                        ->  docs/results/       (tracked copy of exactly the files quoted)
+    make readme                        ->  docs/results/       (tracked copy of exactly the files quoted,
+                                                                with PROVENANCE.json: hash, command,
+                                                                date and machine of each)
                                        ->  README.md blocks    (rendered from docs/results/)
 
-Each table row below names the file(s) it reads and says what kind of claim it is:
+Each table row below reads its file(s) through :class:`Source`, which records them, and the
+tables other than the performance table end in a ``source`` cell naming each file and the
+command that wrote it (:func:`summarize_parts.base.source_cell`).  Each row says what kind
+of claim it is:
 *measured* (a run of our code against real peers on this machine), *modelled* (SimPy or a
 cost model, calibration named) or *true by construction* (a generator tuned to the paper).
 
@@ -15,6 +20,8 @@ Usage::
     python notebooks/summarize.py             # render from results/, write results/SUMMARY.md
     python notebooks/summarize.py --update    # copy the quoted files to docs/results/, rewrite README
     python notebooks/summarize.py --check     # exit 1 if the README differs from docs/results/
+    python notebooks/summarize.py --render-snapshot   # re-render the README from docs/results/
+                                                      # (a rendering change; no new results)
 
 ``tests/test_readme_tables.py`` runs the ``--check`` logic, so prose and results cannot drift.
 """
@@ -22,15 +29,23 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import datetime
+import hashlib
+import json
+import os
+import platform
 import shutil
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # summarize_parts, however loaded
 
-from summarize_parts import performance, systems  # noqa: E402
+from summarize_parts import mutation, performance, systems  # noqa: E402
 from summarize_parts.base import (  # noqa: E402, F401  (re-exported: the tests use them)
+    REPRODUCE_STEPS,
+    SOURCED_TABLES,
     TABLE_HEADERS,
     MissingResult,
     Row,
@@ -38,7 +53,11 @@ from summarize_parts.base import (  # noqa: E402, F401  (re-exported: the tests 
     f,
     find,
     registrar,
+    source_cell,
+    writer_of,
 )
+
+from netsim.results import PROVENANCE_FILE, git_revision  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "results"
@@ -163,7 +182,11 @@ def _linktestbed(src: Source) -> list[str]:
         "SSL splitting Fig. 12, HTTPS only: the real `tls12` HTTPS server and curl over the "
         "kernel-shaped ADSL line (`python benchmarks/bench_linktestbed.py`), vs the old model",
         str(len(rows)),
-        " / ".join(f"{float(r['measured_over_model']) - 1:+.1%}" for r in rows) + f" at {sizes}",
+        " / ".join(
+            f"{float(r['measured_over_model']) - 1:+.1%} "
+            f"({float(r['measured_over_model_min']) - 1:+.1%}…{float(r['measured_over_model_max']) - 1:+.1%})"
+            for r in rows
+        ) + f" at {sizes} (median (min…max) of {rows[0]['repeats']} repeats)",
         "measured, not model vs model: the model keeps the paper's RSA time and handshake sizes "
         "(small files); it was not recalibrated from these runs",
         "measured (median of curl's time_total) vs modelled",
@@ -204,6 +227,7 @@ def _driver_sine(src: Source) -> list[list[str]]:  # type: ignore[override]
             why[fig],
             "modelled (both), bytes from the real objects on the driver",
         ])
+        src.end_row()
     return out
 
 
@@ -273,6 +297,7 @@ def _rssl_dos(src: Source) -> list[str]:
 
 
 ROWS += systems.ROWS  # SSLACC, WebALPS, measured links; their benchmark rows end the performance table
+ROWS += mutation.ROWS  # the tests section's mutation scores (make mutation)
 
 
 def render_table(name: str, src: Source) -> str:
@@ -280,8 +305,12 @@ def render_table(name: str, src: Source) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in ROWS:
         if r.table == name:
+            src.begin_row()
             produced = r.cells(src)
-            for cells in produced if produced and isinstance(produced[0], list) else [produced]:
+            table_rows = produced if produced and isinstance(produced[0], list) else [produced]
+            for cells, files in zip(table_rows, src.sources(len(table_rows)), strict=True):
+                if name in SOURCED_TABLES:
+                    cells = [*cells, source_cell(files)]
                 if len(cells) != len(header):
                     raise ValueError(f"{r.cells.__name__}: {len(cells)} cells for {len(header)} columns")
                 lines.append("| " + " | ".join(cells) + " |")
@@ -327,15 +356,71 @@ def check(readme_text: str, snapshot: Path = SNAPSHOT) -> list[str]:
     ]
 
 
+def provenance(used: Iterable[str], results: Path) -> dict[str, Any]:
+    """What ``docs/results/PROVENANCE.json`` says about each copied file: its SHA-256, the
+    command that wrote it (:func:`writer_of`), when (the file's modification time in
+    ``results/``, i.e. when that run wrote it) and where (the platform and git revision
+    recorded by the run's own ``run.json`` when its folder has one, else this machine's:
+    ``results/`` is written only by runs on this checkout)."""
+    here = f"{platform.platform()}, {os.cpu_count()} CPUs"
+    files: dict[str, Any] = {}
+    for rel in sorted(used):
+        path = results / rel
+        run_json = path.parent / "run.json"
+        run = json.loads(run_json.read_text()) if run_json.is_file() else {}
+        mtime = datetime.datetime.fromtimestamp(path.stat().st_mtime, datetime.UTC)
+        files[rel] = {
+            "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+            "command": writer_of(rel).replace("`", ""),
+            "written_utc": mtime.isoformat(timespec="seconds"),
+            "machine": (f"{run['platform']}, {run.get('cpus')} CPUs" if "platform" in run
+                        else here),
+            "git_revision": run.get("git_revision") or git_revision(REPO),
+        }
+    return {"written_by": "python notebooks/summarize.py --update (make readme)", "files": files}
+
+
+def write_snapshot(used: Iterable[str], results: Path, snapshot: Path) -> None:
+    """Replace ``snapshot`` (``docs/results/``) by copies of the ``used`` files of ``results``
+    and their :func:`provenance` in ``PROVENANCE.json``."""
+    used = sorted(used)
+    record = provenance(used, results)
+    if snapshot.exists():
+        shutil.rmtree(snapshot)
+    for rel in used:
+        (snapshot / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(results / rel, snapshot / rel)
+    (snapshot / PROVENANCE_FILE).write_text(json.dumps(record, indent=2) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--update", action="store_true", help="copy quoted files to docs/results/ and rewrite README.md")
     mode.add_argument("--check", action="store_true", help="exit 1 if README.md differs from docs/results/")
+    mode.add_argument("--render-snapshot", action="store_true",
+                      help="rewrite the README tables from docs/results/ as it is (after a change "
+                           "to how rows are rendered; copies nothing)")
     args = parser.parse_args(argv)
 
+    if args.render_snapshot:
+        try:
+            blocks = render_all(Source(SNAPSHOT))
+        except MissingResult as exc:
+            print(f"summarize: {exc}; run `make reproduce`, `make benchmarks` and `make readme`",
+                  file=sys.stderr)
+            return 1
+        README.write_text(splice(README.read_text(), blocks))
+        print("rewrote the README tables from docs/results/")
+        return 0
+
     if args.check:
-        problems = check(README.read_text())
+        try:
+            problems = check(README.read_text())
+        except MissingResult as exc:
+            print(f"summarize: {exc}; run `make reproduce`, `make benchmarks` and `make readme`",
+                  file=sys.stderr)
+            return 1
         for p in problems:
             print(p)
         print("README tables match docs/results/" if not problems else "README is out of date: run `make readme`")
@@ -351,13 +436,10 @@ def main(argv: list[str] | None = None) -> int:
     (RESULTS / "SUMMARY.md").write_text("\n".join(f"## {n}\n\n{b}" for n, b in blocks.items()))
     print(f"wrote {(RESULTS / 'SUMMARY.md').relative_to(REPO)}")
     if args.update:
-        if SNAPSHOT.exists():
-            shutil.rmtree(SNAPSHOT)
-        for rel in sorted(src.used):
-            (SNAPSHOT / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(RESULTS / rel, SNAPSHOT / rel)
+        write_snapshot(src.used, RESULTS, SNAPSHOT)
         README.write_text(splice(README.read_text(), blocks))
-        print(f"copied {len(src.used)} files to docs/results/ and rewrote the README tables")
+        print(f"copied {len(src.used)} files to docs/results/ (their provenance in "
+              f"docs/results/{PROVENANCE_FILE}) and rewrote the README tables")
     return 0
 
 

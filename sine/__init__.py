@@ -10,6 +10,8 @@ Layers (sans-IO first):
 * :mod:`sine.format` -- codecs of the tag, the separate tag and the Forward Authenticator;
 * :mod:`sine.tag` -- the signer (hash chain + signature) and the stream encoder;
 * :mod:`sine.verifier` -- the streaming verifier;
+* :mod:`sine.cache_status` -- was a response served from a cache (RFC 9211 ``Cache-Status``,
+  ``X-Cache-Status``, ``X-Cache``, ``Age``);
 * :mod:`sine.links` -- ``Expected_Set(P)`` from a page's same-site links (SINEX);
 * :mod:`sine.site` -- signing a document root (``python -m sine.sign``);
 * :mod:`sine.server` / :mod:`sine.client` -- asyncio + h11 origin server and verifying client

@@ -33,6 +33,7 @@ import h11
 from tls12.cli import connect_error
 
 from .algorithms import VerifyingKey
+from .cache_status import cache_verdict
 from .errors import DigestMismatch, RemoteProtocolError, SineError
 from .site import STORE_DIR, canonical_path
 from .verifier import (
@@ -398,6 +399,8 @@ async def _fetch_and_report(
     collect: bool,
     output: Path | None,
 ) -> int:
+    """Fetch ``urls`` in one session, print a line per document (with the cache verdict of
+    :func:`sine.cache_status.cache_verdict`) and the session's counters; 0 iff all verified."""
     failures = 0
     client = SineClient(
         origin, mode=mode, public_key=public_key, proxy=proxy,
@@ -412,7 +415,7 @@ async def _fetch_and_report(
             data = r.data
             state = "verified" if r.ok else f"FAILED ({r.error})"
             print(f"{url}: {state}; {len(r.data)} verified bytes; trust={r.method or '-'};"
-                  f" cache={r.x_cache or '-'}")
+                  f" cache={cache_verdict(r.headers)}", flush=True)
             failures += not r.ok
     finally:
         await client.close()

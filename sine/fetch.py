@@ -10,6 +10,13 @@ origin or proxy could not be reached), 2 for a bad command line (a URL that is n
 ``http://host[:port]/...``, a ``--key`` that is not a PEM public key, a missing option the mode
 needs).  Errors are one line on stderr.  ``--output FILE`` writes the verified bytes of the last
 document (only verified bytes are ever written).
+
+One line per document: ``URL: verified; N verified bytes; trust=signature; cache=HIT
+(X-Cache-Status: HIT)``.  ``cache=`` says whether a cache served the document and which
+header said so: RFC 9211 ``Cache-Status`` first, then nginx's ``X-Cache-Status``, Squid's
+``X-Cache`` and a positive ``Age`` (:func:`sine.cache_status.cache_verdict`); ``cache=-`` when
+none of them decides (no cache on the path, or one that says nothing).  Then one line of session
+counters (public-key operations, origin round trips, requests, bytes).
 """
 
 from __future__ import annotations

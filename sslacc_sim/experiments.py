@@ -15,9 +15,11 @@ function                        what it models
 
 Everything here is **modelled**: the SimPy cluster of :mod:`sslacc_sim` runs real ``tls12``
 clients and servers (the bytes, and so the update sizes, are real), with CPU costs from
-:class:`~sslacc_sim.ClusterParams` -- per-message costs measured on our own code
-(``ClusterParams`` defaults, :mod:`sslacc_sim.measure`), the RSA card a rate (200 or 600 per
-second, the paper's cards).  The load generator is :mod:`sslacc_sim.load`; its
+:class:`~sslacc_sim.ClusterParams` -- per-message costs of our own code: :func:`fig28_29`
+takes a measured table (``costs``; ``make reproduce`` measures one, see
+:func:`sslacc_sim.params.cluster_costs`), the other experiments use the ``ClusterParams``
+defaults (the typed-in :data:`~sslacc_sim.params.DEFAULT_CLUSTER_COSTS`) -- and the RSA card a
+rate (200 or 600 per second, the paper's cards).  The load generator is :mod:`sslacc_sim.load`; its
 :class:`~sslacc_sim.load.MulticastLan` makes every member receive and acknowledge every update,
 which is what the paper's explanation of the plateau needs (see that module).
 
@@ -66,7 +68,7 @@ from netsim.link import Duplex, LinkParams
 from netsim.sweep import sweep
 from netsim.tcp import TcpParams
 
-from . import ClusterParams, FourTuple, Origin, Relay, TlsClient
+from . import ClusterCosts, ClusterParams, FourTuple, Origin, Relay, TlsClient
 from .load import (
     LoadError,
     bulk_load,
@@ -75,6 +77,7 @@ from .load import (
     make_cluster,
     server_config_factory,
 )
+from .params import DEFAULT_CLUSTER_COSTS
 from .updates import ACK_BASE, ACK_PER_UPDATE
 
 __all__ = [
@@ -130,18 +133,25 @@ def _sizes(quick: bool) -> dict[str, Any]:
 
 def fig28_29_point(nodes: int, card: float, variant: str, quick: bool = True, seed: int = 0,
                    cpu_scale: float = 1.0, lan_bandwidth: float = HANDSHAKE_LAN,
-                   multicast: bool = True, delta_updates: bool = True) -> dict[str, Any]:
+                   multicast: bool = True, delta_updates: bool = True,
+                   costs: ClusterCosts | None = None) -> dict[str, Any]:
     """One point of Figures 28/29: handshakes per simulated second of ``nodes`` nodes.
 
     "proj" runs one unclustered node and multiplies by ``nodes``.  ``delta_updates``: handshake
-    updates after the first as deltas (``ClusterParams.delta_updates``).  Returned fields:
+    updates after the first as deltas (``ClusterParams.delta_updates``).  ``costs``: the
+    cluster's CPU costs (:meth:`ClusterParams.measured`; ``None``: the ``ClusterParams``
+    defaults, the typed-in :data:`~sslacc_sim.params.DEFAULT_CLUSTER_COSTS`), then times
+    ``cpu_scale``.  Returned fields:
     ``handshakes_per_s``, ``completed`` (in the window), ``window_s``, ``card_limit``
     (``nodes * card``), ``refused``, ``errors`` and ``started`` (connections simulated) of
     the load generator, and cluster
     ``messages_per_handshake`` and ``overheard_per_handshake`` (multicast receptions).
     """
-    base = scaled_costs(ClusterParams(rsa_ops_per_s=card, lan_bandwidth=lan_bandwidth,
-                                      delta_updates=delta_updates), cpu_scale)
+    settings = {"rsa_ops_per_s": card, "lan_bandwidth": lan_bandwidth,
+                "delta_updates": delta_updates}
+    unscaled = (ClusterParams(**settings) if costs is None
+                else ClusterParams.measured(costs, **settings))
+    base = scaled_costs(unscaled, cpu_scale)
     params = variant_params(base, variant)
     run_nodes = 1 if variant == "proj" else nodes
     r = handshake_load(run_nodes, params, multicast=multicast, seed=seed, **_sizes(quick))
@@ -158,24 +168,30 @@ def fig28_29(quick: bool = True, *, nodes: tuple[int, ...] = NODES,
              cards: tuple[float, ...] = CARDS, variants: tuple[str, ...] | None = None,
              cpu_scale: float = 1.0, lan_bandwidth: float = HANDSHAKE_LAN, seed: int = 0,
              scheduler: str | None = "serial", workers: int | None = None,
-             progress: bool = False, delta_updates: bool = True) -> pd.DataFrame:
+             progress: bool = False, delta_updates: bool = True,
+             costs: ClusterCosts | None = None) -> pd.DataFrame:
     """Figures 28 (200 card) and 29 (600 card): one row per (nodes, card, variant).
 
     Runs through :func:`netsim.sweep.sweep`: in process by default (``scheduler="serial"``),
     on a fresh LocalCluster of ``workers`` processes with ``scheduler="local"``, or on a
     running Dask scheduler at its address.  ``variants`` defaults to
-    :func:`available_variants`.  Columns: the point (``nodes``, ``card``, ``variant``) and the
+    :func:`available_variants`.  ``costs``: the cluster's CPU costs (e.g.
+    :func:`sslacc_sim.params.cluster_costs`, what ``make reproduce`` measured); ``None``, the
+    typed-in defaults.  Columns: the point (``nodes``, ``card``, ``variant``) and the
     fields of :func:`fig28_29_point`, plus ``quick``, ``seed``, ``cpu_scale``,
-    ``lan_bandwidth`` and ``delta_updates``.
+    ``lan_bandwidth``, ``delta_updates`` and ``costs_source`` (the costs table's ``source``:
+    ``measured (quick, <date>)`` for a measured table, ``default`` for the typed-in one).
     """
     chosen = available_variants() if variants is None else tuple(variants)
     points = [{"nodes": n, "card": c, "variant": v} for c in cards for v in chosen
               for n in nodes]
     constants = {"quick": quick, "seed": seed, "cpu_scale": cpu_scale,
                  "lan_bandwidth": lan_bandwidth, "delta_updates": delta_updates}
+    source = costs.source if costs is not None else DEFAULT_CLUSTER_COSTS.source
     return sweep(fig28_29_point, points, scheduler=scheduler, workers=workers,
-                 constants=constants, metadata=constants, tidy=False, progress=progress,
-                 desc="fig28_29")
+                 constants={**constants, "costs": costs},
+                 metadata={**constants, "costs_source": source}, tidy=False,
+                 progress=progress, desc="fig28_29")
 
 
 def throughput_vs_nodes(quick: bool = True, *, nodes: tuple[int, ...] = NODES,

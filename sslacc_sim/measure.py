@@ -37,17 +37,25 @@ This module reads the clock and opens sockets, so it is an excluded adapter of t
 rules (``tests/test_layering.py``); the model reads only the resulting
 :class:`~sslacc_sim.params.ClusterCosts` (:meth:`~sslacc_sim.params.ClusterParams.measured`).
 Re-run with ``python -m sslacc_sim.measure`` (``--full`` for more repetitions); it prints the
-table as JSON.
+table as JSON.  ``--json PATH`` writes it to a file instead, with its provenance (the
+command, when, on which machine, at which git revision): ``make reproduce`` runs
+``python -m sslacc_sim.measure --json results/sslacc/cluster_costs.json`` before the
+notebooks, and Figures 28/29 read that file (:func:`sslacc_sim.params.cluster_costs`).
 """
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import hmac
 import json
+import os
+import platform
 import socket
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 from netsim.cpu import best_time
 from tls12 import ClientConfig, ClientConnection, ServerConfig, ServerConnection
@@ -60,7 +68,7 @@ from .delta import DeltaReader, DeltaWriter
 from .params import ClusterCosts
 from .sessions import decode_session, encode_session
 
-__all__ = ["measure_cluster_costs", "udp_loopback_round"]
+__all__ = ["costs_document", "measure_cluster_costs", "udp_loopback_round", "write_costs"]
 
 _KEY = b"cluster key: HMAC-SHA256 over every cluster message"
 
@@ -186,8 +194,37 @@ def measure_cluster_costs(quick: bool = True, interrupt: float | None = None) ->
     )
 
 
+def costs_document(costs: ClusterCosts, command: str, quick: bool) -> dict[str, Any]:
+    """The JSON of a costs file: ``costs`` (the table), ``fit_msg_cpu`` /
+    ``fit_msg_cpu_per_byte`` (its line) and ``provenance`` -- ``command``, ``written_utc``,
+    ``machine`` (platform and CPU count), ``git_revision`` and ``quick``."""
+    from netsim.results import git_revision
+
+    fixed, per_byte = costs.message_line()
+    now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    return {"costs": costs.to_dict(), "fit_msg_cpu": fixed, "fit_msg_cpu_per_byte": per_byte,
+            "provenance": {"command": command, "written_utc": now,
+                           "machine": f"{platform.platform()}, {os.cpu_count()} CPUs",
+                           "git_revision": git_revision(), "quick": quick}}
+
+
+def write_costs(path: str | Path, quick: bool = True, interrupt: float | None = None,
+                command: str | None = None) -> dict[str, Any]:
+    """Measure (:func:`measure_cluster_costs`) and write the table to ``path`` as
+    :func:`costs_document`; returns the document.  ``command`` is what the provenance names
+    (default: the ``python -m sslacc_sim.measure`` line that does the same)."""
+    path = Path(path)
+    if command is None:
+        command = f"python -m sslacc_sim.measure{'' if quick else ' --full'} --json {path}"
+    doc = costs_document(measure_cluster_costs(quick=quick, interrupt=interrupt), command, quick)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    return doc
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m sslacc_sim.measure [--full]``: print the measured table as JSON."""
+    """``python -m sslacc_sim.measure [--full] [--json PATH]``: print the measured table as
+    JSON, or write it with its provenance to ``PATH``."""
     import argparse
 
     from tls12 import cli
@@ -196,8 +233,15 @@ def main(argv: list[str] | None = None) -> int:
                                      description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--full", action="store_true",
                         help="best of more runs (slower, steadier) instead of the quick table")
+    parser.add_argument("--json", type=Path, metavar="PATH",
+                        help="write the table and its provenance here instead of printing it")
 
     def body(args: argparse.Namespace) -> int:
+        if args.json is not None:
+            argv_text = "python -m sslacc_sim.measure" + (" --full" if args.full else "")
+            write_costs(args.json, quick=not args.full, command=f"{argv_text} --json {args.json}")
+            print(f"wrote {args.json}")
+            return 0
         costs = measure_cluster_costs(quick=not args.full)
         doc = costs.to_dict()
         fixed, per_byte = costs.message_line()

@@ -19,14 +19,37 @@ parameters.  The defaults of :class:`ClusterParams` are that table's values:
 * a takeover costs ``import_cpu`` once (:func:`tls12.state.import_connection`, measured);
 * a handshake update sent as a delta (:mod:`sslacc_sim.delta`) costs ``delta_make_cpu`` more
   to build and ``delta_apply_cpu`` more at the mirror that rebuilds the state (measured).
+
+**Which measurement.**  :data:`DEFAULT_CLUSTER_COSTS` was typed in from one earlier run of
+``python -m sslacc_sim.measure --full``; no results file holds that run, so nothing quoted as
+*measured* should rest on it.  ``make reproduce`` measures the table again on the machine it
+runs on (``python -m sslacc_sim.measure --json results/sslacc/cluster_costs.json``, a step of
+``notebooks/run_all.py``), and Figures 28/29 use that file: :func:`read_cluster_costs` reads
+one such file with its provenance, :func:`cluster_costs` finds it (``results/``, else the
+copy ``make readme`` ships in ``docs/results/``), records which file it used in the run's
+``run.json`` (:func:`netsim.results.record_input`) and, with no file at all, warns
+(:class:`CostsWarning`) that it fell back to the typed-in table.
 """
 
 from __future__ import annotations
 
+import json
+import warnings
 from dataclasses import dataclass, fields, replace
+from pathlib import Path
 from typing import Any
 
-__all__ = ["ClusterCosts", "ClusterParams", "DEFAULT_CLUSTER_COSTS"]
+__all__ = ["COSTS_COMMAND", "COSTS_FILE", "SHIPPED_COSTS_FILE", "ClusterCosts", "ClusterParams",
+           "CostsWarning", "DEFAULT_CLUSTER_COSTS", "cluster_costs", "read_cluster_costs"]
+
+#: Where ``make reproduce`` writes the cluster costs it measures (relative to the repository).
+COSTS_FILE = Path("results") / "sslacc" / "cluster_costs.json"
+#: The copy of it that ``make readme`` ships.
+SHIPPED_COSTS_FILE = Path("docs") / "results" / "sslacc" / "cluster_costs.json"
+#: The command (a step of ``make reproduce``) that writes :data:`COSTS_FILE`.
+COSTS_COMMAND = "python -m sslacc_sim.measure --json results/sslacc/cluster_costs.json"
+#: The name under which :func:`cluster_costs` records its input in the run's ``run.json``.
+COSTS_INPUT = "sslacc cluster costs"
 
 
 @dataclass(frozen=True)
@@ -95,10 +118,12 @@ class ClusterCosts:
         return cls(**values)
 
 
-#: Measured once with ``python -m sslacc_sim.measure --full`` (see that module) on a 2-core
-#: x86-64 virtual machine under load, Python 3.11, OpenSSL 3 (the ``delta_*`` entries in a
-#: later run of the same command, whose other entries agreed within 25 %); re-measure on an
-#: idle machine before quoting absolute numbers.
+#: Typed in from one run of ``python -m sslacc_sim.measure --full`` (see that module) on a
+#: 2-core x86-64 virtual machine under load, Python 3.11, OpenSSL 3 (the ``delta_*`` entries
+#: from a later run of the same command, whose other entries agreed within 25 %).  No results
+#: file holds those runs: this table keeps simulations reproducible without timing anything
+#: (the unit tests, the experiments given no costs), and Figures 28/29 use the costs
+#: ``make reproduce`` measures instead (:func:`cluster_costs`).
 DEFAULT_CLUSTER_COSTS = ClusterCosts(
     full_build=7.0e-5, full_parse=1.3e-5, full_bytes=4273,
     compact_build=3.7e-5, compact_parse=1.2e-5, compact_bytes=298,
@@ -107,6 +132,63 @@ DEFAULT_CLUSTER_COSTS = ClusterCosts(
     source="default", delta_make=4.6e-5, delta_apply=3.5e-5, delta_bytes=997,
 )
 _MSG_CPU, _MSG_CPU_PER_BYTE = DEFAULT_CLUSTER_COSTS.message_line()
+
+
+class CostsWarning(UserWarning):
+    """:func:`cluster_costs` found no measured costs file and used the typed-in table."""
+
+
+def read_cluster_costs(path: str | Path) -> tuple[ClusterCosts, dict[str, Any]]:
+    """One costs file as written by ``python -m sslacc_sim.measure --json PATH``: the table
+    and the file's ``provenance`` (command, ``written_utc``, ``machine``, ``git_revision``,
+    ``quick``).  Anything else -- not JSON, no ``costs`` object, unknown or invalid entries --
+    is a ``ValueError`` naming the file."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not JSON ({exc})") from exc
+    if not isinstance(doc, dict) or not isinstance(doc.get("costs"), dict):
+        raise ValueError(f"{path}: expected a JSON object with a 'costs' object "
+                         f"(written by `{COSTS_COMMAND}`)")
+    try:
+        costs = ClusterCosts.from_dict(doc["costs"])
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: {exc}") from exc
+    provenance = doc.get("provenance")
+    return costs, dict(provenance) if isinstance(provenance, dict) else {}
+
+
+def cluster_costs(path: str | Path | None = None) -> ClusterCosts:
+    """The measured cluster costs a model run should use, and a record of which they are.
+
+    ``path``, else ``results/sslacc/cluster_costs.json`` (written by ``make reproduce`` on
+    this machine), else the shipped ``docs/results/sslacc/cluster_costs.json``, both under
+    the repository root: the first that exists is read (:func:`read_cluster_costs`) and its
+    provenance recorded under ``inputs["sslacc cluster costs"]`` of the current run's
+    ``run.json`` (:func:`netsim.results.record_input`).  With none, the typed-in
+    :data:`DEFAULT_CLUSTER_COSTS` is returned, ``defaults`` recorded and a
+    :class:`CostsWarning` issued: those costs were not measured by this run."""
+    from netsim.results import file_provenance, record_input
+
+    root = Path(__file__).resolve().parents[1]
+    candidates = [Path(path)] if path is not None else [root / COSTS_FILE,
+                                                        root / SHIPPED_COSTS_FILE]
+    for candidate in candidates:
+        if candidate.is_file():
+            costs, own = read_cluster_costs(candidate)
+            record = file_provenance(candidate, own.get("command", COSTS_COMMAND), root, own)
+            record["costs_source"] = costs.source
+            record_input(COSTS_INPUT, record)
+            return costs
+    looked = " or ".join(str(c) for c in candidates)
+    record_input(COSTS_INPUT, {"source": "defaults", "looked_for": looked,
+                               "values": "DEFAULT_CLUSTER_COSTS, typed in from an earlier run "
+                                         "(no results file holds it)"})
+    warnings.warn(f"no measured SSLACC cluster costs ({looked}); using the typed-in "
+                  f"DEFAULT_CLUSTER_COSTS. Run `{COSTS_COMMAND}` to measure them on this "
+                  "machine.", CostsWarning, stacklevel=2)
+    return DEFAULT_CLUSTER_COSTS
 
 
 @dataclass(frozen=True)

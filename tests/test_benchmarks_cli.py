@@ -98,3 +98,28 @@ def test_help_names_the_json_option(bench: str) -> None:
     proc = _run(bench, {}, "--help")
     assert proc.returncode == 0, proc.stderr
     assert "--json" in proc.stdout
+
+
+ALL_BENCHMARKS = sorted(p.stem for p in BENCHMARKS.glob("bench_*.py"))
+
+
+def test_every_benchmark_is_in_the_repeats_sweep() -> None:
+    """15 scripts (``make benchmarks`` runs 16 commands: ``bench_https.py`` twice, with and without ``--small``)."""
+    assert len(ALL_BENCHMARKS) == 15, ALL_BENCHMARKS
+
+
+@pytest.mark.parametrize("bench", ALL_BENCHMARKS)
+@pytest.mark.parametrize("count", ["0", "-2", "x"])
+def test_a_bad_repeat_count_is_refused_before_measuring(bench: str, count: str) -> None:
+    """``--repeats`` (interleaved repeats per figure; the README needs >= 5) must be a positive integer."""
+    proc = _run(bench, {}, "--repeats", count)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert "--repeats" in proc.stderr.strip().splitlines()[-1], proc.stderr
+    assert proc.stdout == "", "the benchmark started measuring"
+
+
+@pytest.mark.parametrize("bench", ALL_BENCHMARKS)
+def test_help_names_the_repeats_option(bench: str) -> None:
+    proc = _run(bench, {}, "--help")
+    assert proc.returncode == 0, proc.stderr
+    assert "--repeats" in proc.stdout

@@ -56,8 +56,8 @@ CORES: dict[str, tuple[str, ...]] = {
         "barnraising/errors.py", "barnraising/service.py", "barnraising/peers.py",
     ),
     "sine": (
-        "__init__.py", "algorithms.py", "errors.py", "format.py", "links.py", "tag.py",
-        "verifier.py",
+        "__init__.py", "algorithms.py", "cache_status.py", "errors.py", "format.py", "links.py",
+        "tag.py", "verifier.py",
     ),
     "reverse_ssl": (
         "__init__.py", "client_connection.py", "config.py", "errors.py", "messages.py",

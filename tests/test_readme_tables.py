@@ -7,6 +7,7 @@ number by hand or updates one side without the other.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import shutil
@@ -39,6 +40,7 @@ def test_every_quoted_file_is_used_and_every_row_says_its_kind() -> None:
     src = summarize.Source(ROOT / "docs" / "results")
     blocks = summarize.render_all(src)
     on_disk = {str(p.relative_to(src.root)) for p in src.root.rglob("*") if p.is_file()}
+    on_disk.discard(summarize.PROVENANCE_FILE)   # the record of the others, not a result
     assert on_disk == src.used, "docs/results/ holds files no README row reads (or misses some)"
     kinds = ("measured", "modelled", "true by construction")
     for name, table in blocks.items():
@@ -53,7 +55,7 @@ def test_a_changed_result_changes_the_readme(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "docs" / "results", snap)
     path = snap / "benchmarks" / "sine.json"
     data = json.loads(path.read_text())
-    data["verify"][0]["verify_MBps"] *= 2
+    data["verify"][0]["verify_MBps"]["median"] *= 2
     path.write_text(json.dumps(data))
     assert summarize.check((ROOT / "README.md").read_text(), snap) != []
 
@@ -62,3 +64,25 @@ def test_missing_result_file_is_a_clear_error(tmp_path: Path) -> None:
     summarize = _summarize()
     with pytest.raises(summarize.MissingResult, match="not found"):
         summarize.render_all(summarize.Source(tmp_path))
+
+
+def test_make_readme_records_each_copied_files_provenance(tmp_path: Path) -> None:
+    """``--update``'s copy step writes ``PROVENANCE.json``: every copied file with its hash
+    (of the copy), the command that wrote it and when and where it was written."""
+    summarize = _summarize()
+    results = tmp_path / "results"
+    shutil.copytree(ROOT / "docs" / "results", results)
+    (results / summarize.PROVENANCE_FILE).unlink(missing_ok=True)
+    used = {"sine/table2.csv", "benchmarks/sine.json"}
+    snap = tmp_path / "snapshot"
+    summarize.write_snapshot(used, results, snap)
+    record = json.loads((snap / summarize.PROVENANCE_FILE).read_text())
+    assert set(record["files"]) == used
+    assert {str(p.relative_to(snap)) for p in snap.rglob("*") if p.is_file()} == used | {
+        summarize.PROVENANCE_FILE}
+    for rel, entry in record["files"].items():
+        assert entry["sha256"] == hashlib.sha256((snap / rel).read_bytes()).hexdigest()
+        assert entry["written_utc"] and entry["machine"] and entry["git_revision"]
+    assert record["files"]["benchmarks/sine.json"]["command"].startswith(
+        "python benchmarks/bench_sine.py --json results/benchmarks/sine.json")
+    assert "notebooks/sine.ipynb" in record["files"]["sine/table2.csv"]["command"]

@@ -8,7 +8,9 @@ Every function returns a DataFrame; the notebook (``notebooks/webalps.ipynb``) p
   with the 4758 cost model off (native speed) and on. **Measured**; the WebALPS-4758 request
   time is close to the paper's *by construction* (the cost model's one tuned constant, see
   :mod:`webalps_sim.costmodel`), nothing else is tuned.
-* :func:`table2`: the slowdowns derived from :func:`table1`, beside the paper's 11.68 / 5.85.
+* :func:`table2`: the slowdowns derived from :func:`table1`, beside the paper's 11.68 / 5.85;
+  the hosts run in five interleaved rounds and every ratio is the median of the five per-round
+  ratios, with its range (one closed-loop run is too noisy on a shared machine).
 * :func:`figure4_measured`: requests/s against the number of closed-loop clients under the
   e-commerce mix (92 % HTTP, 8 % secure), HTTPS host against WebALPS host. **Measured**, small
   loads only (the load generator shares the machine's cores with the servers).
@@ -234,37 +236,71 @@ def _measure(bed: Testbed, host: str, urls: Any, seconds: float, clients: int = 
 
 # -- Tables 1 and 2 ------------------------------------------------------------------------------
 def table1(quick: bool = True, seconds: float | None = None,
-           hosts: Sequence[str] = tuple(HOSTS)) -> pd.DataFrame:
+           hosts: Sequence[str] = tuple(HOSTS), repeats: int = 5) -> pd.DataFrame:
     """Measured Table 1: one client, one connection per request, a 2 KB file, fixed time.
 
-    Columns: host, rps, connect_ms, request_ms (means over complete fetches), requests, errors,
-    host_cpu_ms / guardian_cpu_ms (server CPU per request), card_ms (modelled 4758 time per
-    request from the guardian's counters), and the paper's three values where it has the row.
+    The hosts are measured in ``repeats`` interleaved rounds (HTTP, HTTPS, WebALPS-native,
+    WebALPS-4758, HTTP, HTTPS, ...), so that background load on a shared machine lands on every
+    host alike; each round is one closed-loop run of ``seconds``.  One row per host holds the
+    **median** over the rounds of: rps, connect_ms, request_ms (means over complete fetches within
+    a round), requests, errors (sums), host_cpu_ms / guardian_cpu_ms (server CPU per request),
+    card_ms (modelled 4758 time per request from the guardian's counters); ``rps_min`` /
+    ``rps_max`` and ``repeats`` give the range; the paper's three values where it has the row.
+    The per-round rows are in ``df.attrs["rounds"]`` (a DataFrame with a ``round`` column), from
+    which :func:`table2` takes its ratios round by round.
     """
+    if repeats < 1:
+        raise ValueError(f"repeats must be at least 1, got {repeats}")
     secs = _seconds(quick, seconds)
     rows = []
     with testbed(hosts) as bed:
         for host in hosts:
             closed_loop(bed.urls[host], seconds=min(0.5, secs))  # warm-up, not counted
-            card_before = _card_counters(bed, host)
-            result, cpu = _measure(bed, host, bed.urls[host], secs)
-            n = max(result.requests, 1)
-            card_after = _card_counters(bed, host)
-            handshakes = max(card_after[1] - card_before[1], 1)
-            rows.append({"host": host, **{k: result.summary()[k] for k in
-                                          ("rps", "connect_ms", "request_ms", "tcp_ms",
-                                           "requests", "errors")},
-                         "host_cpu_ms": cpu["host"] / n * 1e3,
-                         "guardian_cpu_ms": cpu.get("guardian", 0.0) / n * 1e3,
-                         "client_cpu_ms": cpu["client"] / n * 1e3,
-                         "card_ms": (card_after[0] - card_before[0]) / handshakes * 1e3,
-                         "first_error": result.errors[0] if result.errors else ""})
-    df = pd.DataFrame(rows)
+        for rnd in range(repeats):
+            for host in hosts:
+                rows.append({"round": rnd, **_table1_point(bed, host, secs)})
+    rounds = pd.DataFrame(rows)
+    df = _median_by_host(rounds, list(hosts))
     paper = PAPER_TABLE1.set_index("host")
     key = {"HTTP": "HTTP", "HTTPS": "HTTPS", "WebALPS-4758": "WebALPS"}
     for col in ("rps", "connect_ms", "request_ms"):
         df[f"paper_{col}"] = [paper[col].get(key.get(h, ""), float("nan")) for h in df["host"]]
+    df.attrs["rounds"] = rounds
     return df
+
+
+def _table1_point(bed: Testbed, host: str, secs: float) -> dict[str, Any]:
+    """One closed-loop run of ``host``: Table 1's columns for that run."""
+    card_before = _card_counters(bed, host)
+    result, cpu = _measure(bed, host, bed.urls[host], secs)
+    n = max(result.requests, 1)
+    card_after = _card_counters(bed, host)
+    handshakes = max(card_after[1] - card_before[1], 1)
+    return {"host": host, **{k: result.summary()[k] for k in
+                             ("rps", "connect_ms", "request_ms", "tcp_ms", "requests", "errors")},
+            "host_cpu_ms": cpu["host"] / n * 1e3,
+            "guardian_cpu_ms": cpu.get("guardian", 0.0) / n * 1e3,
+            "client_cpu_ms": cpu["client"] / n * 1e3,
+            "card_ms": (card_after[0] - card_before[0]) / handshakes * 1e3,
+            "first_error": result.errors[0] if result.errors else ""}
+
+
+def _median_by_host(rounds: pd.DataFrame, hosts: list[str]) -> pd.DataFrame:
+    """One row per host: medians of the rounds (sums for requests and errors), rps range, n."""
+    out = []
+    for host in hosts:
+        mine = rounds[rounds["host"] == host]
+        row: dict[str, Any] = {"host": host}
+        for col in ("rps", "connect_ms", "request_ms", "tcp_ms", "host_cpu_ms",
+                    "guardian_cpu_ms", "client_cpu_ms", "card_ms"):
+            row[col] = float(mine[col].median())
+        row["requests"] = int(mine["requests"].sum())
+        row["errors"] = int(mine["errors"].sum())
+        row["first_error"] = next((e for e in mine["first_error"] if e), "")
+        row["rps_min"], row["rps_max"] = float(mine["rps"].min()), float(mine["rps"].max())
+        row["repeats"] = len(mine)
+        out.append(row)
+    return pd.DataFrame(out)
 
 
 def _card_counters(bed: Testbed, host: str) -> tuple[float, int]:
@@ -295,18 +331,27 @@ def table2(t1: pd.DataFrame) -> pd.DataFrame:
 
     ``rps`` is the ratio of requests/s, ``connect`` / ``request`` the ratios of the times (the
     paper prints the WebALPS connect "slowdown" as 0.14, i.e. 1.14x; we print ratios, and the
-    paper's rows converted the same way are in ``paper_*``).
+    paper's rows converted the same way are in ``paper_*``).  When ``t1`` carries its rounds
+    (``t1.attrs["rounds"]``, as :func:`table1` returns it), each ratio is taken round by round
+    -- the two hosts of a pair ran next to each other -- and the row gives the **median**, with
+    ``rps_min`` / ``rps_max`` and ``repeats``; a table without rounds counts as one round.
     """
-    by = t1.set_index("host")
+    rounds = t1.attrs.get("rounds")
+    if rounds is None:
+        rounds = t1.assign(round=0)
+    by_round = [r.set_index("host") for _, r in rounds.groupby("round")]
     rows = []
 
     def ratio(slow: str, fast: str, label: str, paper: dict[str, float]) -> None:
-        if slow in by.index and fast in by.index:
-            rows.append({"slowdown": label,
-                         "rps": by.at[fast, "rps"] / by.at[slow, "rps"],
-                         "connect": by.at[slow, "connect_ms"] / by.at[fast, "connect_ms"],
-                         "request": by.at[slow, "request_ms"] / by.at[fast, "request_ms"],
-                         **{f"paper_{k}": v for k, v in paper.items()}})
+        if slow not in by_round[0].index or fast not in by_round[0].index:
+            return
+        each = pd.DataFrame([{"rps": by.at[fast, "rps"] / by.at[slow, "rps"],
+                              "connect": by.at[slow, "connect_ms"] / by.at[fast, "connect_ms"],
+                              "request": by.at[slow, "request_ms"] / by.at[fast, "request_ms"]}
+                             for by in by_round])
+        rows.append({"slowdown": label, **{k: float(each[k].median()) for k in each},
+                     "rps_min": float(each["rps"].min()), "rps_max": float(each["rps"].max()),
+                     "repeats": len(each), **{f"paper_{k}": v for k, v in paper.items()}})
 
     p1 = PAPER_TABLE1.set_index("host")
 
@@ -483,6 +528,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=cli.positive_float,
                         help="per measured point (quick: 2, full: 10)")
     parser.add_argument("--full", action="store_true", help="full-size runs instead of quick")
+    parser.add_argument("--repeats", type=cli.positive_int, default=5,
+                        help="interleaved rounds of Table 1 (default 5; ratios are their medians)")
     parser.add_argument("--out", type=cli.directory, help="also write the tables here as CSV")
     args = parser.parse_args(argv)
     quick = not args.full
@@ -491,7 +538,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.what == "breakdown":
         tables["cost_breakdown"] = measured_cost_breakdown(quick, args.seconds)
     else:
-        tables["table1"] = t1 = table1(quick, args.seconds)
+        tables["table1"] = t1 = table1(quick, args.seconds, repeats=args.repeats)
         tables["table2"] = table2(t1)
         if args.what == "figure4":
             tables["figure4_measured"] = measured = figure4_measured(quick, args.seconds)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import random
+import warnings
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -42,10 +43,21 @@ import numpy as np
 import pandas as pd
 import simpy
 
-__all__ = ["ModelParams", "ModelResult", "calibrate", "simulate", "BENCH_JSON"]
+__all__ = ["ModelParams", "ModelResult", "calibrate", "calibration_input", "simulate",
+           "BENCH_JSON", "SHIPPED_BENCH_JSON", "BENCH_COMMAND", "CalibrationWarning"]
 
-#: The loopback benchmark's output, read by :func:`calibrate`.
+#: The loopback benchmark's output, read by :func:`calibrate` (this checkout's own run).
 BENCH_JSON = Path("results") / "benchmarks" / "barnraising.json"
+#: The copy of it that ``make readme`` ships, read when this checkout has not run the benchmark.
+SHIPPED_BENCH_JSON = Path("docs") / "results" / "benchmarks" / "barnraising.json"
+#: The command that writes :data:`BENCH_JSON` (one line of ``make benchmarks``).
+BENCH_COMMAND = "python benchmarks/bench_barnraising.py --json results/benchmarks/barnraising.json"
+#: The name under which :func:`calibrate` records its input in the run's ``run.json``.
+INPUT_NAME = "barnraising calibration"
+
+
+class CalibrationWarning(UserWarning):
+    """:func:`calibrate` found no benchmark file and used the typed-in defaults."""
 
 _HONEST, _MALICIOUS, _CRASHED = 0, 1, 2
 
@@ -58,8 +70,11 @@ def _src(text: str) -> Any:
 class ModelParams:
     """Every parameter of the model with its calibration source (``source_of(name)``).
 
-    Defaults are the values measured on the development machine; :func:`calibrate` reads them
-    again from the benchmark JSON when it exists."""
+    The defaults of the benchmark-calibrated fields (``messages_per_lookup``,
+    ``peer_message_s``, ``dns_answer_s``, ``join_s`` and ``report_s``) were typed in from one
+    earlier run of ``bench_barnraising`` on the development machine; no results file holds
+    that run.  :func:`calibrate` replaces them by a benchmark file's values and says which file
+    it read, or warns (:class:`CalibrationWarning`) that it kept these."""
 
     volunteers: int = 100
     malicious_fraction: float = 0.0
@@ -133,31 +148,76 @@ SOURCES: dict[str, str] = {
 }
 
 
-def calibrate(path: str | Path | None = None, **overrides: Any) -> ModelParams:
-    """Parameters with the loopback measurements of ``bench_barnraising`` (its JSON), falling
-    back to the defaults (measured earlier on the development machine) when the file is absent.
+def calibration_input(path: str | Path | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The benchmark file :func:`calibrate` reads, and where it came from.
 
-    ``path`` defaults to ``results/benchmarks/barnraising.json`` under the repository root."""
-    if path is None:
-        path = Path(__file__).resolve().parents[2] / BENCH_JSON
-    base = ModelParams()
+    With ``path``: that file.  Without: ``results/benchmarks/barnraising.json`` (this
+    checkout's ``make benchmarks``), else the shipped ``docs/results/benchmarks/barnraising.json``
+    (``make readme``'s copy), both under the repository root.  Returns ``(data, provenance)``:
+    the JSON and :func:`netsim.results.file_provenance` of the file read, or ``({},
+    {"source": "defaults", ...})`` if there is none (the caller warns).  A file that is not a
+    JSON object is a ``ValueError`` naming it."""
+    from netsim.results import file_provenance
+
+    root = Path(__file__).resolve().parents[2]
+    candidates = [Path(path)] if path is not None else [root / BENCH_JSON,
+                                                        root / SHIPPED_BENCH_JSON]
+    for candidate in candidates:
+        if candidate.is_file():
+            try:
+                data = json.loads(candidate.read_text())
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{candidate}: not JSON ({exc})") from exc
+            if not isinstance(data, dict):
+                raise ValueError(f"{candidate}: expected a JSON object of benchmark numbers")
+            return data, file_provenance(candidate, BENCH_COMMAND, root,
+                                         data.get("provenance"))
+    looked = " or ".join(str(c) for c in candidates)
+    return {}, {"source": "defaults", "looked_for": looked,
+                "values": "ModelParams defaults, typed in from an earlier bench_barnraising run "
+                          "on the development machine (no results file holds it)"}
+
+
+def _figure(value: Any) -> float:
+    """A benchmark figure: a plain number, or a repeated one (``{"median": ..., "min": ...,
+    "max": ..., "n": ..., "repeats": [...]}``, as ``make benchmarks`` writes it) -- its median."""
+    if isinstance(value, dict):
+        if "median" not in value:
+            raise ValueError(f"benchmark figure without a median: {sorted(value)}")
+        value = value["median"]
+    return float(value)
+
+
+def calibrate(path: str | Path | None = None, **overrides: Any) -> ModelParams:
+    """Parameters with the loopback measurements of ``bench_barnraising`` (its JSON).
+
+    The file is found by :func:`calibration_input` (``path``, else ``results/benchmarks/``,
+    else the shipped ``docs/results/benchmarks/`` copy).  Which one was read -- or that none
+    was -- is recorded under ``inputs["barnraising calibration"]`` in the current run's
+    ``run.json`` (:func:`netsim.results.record_input`).  Without a file the typed-in
+    defaults of :class:`ModelParams` stay, and a :class:`CalibrationWarning` says so: the
+    model is then *not* calibrated from this machine's benchmark."""
+    from netsim.results import record_input
+
+    data, provenance = calibration_input(path)
+    record_input(INPUT_NAME, provenance)
+    if provenance["source"] == "defaults":
+        warnings.warn(f"Barnraising model not calibrated: no benchmark file ({provenance['looked_for']});"
+                      f" using the typed-in ModelParams defaults. Run `{BENCH_COMMAND}`"
+                      " (make benchmarks) to calibrate it.", CalibrationWarning, stacklevel=2)
     values: dict[str, Any] = {}
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        data = {}
     if "messages_per_lookup" in data:
-        values["messages_per_lookup"] = float(data["messages_per_lookup"])
+        values["messages_per_lookup"] = _figure(data["messages_per_lookup"])
     if "dnspython_round_trip_us_vs_broker" in data:
-        rt = float(data["dnspython_round_trip_us_vs_broker"]) * 1e-6
+        rt = _figure(data["dnspython_round_trip_us_vs_broker"]) * 1e-6
         values["peer_message_s"] = rt
         values["report_s"] = rt
     if data.get("dns_answers_per_s_uncached"):
-        values["dns_answer_s"] = 1.0 / float(data["dns_answers_per_s_uncached"])
+        values["dns_answer_s"] = 1.0 / _figure(data["dns_answers_per_s_uncached"])
     if data.get("joins_per_s"):
-        values["join_s"] = 1.0 / float(data["joins_per_s"])
+        values["join_s"] = 1.0 / _figure(data["joins_per_s"])
     values.update(overrides)
-    return replace(base, **values)
+    return replace(ModelParams(), **values)
 
 
 @dataclass

@@ -40,13 +40,19 @@ class PeerRouter:
         self.penalty = penalty
         self.lookups = 0
         """Ids looked up on a peer (the owner was not this volunteer)."""
-        self.messages = 0
-        """Requests sent to peers; equals :attr:`lookups`: one owner per id, no routing."""
         self.skipped = 0
         """Ids whose owner was being avoided (no message; the origin's copy is used)."""
         self.poisoned: dict[Peer, int] = {}
         """Payloads per peer that did not hash to their id."""
         self._avoid: dict[Peer, float] = {}
+
+    @property
+    def messages(self) -> int:
+        """Messages the router *decides* to send: one per lookup, **true by construction** (one
+        ring owner per id, no multi-hop routing).  It is no measurement: what actually left on
+        a socket is counted by the adapter (:attr:`.aio.sharing.RingSource.messages`) and what
+        arrived by the owner (:attr:`.aio.sharing.PeerServer.received`)."""
+        return self.lookups
 
     def owns(self, ident: bytes) -> bool:
         """Whether this volunteer is the ring owner of ``ident``."""
@@ -65,7 +71,6 @@ class PeerRouter:
             self.skipped += 1
             return None
         self.lookups += 1
-        self.messages += 1
         return owner
 
     def failed(self, peer: Peer, now: float) -> None:

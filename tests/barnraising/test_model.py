@@ -134,3 +134,4 @@ def test_scale_sweep_on_two_dask_workers_equals_the_serial_run(epa: pd.DataFrame
     assert serial["requests"].eq(len(work)).all() and serial["evictions"].sum() > 0
     pd.testing.assert_frame_equal(dask, serial)
     assert dask.attrs["run"]["sweep"]["workers"] == 2
+    assert len(dask.attrs["run"]["sweep"]["ran_on"]) == 2  # read on the workers themselves

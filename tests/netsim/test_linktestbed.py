@@ -1,7 +1,12 @@
 """The namespace link testbed: lifecycle, reachability, shaped rate, added delay, HTTPS vs model.
 
-Everything but the profile checks needs root and iproute2 (CI runs as root); elsewhere those
-tests are skipped with the one-line reason :func:`netsim.linktestbed.check_available` gives.
+The tests marked ``@needs_netns`` (lifecycle, reachability, rates, delay, HTTPS) need root,
+iproute2 and ``/dev/net/tun`` (CI runs as root with iproute2); the others (profiles, argument
+checks, the relay's timing, the command line's errors) run anywhere. No test is ever skipped:
+where namespaces cannot be made, the ``netns_available`` fixture raises
+:class:`netsim.linktestbed.NamespacesUnavailable` with the one-line reason
+:func:`netsim.linktestbed.check_available` gives (not root, ``ip`` or ``tc`` missing, no
+``/dev/net/tun``), so pytest reports each of those tests as an error at setup.
 Each test builds its own testbed (a random tag), so the sweep test removes only its own
 namespaces. Tolerances: rates within ±10 % of the shaped goodput, delays within 5 ms of the
 configured round trip (the relay is a Python process on a shared machine), HTTPS within the bounds stated at

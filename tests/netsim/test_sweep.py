@@ -42,6 +42,16 @@ def _fails(seed: int, n: int) -> dict[str, float]:
     return {"v": seed / n}
 
 
+def _slow_first(seed: int) -> dict[str, int]:
+    """Point 1 takes half a second, the others no time: left alone, the other worker would
+    take them all while the first is busy."""
+    import time
+
+    if seed == 1:
+        time.sleep(0.5)
+    return {"v": seed}
+
+
 def _sorted(df: pd.DataFrame) -> pd.DataFrame:
     return df.sort_values(list(df.columns)).reset_index(drop=True)
 
@@ -62,7 +72,26 @@ def test_dask_two_workers_equals_serial() -> None:
     assert row["value"].item() == pytest.approx(_point(2, 50, 2.0)["max"])
     assert dask_df.attrs["run"]["config"] == meta
     assert dask_df.attrs["run"]["sweep"]["workers"] == 2
+    # the two asked-for workers really ran points: addresses read inside the tasks
+    ran = dask_df.attrs["run"]["sweep"]
+    assert len(ran["ran_on"]) == 2 and all(a.startswith("tcp://") for a in ran["ran_on"])
+    assert set(ran["point_workers"]) == set(ran["ran_on"]) and len(ran["point_workers"]) == 6
     assert serial_df.attrs["run"]["sweep"]["serial"] is True
+    assert serial_df.attrs["run"]["sweep"]["ran_on"] == ["serial"]
+
+
+def test_pinned_placement_deals_points_round_robin() -> None:
+    """``placement="pinned"``: point i ran on worker i mod 2, as each task itself reported,
+    even though the first point keeps its worker busy while the other is idle."""
+    df = sweep(_slow_first, {"seed": range(1, 7)}, workers=2, progress=False,
+               placement="pinned")
+    assert df["value"].tolist() == list(range(1, 7))
+    ran = df.attrs["run"]["sweep"]
+    first, second = sorted(ran["ran_on"])
+    assert ran["point_workers"] == [first, second] * 3
+    assert ran["placement"] == "pinned"
+    with pytest.raises(SweepError, match="placement"):
+        sweep(_point, {"seed": [1], "n": [5]}, serial=True, placement="everywhere")
 
 
 def test_frames_and_wide_results() -> None:
@@ -150,4 +179,5 @@ def test_trace_warmth_by_day_on_dask_equals_serial() -> None:
     on_dask = ex.two_weeks_warmth(quick=True, workloads=works, scheduler="local", workers=2)
     assert len(serial) > 10 and serial["chunk_start"].is_monotonic_increasing
     pd.testing.assert_frame_equal(serial, on_dask)
+    assert len(on_dask.attrs["run"]["sweep"]["ran_on"]) == 2  # both workers ran days
     assert (serial["history_days"] <= 14.0).all()

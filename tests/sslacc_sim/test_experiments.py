@@ -129,6 +129,8 @@ def test_dask_sweep_equals_serial_sweep() -> None:
     dask = ex.fig28_29(quick=True, scheduler="local", workers=2, **kw)
     cols = ["nodes", "card", "variant", "handshakes_per_s", "completed", "refused"]
     pd.testing.assert_frame_equal(serial[cols], dask[cols])
+    # both workers ran points (addresses read inside the tasks), not one process for all
+    assert len(dask.attrs["run"]["sweep"]["ran_on"]) == 2
 
 
 def test_same_seed_same_numbers() -> None:

@@ -142,6 +142,30 @@ def test_table2_is_the_ratio_of_table1_rows() -> None:
     assert t2.loc["SSL (HTTP -> HTTPS)", "paper_rps"] == pytest.approx(858.7989 / 67.7246)
 
 
+def test_table2_takes_each_ratio_round_by_round_and_reports_the_median() -> None:
+    """Two hosts measured in interleaved rounds: the slowdown is the median of the per-round
+    ratios (not the ratio of medians), with its range and the number of rounds."""
+    per_round = [{"HTTP": 1000.0, "HTTPS": 100.0, "WebALPS-native": 80.0, "WebALPS-4758": 10.0},
+                 {"HTTP": 1000.0, "HTTPS": 50.0, "WebALPS-native": 45.0, "WebALPS-4758": 10.0},
+                 {"HTTP": 1000.0, "HTTPS": 200.0, "WebALPS-native": 100.0, "WebALPS-4758": 10.0}]
+    rounds = pd.concat([_table1(r).assign(round=i) for i, r in enumerate(per_round)])
+    t1 = _table1({"HTTP": 1000.0, "HTTPS": 100.0, "WebALPS-native": 80.0, "WebALPS-4758": 10.0})
+    t1.attrs["rounds"] = rounds
+    native = ex.table2(t1).set_index("slowdown").iloc[1]
+    # per-round HTTPS/WebALPS ratios 1.25, 1.111, 2.0: median 1.25 (ratio of medians: 1.25 too,
+    # so check the range and count, which only the per-round path can give)
+    assert native["rps"] == pytest.approx(1.25)
+    assert native["rps_min"] == pytest.approx(100 / 90) and native["rps_max"] == pytest.approx(2.0)
+    assert native["repeats"] == 3
+    skewed = pd.concat([_table1(r).assign(round=i) for i, r in enumerate(
+        [{"HTTPS": 100.0, "WebALPS-native": 10.0}, {"HTTPS": 10.0, "WebALPS-native": 9.0},
+         {"HTTPS": 10.0, "WebALPS-native": 9.5}])])
+    t1 = _table1({"HTTPS": 10.0, "WebALPS-native": 9.5})
+    t1.attrs["rounds"] = skewed
+    # per round: 10, 1.11, 1.05 -> median 1.11; the ratio of the medians would be 10/9.5 = 1.05
+    assert ex.table2(t1)["rps"].iloc[0] == pytest.approx(10 / 9)
+
+
 def test_model_calibration_reproduces_the_single_client_runs() -> None:
     """Calibrated from Table 1, the model's one-client, all-secure run gives Table 1 back."""
     from dataclasses import replace
@@ -171,8 +195,11 @@ def test_cost_breakdown_groups_the_counters() -> None:
 
 def test_table1_end_to_end_on_real_processes() -> None:
     """Short Table 1: every host serves, the cost model slows WebALPS by its modelled time."""
-    t1 = ex.table1(seconds=0.6).set_index("host")
+    t1 = ex.table1(seconds=0.6, repeats=2).set_index("host")
     assert list(t1.index) == list(ex.HOSTS)
+    rounds = t1.attrs["rounds"]
+    assert list(rounds["host"]) == list(ex.HOSTS) * 2  # interleaved: every host once per round
+    assert (t1["repeats"] == 2).all() and (t1["rps_min"] <= t1["rps_max"]).all()
     assert (t1["requests"] > 0).all() and (t1["errors"] == 0).all(), t1["first_error"]
     assert t1.at["HTTP", "rps"] > t1.at["HTTPS", "rps"] > t1.at["WebALPS-4758", "rps"]
     assert t1.at["WebALPS-native", "rps"] > 2 * t1.at["WebALPS-4758", "rps"]
@@ -186,7 +213,7 @@ def test_table1_end_to_end_on_real_processes() -> None:
     # has left (the closing records are sealed while the next request starts).
     assert 1e3 / t1.at["WebALPS-4758", "rps"] >= 0.75 * modelled
     t2 = ex.table2(t1.reset_index())
-    assert len(t2) == 3 and (t2["rps"] > 1).all()
+    assert len(t2) == 3 and (t2["rps"] > 1).all() and (t2["repeats"] == 2).all()
 
 
 def test_testbed_can_put_every_server_process_on_one_cpu() -> None:

@@ -3,8 +3,11 @@
 A volunteer's cache hierarchy (:mod:`sslsplit.cache`) is: its memory (and disk) cache, then
 :class:`RingSource` -- the one peer the ring names as the owner of the payload's stub id --
 then the origin's record store.  So a local miss costs **one** message to a peer, whatever the
-number of volunteers (:attr:`RingSource.messages` counts them; the tests and the benchmark
-check messages == lookups).  When the owner is the volunteer itself, the ring is skipped.
+number of volunteers.  That figure is measured where the messages travel, not where the
+lookup is decided: :attr:`RingSource.messages` counts the requests its
+:class:`~sslsplit.aio.PayloadClient` s wrote to peer sockets, and :attr:`PeerServer.received`
+the requests that reached an owner; the tests compare both with :attr:`RingSource.lookups`
+(``tests/barnraising/test_peer_messages.py``) and the benchmark reports messages per lookup.  When the owner is the volunteer itself, the ring is skipped.
 
 The owner answers from its own caches and, on a miss, fetches the payload from the origin
 for the asker (:class:`PeerServer`, read-through): the first volunteer to need a payload
@@ -48,7 +51,9 @@ class RingSource:
 
     Which peer to ask, and which to avoid, is decided by :attr:`router`
     (:class:`~.peers.PeerRouter`, sans-IO, given the loop's time); this class sends the
-    message.  Its counters are the router's.
+    message.  :attr:`lookups`, :attr:`skipped` and :attr:`poisoned` are the router's books;
+    :attr:`messages` is measured on the sockets (the clients' request counts), so a bug that
+    sent two requests per lookup would show as ``messages == 2 * lookups``.
     """
 
     name = "ring"
@@ -58,6 +63,7 @@ class RingSource:
         self.router = PeerRouter(me, ring, penalty=penalty)
         self.timeout = timeout
         self._clients: dict[Peer, PayloadClient] = {}
+        self._sent_by_closed = 0  # requests written by clients of peers that left the ring
 
     @property
     def me(self) -> Peer | None:
@@ -83,8 +89,11 @@ class RingSource:
 
     @property
     def messages(self) -> int:
-        """Requests sent to peers (:attr:`.PeerRouter.messages`)."""
-        return self.router.messages
+        """Requests written to peer sockets (measured): the sum of every peer client's
+        :attr:`~sslsplit.aio.PayloadClient.requests`, counted as each request is written,
+        including clients closed since.  A request re-sent on a fresh connection after a
+        kept-alive one was found closed counts twice -- it was sent twice."""
+        return self._sent_by_closed + sum(c.requests for c in self._clients.values())
 
     @property
     def skipped(self) -> int:
@@ -110,7 +119,9 @@ class RingSource:
         """Take a new member list (from a broker lookup); close connections to departed peers."""
         changed = self.ring.update(peers)
         for peer in [p for p in self._clients if p not in self.ring.members]:
-            await self._clients.pop(peer).close()
+            client = self._clients.pop(peer)
+            self._sent_by_closed += client.requests
+            await client.close()
         return changed
 
     async def fetch(self, encoding: IDEncoding, ident: bytes) -> bytes | None:
@@ -132,21 +143,31 @@ class RingSource:
 
     async def close(self) -> None:
         for client in self._clients.values():
+            self._sent_by_closed += client.requests
             await client.close()
         self._clients.clear()
 
 
 class PeerServer:
-    """What a volunteer answers its peers: its caches, and the origin's copy for keys it owns."""
+    """What a volunteer answers its peers: its caches, and the origin's copy for keys it owns.
+
+    :attr:`received` counts the peers' requests as they arrive (measured at the receiving
+    end: the payload server calls :meth:`lookup` once per request it parsed off a socket),
+    :attr:`served` those answered with a payload, :attr:`fetched_for_peers` those it had to
+    fetch from the origin first.
+    """
 
     def __init__(self, hierarchy: CacheHierarchy, ring: RingSource) -> None:
         self.hierarchy = hierarchy
         self.ring = ring
+        self.received = 0
         self.served = 0
         self.fetched_for_peers = 0
         self._inflight: dict[tuple[IDEncoding, bytes], asyncio.Future[bytes | None]] = {}
 
     async def lookup(self, encoding: IDEncoding, ident: bytes) -> bytes | None:
+        """Answer one peer request for ``ident`` (``None``: not here and not ours to fetch)."""
+        self.received += 1
         payload = self.hierarchy.lookup_local(encoding, ident)
         if payload is None and self.ring.owns(ident):
             key = (encoding, ident)
