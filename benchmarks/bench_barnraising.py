@@ -336,7 +336,10 @@ async def _sharing(tmp: Path, size: int) -> dict[str, float | int]:
                 fail(BENCH, "a download through a volunteer failed")
             per_download.append(origin.store_stats.found - before)
         lookups = sum(v.ring.lookups for v in volunteers if v.ring is not None)
-        messages = sum(v.ring.messages for v in volunteers if v.ring is not None)
+        messages = sum(v.ring.messages for v in volunteers if v.ring is not None)  # written to sockets
+        received = sum(v.peer_server.received for v in volunteers if v.peer_server is not None)
+        if received != messages:
+            fail(BENCH, f"peers received {received} requests but {messages} were sent")
     finally:
         for v in volunteers:
             await v.stop()
@@ -346,7 +349,7 @@ async def _sharing(tmp: Path, size: int) -> dict[str, float | int]:
     return {"sharing_file_bytes": size, "sharing_records": records,
             "origin_payloads_download_1": per_download[0],
             "origin_payloads_downloads_2_3": per_download[1] + per_download[2],
-            "peer_lookups": lookups, "peer_messages": messages,
+            "peer_lookups": lookups, "peer_messages": messages, "peer_messages_received": received,
             "messages_per_lookup": messages / lookups if lookups else 0.0}
 
 

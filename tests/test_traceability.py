@@ -118,6 +118,13 @@ def test_each_named_command_is_what_writes_the_file() -> None:
             # the very line of `make benchmarks`, and it names this output file
             assert command.group(1) in _makefile_lines() and f"results/{rel}" in command.group(1)
             assert (ROOT / command.group(1).split()[1]).is_file()
+        elif rel.startswith("mutation/"):
+            # make mutation's report, written by the mutation runner under results/mutation/
+            assert "make mutation" in writer and "mutation/run.py" in command.group(1)
+            assert rel == "mutation/report.csv"  # the only file of the run the README quotes
+            runner = (ROOT / "mutation" / "run.py").read_text()
+            assert 'RESULTS_DIR / "report.csv"' in runner and '"results" / "mutation"' in runner
+            assert any(line.startswith("python mutation/run.py") for line in _makefile_lines())
         elif rel in summarize.REPRODUCE_STEPS:
             run_all = _run_all()
             assert str(run_all.SSLACC_COSTS.relative_to(run_all.RESULTS)) == rel

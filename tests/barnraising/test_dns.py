@@ -261,6 +261,7 @@ async def _serve_and_query() -> None:
 
         resolver = dns.asyncresolver.Resolver(configure=False)
         resolver.nameservers, resolver.port = ["127.0.0.1"], port
+        resolver.lifetime = 15.0  # patient under load, as dig is above
         answer = await resolver.resolve("www.news.test", "A")
         assert sorted(rd.to_text() for rd in answer) == ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
         assert answer.rrset is not None and answer.rrset.ttl == 20

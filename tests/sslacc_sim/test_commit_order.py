@@ -9,7 +9,7 @@ commit protocol does not itself report: the client-facing TCP's queued output
 (:meth:`~sslacc_sim.tcpside.ClusterTcpConnection.stream_out`), the ACK limit it gives the
 client, and the update the mirror has applied (``RelayConn.mirrored``).  At every phase before
 ``released`` nothing of the checkpoint's output is on TCP and the ACK limit has not moved to
-its ``rcv_appack``; at ``committed`` the mirror holds exactly this checkpoint, and for a
+its ``rcv_appack`` (which never exceeds the client bytes received); at ``committed`` the mirror holds exactly this checkpoint, and for a
 response piece the record sizes pre-written in it (section 5.6) are the sizes of the records
 the owner then writes.
 """
@@ -33,6 +33,7 @@ class Seen:
     rcv_appack: int
     stream_out: int
     ack_limit: int | None
+    rcv_nxt: int
     mirrored: int | None
     sizes: tuple[int, ...] | None
 
@@ -47,6 +48,7 @@ def _watch(params: ClusterParams | None = None) -> tuple[list[Seen], object]:
         seen.append(Seen(cp.number, cp.label, phase, cp.out_start, cp.rcv_appack,
                          conn.tcp.stream_out(),
                          None if st.ack_limit is None else st.ack_limit - st.isn - 1,
+                         st.rcv_nxt - st.isn - 1,
                          None if held is None else held.number,
                          None if held is None else held.sizes))
 
@@ -64,6 +66,7 @@ def _check(seen: list[Seen]) -> None:
         assert list(phases) == ["prepared", "sent", "committed", "released"], phases
         for phase in ("prepared", "sent", "committed"):
             s = phases[phase]
+            assert s.rcv_appack <= s.rcv_nxt, f"checkpoint {n} covers client bytes not received"
             assert s.stream_out == s.out_start, f"checkpoint {n} output on TCP at {phase}"
             assert s.ack_limit is not None and s.ack_limit <= released_ack, (
                 f"checkpoint {n}: client bytes acknowledged at {phase} before the commit")

@@ -23,6 +23,7 @@ with another measurement), the key, and the measurement extension itself.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import os
 import shutil
 import subprocess
@@ -331,7 +332,7 @@ def _request_with(raw: bytes) -> x509.CertificateSigningRequest:
 @pytest.mark.parametrize("raw", [
     b"\x30\x05\x13\x01a\x04\x00",  # the name as a PrintableString, not a UTF8String
     b"\x30\x01\x0c",  # a name tag and nothing after it
-    b"\x30\x04\x0c\x05ab\x04",  # a name longer than what is left
+    b"\x30\x05\x0c\x05ab\x04",  # a name longer than what is left
     b"\x30\x05\x0c\x01a\x04\x00\x00",  # a byte after the outer sequence
 ])
 def test_a_malformed_measurement_extension_is_a_ca_error(raw: bytes) -> None:
@@ -345,3 +346,20 @@ def test_the_measurement_extension_round_trips_at_its_edges() -> None:
     for app, measurement in (("null", b""), ("x" * 300, bytes(range(32)))):
         request = _request_with(measurement_extension(app, measurement).value)
         assert guardian_identity(request) == GuardianIdentity(app, measurement)
+
+
+def test_a_name_that_is_not_utf8_parses_with_replacement_characters() -> None:
+    """A request's application name is attacker-chosen bytes: it parses (and then matches no
+    application) rather than raising ``UnicodeDecodeError`` out of the CA."""
+    request = _request_with(b"\x30\x05\x0c\x01\xff\x04\x00")
+    assert guardian_identity(request) == GuardianIdentity("\ufffd", b"")
+
+
+def test_the_measurement_is_the_documented_hash() -> None:
+    """Recomputed here from the formula of :mod:`webalps_sim.measure` alone, so that a CA or
+    verifier written from that description gets the same 32 bytes."""
+    for app in ("null", "evoting"):
+        h = hashlib.sha256(b"webalps-guardian-v1" + b"\x00" + app.encode() + b"\x00")
+        for name in sorted(guardian_sources(app)):
+            h.update(name.encode() + b"\x00" + hashlib.sha256((REPO / name).read_bytes()).digest())
+        assert measure(app) == h.digest()
