@@ -287,7 +287,8 @@ async def _scenario(tmp: Path) -> dict[str, dict[str, float]]:
         watcher = dns.asyncresolver.Resolver(configure=False)
         watcher.nameservers, watcher.port = ["127.0.0.1"], resolver.port
         watcher.lifetime = 2.0
-        while True:
+        while not stop_watching.is_set():  # a flag, not only cancel(): Python 3.11's wait_for
+            # (inside dnspython) can swallow a cancellation that lands as a query completes
             for host in kinds:
                 if host in gone_at:
                     continue
@@ -299,6 +300,7 @@ async def _scenario(tmp: Path) -> dict[str, dict[str, float]]:
                     continue
             await asyncio.sleep(DNS_POLL)
 
+    stop_watching = asyncio.Event()
     watching: asyncio.Task[None] | None = None
     try:
         for v in volunteers:
@@ -373,9 +375,12 @@ async def _scenario(tmp: Path) -> dict[str, dict[str, float]]:
         return measured
     finally:
         if watching is not None:
+            stop_watching.set()
             watching.cancel()
+            done, _ = await asyncio.wait({watching}, timeout=10)
+            assert done, "the DNS watcher did not stop"
             with contextlib.suppress(asyncio.CancelledError):
-                await watching
+                watching.result()
         for v in volunteers:
             await v.stop()
         await feedback.close()

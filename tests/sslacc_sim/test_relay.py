@@ -230,17 +230,19 @@ def kill_on_request_arrival(cluster: Cluster, conn: RelayConn, cp: Checkpoint,
     conn.tcp.a.on_data = arrived
 
 
-CLIENT_TO_SERVER = {
-    "1 received by the relay": kill_on_request_arrival,
-    "2-3 written to the origin, not clustered": kill_owner("data", "prepared"),
-    "4 update sent, not acknowledged": kill_owner("data", "sent"),
-    "5 update acknowledged, client not acknowledged": kill_owner("data", "committed"),
+# Factories, not hooks: a kill hook remembers that it has fired, so each run builds its own
+# (a table of hooks built once at import would kill nobody the second time a case runs).
+CLIENT_TO_SERVER: dict[str, Callable[[], Kill]] = {
+    "1 received by the relay": lambda: kill_on_request_arrival,
+    "2-3 written to the origin, not clustered": lambda: kill_owner("data", "prepared"),
+    "4 update sent, not acknowledged": lambda: kill_owner("data", "sent"),
+    "5 update acknowledged, client not acknowledged": lambda: kill_owner("data", "committed"),
 }
 
 
 @pytest.mark.parametrize("point", list(CLIENT_TO_SERVER))
 def test_section_4_8_client_to_server_failure_points(point: str) -> None:
-    r = run(CLIENT_TO_SERVER[point])
+    r = run(CLIENT_TO_SERVER[point]())
     assert_served(r)                         # includes: the origin saw the request once
     assert len(r.conn.takeovers) == 1
 
