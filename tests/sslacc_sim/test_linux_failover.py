@@ -21,8 +21,11 @@ measured by ``benchmarks/bench_sslacc_failover.py``, not asserted here.
 from __future__ import annotations
 
 import copy
+import fcntl
 import socket
+import tempfile
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -169,13 +172,19 @@ def test_backup_rebuilds_every_mirrored_state_byte_identically(tmp_path, suite) 
 @pytest.fixture
 def namespaces() -> object:
     """Fail (never skip) when namespaces cannot be made here; remove ``sacc-`` leftovers of
-    killed runs before, and check that this test left none after."""
+    killed runs before, and check that this test left none after.
+
+    The sweep removes *every* ``sacc-`` namespace, so two of these tests must never run at
+    once (``pytest -n 2`` would let one worker remove the other's live cluster): an exclusive
+    lock on a file shared by all workers of the machine serialises them."""
     check_available()
-    sweep_leftovers(PREFIX)
-    yield
-    left = list_leftovers(PREFIX)
-    sweep_leftovers(PREFIX)
-    assert left == [], f"namespaces left behind: {left}"
+    with open(Path(tempfile.gettempdir()) / "websec-testbed-sacc-netns.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        sweep_leftovers(PREFIX)
+        yield
+        left = list_leftovers(PREFIX)
+        sweep_leftovers(PREFIX)
+        assert left == [], f"namespaces left behind: {left}"
 
 
 @pytest.mark.usefixtures("namespaces")
