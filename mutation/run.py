@@ -43,7 +43,6 @@ import ast
 import csv
 import datetime as _dt
 import fcntl
-import fnmatch
 import json
 import os
 import re
@@ -52,14 +51,23 @@ import shutil
 import subprocess
 import sys
 import time
-import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-GROUPS_DIR = ROOT / "mutation" / "groups"
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # group_file beside this script
+from group_file import (  # noqa: E402
+    ROOT,
+    SEP,
+    Accepted,
+    Group,
+    GroupError,
+    _norm,
+    list_groups,
+    load_group,
+)
+
 SCRATCH_DIR = ROOT / "build" / "mutation"
 RESULTS_DIR = ROOT / "results" / "mutation"
 # Every package of the library is copied into mutmut's ``mutants/`` tree (only the group's
@@ -78,155 +86,11 @@ settings.register_profile(
 )
 settings.load_profile("mutation")
 '''
-SEP = "\u01c1"  # mutmut's class/method separator in mangled names ("x\u01c1Class\u01c1method")
 
 # mutmut verdicts folded into the report's columns.
 KILLED = {"killed", "caught by type check"}
 TIMED_OUT = {"timeout", "segfault"}  # -9/-11: the CPU-time limit killed the worker
 SURVIVED = {"survived", "no tests", "suspicious", "skipped"}
-
-
-class GroupError(Exception):
-    """A group file is malformed or names something that does not exist."""
-
-
-# --- group files ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Target:
-    """One function or method under mutation: ``module:qualname`` (qualname may hold ``*``)."""
-
-    module: str
-    qualname: str
-
-    @property
-    def path(self) -> str:
-        """The module's file, relative to the repository root."""
-        base = self.module.replace(".", "/")
-        if (ROOT / f"{base}.py").is_file():
-            return f"{base}.py"
-        return f"{base}/__init__.py"
-
-    def mutmut_glob(self) -> str:
-        """The pattern mutmut's ``run`` filter takes for this target's mutants."""
-        if "." in self.qualname:
-            cls, _, fn = self.qualname.partition(".")
-            mangled = f"x{SEP}{cls}{SEP}{fn}"
-        else:
-            mangled = f"x_{self.qualname}"
-        return f"{self.module}.{mangled}__mutmut_*"
-
-    def matches(self, module: str, function: str) -> bool:
-        return module == self.module and fnmatch.fnmatchcase(function, self.qualname)
-
-
-@dataclass
-class Accepted:
-    """A surviving mutant judged harmless; matched by module, function, before and after."""
-
-    module: str
-    function: str
-    before: str
-    after: str
-    reason: str
-    used: int = 0
-
-    def key(self) -> tuple[str, str, str, str]:
-        return (self.module, self.function, _norm(self.before), _norm(self.after))
-
-
-@dataclass
-class Group:
-    name: str
-    description: str
-    targets: list[Target]
-    tests: list[str]
-    pytest_args: list[str]
-    env: dict[str, str]
-    accepted: list[Accepted]
-    path: Path
-
-    @property
-    def files(self) -> list[str]:
-        return sorted({t.path for t in self.targets})
-
-
-def _norm(text: str) -> str:
-    """Collapse whitespace so re-indenting a line does not break an accepted entry."""
-    return " ".join(text.split())
-
-
-def _defined_functions(path: Path) -> set[str]:
-    """Top-level functions and methods (``Class.method``) that mutmut can mutate in a file."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    names: set[str] = set()
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            names.add(node.name)
-        elif isinstance(node, ast.ClassDef):
-            for item in node.body:
-                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    names.add(f"{node.name}.{item.name}")
-    return names
-
-
-def load_group(name: str) -> Group:
-    """Read and validate ``mutation/groups/<name>.toml``; raise :class:`GroupError` if bad."""
-    path = GROUPS_DIR / f"{name}.toml"
-    if not path.is_file():
-        known = ", ".join(list_groups()) or "none"
-        raise GroupError(f"no group file {path.relative_to(ROOT)} (known groups: {known})")
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise GroupError(f"{path.relative_to(ROOT)}: not valid TOML: {exc}") from None
-    where = path.relative_to(ROOT)
-    targets: list[Target] = []
-    for spec in data.get("targets", {}).get("functions", []):
-        module, sep, qualname = str(spec).partition(":")
-        if not sep or not module or not qualname or qualname.count(".") > 1:
-            raise GroupError(f"{where}: target {spec!r} is not 'package.module:function' or ':Class.method'")
-        targets.append(Target(module, qualname))
-    if not targets:
-        raise GroupError(f"{where}: [targets] functions is empty")
-    for t in targets:
-        file = ROOT / t.path
-        if not file.is_file():
-            raise GroupError(f"{where}: module {t.module} has no file {t.path}")
-        defined = _defined_functions(file)
-        if not any(fnmatch.fnmatchcase(d, t.qualname) for d in defined):
-            raise GroupError(f"{where}: {t.module}:{t.qualname} matches no function in {t.path}")
-    tests = [str(p) for p in data.get("tests", {}).get("paths", [])]
-    if not tests:
-        raise GroupError(f"{where}: [tests] paths is empty")
-    for p in tests:
-        if not (ROOT / p.split("::")[0]).exists():
-            raise GroupError(f"{where}: test path {p} does not exist")
-    accepted = []
-    for i, entry in enumerate(data.get("accepted", []), 1):
-        missing = [k for k in ("module", "function", "before", "after", "reason") if not entry.get(k)]
-        if missing:
-            raise GroupError(f"{where}: [[accepted]] entry {i} lacks {', '.join(missing)}")
-        accepted.append(Accepted(**{k: str(entry[k]) for k in ("module", "function", "before", "after", "reason")}))
-    return Group(
-        name=name,
-        description=str(data.get("description", "")),
-        targets=targets,
-        tests=tests,
-        pytest_args=[str(a) for a in data.get("tests", {}).get("pytest_args", [])]
-        + [a for d in data.get("tests", {}).get("deselect", []) for a in ("--deselect", str(d))],
-        env={str(k): str(v) for k, v in data.get("tests", {}).get("env", {}).items()},
-        accepted=accepted,
-        path=path,
-    )
-
-
-def list_groups() -> list[str]:
-    return sorted(p.stem for p in GROUPS_DIR.glob("*.toml"))
-
-
-# --- scratch copy ----------------------------------------------------------------------------
 
 
 def _tree_files() -> list[str]:
@@ -364,7 +228,7 @@ print(json.dumps(out))
         mutants.append({
             "module": module, "function": function, "path": m["path"], "line": line,
             "before": before, "after": after, "status": m["status"],
-            "mutmut_name": m["name"], "diff": m["diff"],
+            "mutmut_name": m["name"], "diff": _readable(m["diff"]),
         })
     mutants.sort(key=lambda m: (m["module"], m["line"] or 0, m["function"], m["mutmut_name"]))
     return mutants
@@ -380,6 +244,18 @@ def _split_name(name: str) -> tuple[str, str]:
     return module, fn[2:]
 
 
+#: mutmut's mutant of an empty string literal: ``""`` becomes a four-letter marker string.
+#: Group files, results and printouts spell that marker :data:`EMPTY_STRING_MUTANT` instead, so
+#: that an accepted entry reads as what it is (a mutated empty string), not as a placeholder.
+_MUTMUT_EMPTY_MARKER = "X" * 4
+EMPTY_STRING_MUTANT = "<mutmut: empty string>"
+
+
+def _readable(line: str) -> str:
+    """A mutated line as group files spell it (:data:`EMPTY_STRING_MUTANT` for mutmut's marker)."""
+    return line.replace(_MUTMUT_EMPTY_MARKER, EMPTY_STRING_MUTANT)
+
+
 def _diff_lines(diff: str) -> tuple[str, str]:
     """The changed lines of a unified diff, stripped and joined: (before, after)."""
     minus, plus = [], []
@@ -390,7 +266,7 @@ def _diff_lines(diff: str) -> tuple[str, str]:
             minus.append(line[1:].strip())
         elif line.startswith("+"):
             plus.append(line[1:].strip())
-    return " \u23ce ".join(minus), " \u23ce ".join(plus)
+    return " \u23ce ".join(minus), _readable(" \u23ce ".join(plus))
 
 
 def _function_spans(path: Path) -> dict[str, tuple[int, int]]:
