@@ -225,7 +225,7 @@ def write_json(path: Path, data: Mapping[str, Any], *, repeats: int, wall_s: flo
 def workers_that_ran(bench: str, table: Any, expected: int) -> int:
     """How many distinct Dask workers ran points of a sweep's ``table``; :func:`fail` unless ``expected``.
 
-    :func:`netsim.sweep.sweep` reads each point's worker inside the task
+    :func:`testbed.sweep.sweep` reads each point's worker inside the task
     (``table.attrs["run"]["sweep"]["ran_on"]``), so a speedup "on 2 workers" is only reported
     when two workers really computed points -- not when the sweep silently ran in one process.
     """
@@ -344,7 +344,7 @@ def start_and_read_port(
     """Start ``cmd`` in its own session and read its port from the first output line matching ``pattern``.
 
     ``pattern`` is a regular expression whose group 1 is the port (``python -m
-    tls12.https_server --port 0`` prints ``listening on https://HOST:PORT``,
+    testbed.https_server --port 0`` prints ``listening on https://HOST:PORT``,
     ``openssl s_server -accept 127.0.0.1:0`` prints ``ACCEPT 127.0.0.1:PORT``).
     Yields ``(port, pid)``; the process group is killed on exit.  A thread
     keeps reading the output (stdout and stderr) so that the server never
@@ -382,8 +382,8 @@ def start_and_read_port(
 
 
 def tls12_server(root: Path, cert: Path, key: Path, ciphers: str, *extra: str) -> list[str]:
-    """The command line of ``python -m tls12.https_server`` on a port of its choosing, quiet."""
+    """The command line of ``python -m testbed.https_server`` on a port of its choosing, quiet."""
     return [
-        sys.executable, "-m", "tls12.https_server", "--root", str(root), "--port", "0",
+        sys.executable, "-m", "testbed.https_server", "--root", str(root), "--port", "0",
         "--cert", str(cert), "--key", str(key), "--ciphers", ciphers, "--quiet", *extra,
     ]  # fmt: skip

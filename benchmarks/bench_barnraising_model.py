@@ -12,7 +12,7 @@ Prints, for the same run and machine:
 4. with ``--sweep``: the wall time of the volunteer-count sweep
    (:func:`sslsplit.barnraising.experiments.scale_sweep`: origin alone, then 10 to 10^4
    volunteers with 0 % and 5 % malicious, one trace day each) on a Dask LocalCluster of 1 and
-   of 2 worker processes (:func:`netsim.sweep.sweep`), the speedup 1 -> 2 workers, and the
+   of 2 worker processes (:func:`testbed.sweep.sweep`), the speedup 1 -> 2 workers, and the
    in-process serial run as the reference (what the cluster's start-up and the shipping of the
    trace cost); each timed once with the cluster's start-up (``--scheduler local``) and once
    on a cluster already running (its scheduler address); every table is checked equal to the
@@ -47,9 +47,9 @@ sys.path.insert(0, str(REPO))
 
 from _common import Repeated, add_repeats_option, fail, rounds, workers_that_ran, write_json  # noqa: E402
 
-from netsim.traces import TraceError, load_workload  # noqa: E402
 from sslsplit.barnraising.experiments import scale_sweep  # noqa: E402
 from sslsplit.barnraising.model import calibrate, simulate  # noqa: E402
+from testbed.traces.catalogue import TraceError, load_workload  # noqa: E402
 
 BENCH = "bench_barnraising_model"
 TARGET_S = 120.0

@@ -44,9 +44,10 @@ from _common import Repeated, add_repeats_option, interleaved, write_json  # noq
 
 from netsim.cpu import DEFAULT_COSTS, ZERO_COSTS, Tls12Cpu  # noqa: E402
 from netsim.drive import Driver, HttpFileServer, HttpGetClient  # noqa: E402
-from netsim.link import ADSL_DOWN, ADSL_UP, Link  # noqa: E402
+from netsim.link import Link  # noqa: E402
 from netsim.tcp import TcpConnection  # noqa: E402
 from sslsplit.latency import request_latency  # noqa: E402
+from sslsplit.params import ADSL_DOWN, ADSL_UP  # noqa: E402
 from sslsplit.simulate import simulate_download  # noqa: E402
 from tls12 import ClientConnection, ServerConnection  # noqa: E402
 from tls12.certs import Credentials, generate_self_signed  # noqa: E402

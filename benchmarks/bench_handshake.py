@@ -1,4 +1,4 @@
-"""P3b: full and resumed RSA-2048 TLS 1.2 handshakes per second, tls12.https_server vs openssl s_server.
+"""P3b: full and resumed RSA-2048 TLS 1.2 handshakes per second, testbed.https_server vs openssl s_server.
 
 Both servers run in their own process on loopback with the same self-signed
 RSA-2048 certificate and key, TLS 1.2 only, one suite (default AES128-SHA,

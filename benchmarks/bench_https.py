@@ -1,4 +1,4 @@
-"""End-to-end HTTPS: tls12.https_server vs nginx, large-file throughput and small-file requests/s.
+"""End-to-end HTTPS: testbed.https_server vs nginx, large-file throughput and small-file requests/s.
 
 Default mode -- **throughput**: curl downloads one large file from both
 servers.  Both run on loopback in the same run, serve the same file with the
@@ -81,7 +81,7 @@ from _common import (  # noqa: E402
 
 sys.path.insert(0, str(REPO))
 
-from tls12.apps.demo import curl_cipher_arg, parse_size  # noqa: E402
+from testbed.apps.demo import curl_cipher_arg, parse_size  # noqa: E402
 from tls12.certs import generate_self_signed, write_credentials  # noqa: E402
 from tls12.suites import SUITES, suite_by_name  # noqa: E402
 
@@ -123,7 +123,7 @@ http {{
 
 @contextmanager
 def ours(root: Path, cert: Path, key: Path, cipher: str, *extra: str) -> Iterator[tuple[int, int]]:
-    """Run ``python -m tls12.https_server`` in its own process; yields ``(port, pid)``."""
+    """Run ``python -m testbed.https_server`` in its own process; yields ``(port, pid)``."""
     with start_and_read_port(tls12_server(root, cert, key, cipher, *extra), LISTENING, env=repo_env()) as running:
         yield running
 

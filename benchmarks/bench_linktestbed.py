@@ -1,7 +1,7 @@
 """HTTPS over the kernel-shaped ADSL line vs the SimPy model.
 
-The real ``python -m tls12.https_server`` runs in the origin namespace of a
-:class:`netsim.linktestbed.LinkTestbed` with the ADSL profile (160 kbit/s from the origin,
+The real ``python -m testbed.https_server`` runs in the origin namespace of a
+:class:`testbed.linux.linktestbed.LinkTestbed` with the ADSL profile (160 kbit/s from the origin,
 1.5 Mbit/s towards it, 10 ms each way, the client on a 100 Mbit/s LAN in front of the middle
 node), and ``curl`` in the client namespace downloads files of each size; curl's
 ``time_total`` (from before the TCP SYN to the last body byte) is the measurement. Next to it:
@@ -43,14 +43,14 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from netsim.linktestbed import (  # noqa: E402
-    ADSL,
+from netsim.tcp import TcpParams  # noqa: E402
+from sslsplit.latency import AdslTestbed, request_latency  # noqa: E402
+from sslsplit.params import ADSL_PROFILE as ADSL  # noqa: E402
+from testbed.linux.linktestbed import (  # noqa: E402
     LinkTestbed,
     NamespacesUnavailable,
     check_available,
 )
-from netsim.tcp import TcpParams  # noqa: E402
-from sslsplit.latency import AdslTestbed, request_latency  # noqa: E402
 
 #: The sizes of the first measured point (bytes).
 SIZES = (1_000, 65_536, 1_048_576)
@@ -62,7 +62,7 @@ __all__ = ["SIZES", "KERNEL_TCP", "https_vs_model", "main"]
 
 
 def _start_server(tb: LinkTestbed, root: Path) -> subprocess.Popen[str]:
-    proc = tb.popen("origin", [sys.executable, "-m", "tls12.https_server", "--root", str(root),
+    proc = tb.popen("origin", [sys.executable, "-m", "testbed.https_server", "--root", str(root),
                                "--host", "0.0.0.0", "--port", str(PORT),
                                "--ciphers", "AES128-SHA", "--quiet"],
                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
@@ -88,7 +88,7 @@ def https_vs_model(sizes: Sequence[int] = SIZES, repeat: int = 5,
     """One row per size: measured seconds (median of ``repeat`` curl downloads, plus min and
     max), the two model columns and measured / model ratios (median, min and max over the
     repeats: the model is deterministic, so each repeat's ratio is its time over the model's). ``serialise=False`` leaves the
-    line to ``tbf`` alone (see :mod:`netsim.linktestbed`: small transfers then beat the line)."""
+    line to ``tbf`` alone (see :mod:`testbed.linux.linktestbed`: small transfers then beat the line)."""
     check_available()
     rows = []
     with tempfile.TemporaryDirectory() as tmp, LinkTestbed(ADSL, serialise=serialise) as tb:

@@ -33,7 +33,7 @@ payload comes from an untrusted source -- a dict standing in for the origin's
 store -- is checked with SHA-256, put into the memory cache, then encrypted).
 
 **3. The origin's CPU per warm 1 MiB download** through the proxy, against
-``tls12.https_server`` serving the same file directly (``/proc`` of both,
+``testbed.https_server`` serving the same file directly (``/proc`` of both,
 over ``--downloads`` downloads each per repeat).
 
 References, measured in the same run: ``openssl speed -evp aes-128-cbc`` and
@@ -340,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
         sha_text = "" if r.x_aes_sha is None else f", x aes+sha {r.x_aes_sha.text()}"
         print(f"{r.name:<{width}} {r.mb_per_cpu_s.text('.1f')} MB/s cpu{wall_text}; x aes {r.x_aes.text()}{sha_text}")
     print(f"origin CPU per warm 1 MiB download via proxy: {split_ms.text()} ms; "
-          f"tls12.https_server: {https_ms.text()} ms; ratio {origin_ratio.text()}")
+          f"testbed.https_server: {https_ms.text()} ms; ratio {origin_ratio.text()}")
     wall_s = time.perf_counter() - began
     print(f"wall time {wall_s:.0f} s")
 
@@ -375,7 +375,7 @@ def origin_cpu(dep: Deployment, count: int) -> dict[str, float]:
 
 @contextmanager
 def deployment(tmp: Path, args: argparse.Namespace, curl: str) -> Iterator[Deployment]:
-    """Origin, two proxies (warm; ``--memory-mb 0``) and tls12.https_server, each in its own process."""
+    """Origin, two proxies (warm; ``--memory-mb 0``) and testbed.https_server, each in its own process."""
     root = tmp / "www"
     root.mkdir()
     (root / "big").write_bytes(os.urandom(args.mib << 20))

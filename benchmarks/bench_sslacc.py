@@ -7,7 +7,7 @@ The sweep is :func:`sslacc_sim.experiments.fig28_29` at quick size: 7 cluster si
 1. the wall time of the in-process sweep (the reference; issue 11 asks for under 60 s) and the
    simulated connections per wall second (every connection the load generator opened, all
    points together, over that wall time);
-2. the same sweep on a LocalCluster of 1 Dask worker, then of 2 (:func:`netsim.sweep.sweep`;
+2. the same sweep on a LocalCluster of 1 Dask worker, then of 2 (:func:`testbed.sweep.sweep`;
    the time includes starting and stopping the cluster, as ``--scheduler local`` would), and
    the speedups 2 workers vs 1 and vs in process.
 

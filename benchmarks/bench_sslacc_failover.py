@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeat < 1:
         ap.error("--repeats must be at least 1")
 
-    from netsim.linktestbed import NamespacesUnavailable, check_available
+    from testbed.linux.linktestbed import NamespacesUnavailable, check_available
 
     require_tools(BENCH, {"curl": "curl", "ip": "iproute2"})
     require_c_extension(BENCH)

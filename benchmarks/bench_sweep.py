@@ -7,7 +7,7 @@ the wall time of
 
 1. the in-process loop (the reference, ``scheduler=None``);
 2. the same sweep on a LocalCluster of 1 Dask worker, then of 2 workers
-   (:func:`netsim.sweep.sweep`; the time includes starting and stopping the cluster and
+   (:func:`testbed.sweep.sweep`; the time includes starting and stopping the cluster and
    sending the trace to the workers, as a user of ``--scheduler local`` would see it);
 
 and the speedups 2 workers vs 1 and 2 workers vs in process. Each run's table is checked
@@ -42,8 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _common import Repeated, add_repeats_option, rounds, timed, workers_that_ran, write_json  # noqa: E402
 
-from netsim.synth import LCS_LIKE, generate, scaled  # noqa: E402
 from sslsplit import trace_experiments as ex  # noqa: E402
+from sslsplit.synth import LCS_LIKE, generate, scaled  # noqa: E402
 
 BENCH = "bench_sweep"
 

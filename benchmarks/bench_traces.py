@@ -40,14 +40,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _common import Repeated, add_repeats_option, rounds, write_json  # noqa: E402
 
-from netsim.link import ADSL_DOWN, ADSL_UP, Link  # noqa: E402
-from netsim.synth import LCS_LIKE, generate, scaled  # noqa: E402
+from netsim.link import Link  # noqa: E402
 from netsim.tcp import TcpConnection  # noqa: E402
-from netsim.traces import load_trace  # noqa: E402
-from netsim.workload import preprocess  # noqa: E402
 from sslsplit.costmodel import paper_model  # noqa: E402
+from sslsplit.params import ADSL_DOWN, ADSL_UP  # noqa: E402
 from sslsplit.replay import replay  # noqa: E402
+from sslsplit.synth import LCS_LIKE, generate, scaled  # noqa: E402
 from sslsplit.trace_experiments import available_traces  # noqa: E402
+from testbed.traces.catalogue import load_trace  # noqa: E402
+from testbed.traces.workload import preprocess  # noqa: E402
 
 TARGET_REQ_PER_S = 1e6
 BENCH = "bench_traces"

@@ -15,9 +15,8 @@ handed to the next; at the end of the route its ``on_arrive`` callback runs. Thi
 Closed-form sanity check (tested): ``k`` back-to-back packets of ``s`` bytes on an idle link
 arrive at ``delay + i * 8 s / bandwidth`` for ``i = 1..k``.
 
-Presets: :data:`ADSL_UP` / :data:`ADSL_DOWN` (the paper's server line: 160 kbit/s upstream;
-the downstream rate and the delay are assumptions, the paper gives neither) and :data:`LAN`
-(100 Mbit/s, the paper's client and proxy network).
+Preset: :data:`LAN` (100 Mbit/s switched Ethernet). The papers' links (the SSL-splitting
+ADSL line in :mod:`sslsplit.params`, the SINE links in :mod:`sine.params`) live in their packages.
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ from typing import Any
 
 import simpy
 
-__all__ = ["LinkParams", "Packet", "Link", "Duplex", "ADSL_UP", "ADSL_DOWN", "LAN", "send_on"]
+__all__ = ["LinkParams", "Packet", "Link", "Duplex", "LAN", "send_on"]
 
 
 @dataclass(frozen=True)
@@ -58,11 +57,8 @@ class LinkParams:
         return nbytes * 8.0 / self.bandwidth
 
 
-#: The paper's server line: residential ADSL, 160 kbit/s upstream (server → Internet).
-ADSL_UP = LinkParams(bandwidth=160e3, delay=0.010, queue=64)
-#: Downstream direction of that line (assumed 1.5 Mbit/s; not given in the paper).
-ADSL_DOWN = LinkParams(bandwidth=1.5e6, delay=0.010, queue=64)
-#: The 100 Mbit/s LAN of the client and the proxy.
+#: A generic switched 100 Mbit/s Ethernet LAN (0.1 ms one way, no queue limit). The papers'
+#: own lines (the SSL-splitting ADSL line, the SINE client links) live in their packages.
 LAN = LinkParams(bandwidth=100e6, delay=0.0001, queue=None)
 
 

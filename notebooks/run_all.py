@@ -2,7 +2,7 @@
 
 Steps, in order:
 
-1. ``python -m tls12.demo`` -- curl downloads from the TLS server, for every
+1. ``python -m testbed.demo`` -- curl downloads from the TLS server, for every
    suite (quick sizes unless ``--full``), into ``results/tls12_demo/``;
 2. ``python -m sslacc_sim.measure --json results/sslacc/cluster_costs.json``
    (``--full`` with ``--full``) -- the SSLACC cluster's per-message CPU costs,
@@ -13,7 +13,7 @@ Steps, in order:
    directory ``notebooks/``, environment ``REPRODUCE_QUICK=1`` (``0`` with
    ``--full``); executed copies go to ``results/notebooks/``;
 4. ``results/RUN.json`` records the run: git revision, Python and package
-   versions (from :mod:`netsim.results`, the helper every notebook's first cell
+   versions (from :mod:`testbed.results`, the helper every notebook's first cell
    uses to write its own ``run.json``), configuration, and each step's status
    and duration.
 
@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from netsim import results
+from testbed import results
 
 REPO = results.find_root(Path(__file__).resolve().parent)
 NOTEBOOKS = REPO / "notebooks"
@@ -67,11 +67,11 @@ def package_versions() -> dict[str, str | None]:
 def run_demo(full: bool) -> dict[str, Any]:
     """Step 1: the TLS download demo as a subprocess."""
     sizes = FULL_DEMO_SIZES if full else QUICK_DEMO_SIZES
-    cmd = [sys.executable, "-m", "tls12.demo", "--sizes", sizes, "--out", str((RESULTS / "tls12_demo").relative_to(REPO))]
+    cmd = [sys.executable, "-m", "testbed.demo", "--sizes", sizes, "--out", str((RESULTS / "tls12_demo").relative_to(REPO))]
     start = time.monotonic()
     proc = subprocess.run(cmd, cwd=REPO, timeout=3600)
     return {
-        "step": "tls12.demo",
+        "step": "testbed.demo",
         "command": " ".join(cmd[1:]),
         "ok": proc.returncode == 0,
         "seconds": round(time.monotonic() - start, 2),

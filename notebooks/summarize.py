@@ -57,7 +57,7 @@ from summarize_parts.base import (  # noqa: E402, F401  (re-exported: the tests 
     writer_of,
 )
 
-from netsim.results import PROVENANCE_FILE, git_revision  # noqa: E402
+from testbed.results import PROVENANCE_FILE, git_revision  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "results"

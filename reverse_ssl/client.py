@@ -23,7 +23,7 @@ import json
 import time
 from collections.abc import Sequence
 
-from tls12 import cli
+from testbed import cli
 from tls12.certs import Credentials, generate_self_signed
 from tls12.config import ClientConfig
 from tls12.errors import TLSError

@@ -603,7 +603,7 @@ def run_config() -> dict[str, Any]:
     """What this module's results depend on beyond the code and the quick flag, for ``run.json``.
 
     The DoS model's default parameters and the driver's link and TCP; the notebook passes this to
-    :func:`netsim.results.start_run`, which adds the git revision, versions and CPU count.
+    :func:`testbed.results.start_run`, which adds the git revision, versions and CPU count.
     """
     return {"dos_defaults": asdict(DoSParams()),
             "dos_driver": {"link": asdict(NET), "tcp": asdict(TCP)}}

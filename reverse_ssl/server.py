@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from tls12 import cli
+from testbed import cli
 from tls12.certs import Credentials, generate_self_signed, load_credentials
 from tls12.config import ServerConfig
 from tls12.suites import CipherSuite

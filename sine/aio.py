@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     :func:`sine.linkexperiments.measure`; prints the times as a JSON list."""
     import argparse
 
-    from tls12 import cli
+    from testbed import cli
 
     parser = argparse.ArgumentParser(prog="python -m sine.aio",
                                      description=(__doc__ or "").splitlines()[0])

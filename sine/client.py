@@ -30,7 +30,7 @@ from urllib.parse import quote, urlsplit
 
 import h11
 
-from tls12.cli import connect_error
+from testbed.cli import connect_error
 
 from .algorithms import VerifyingKey
 from .cache_status import cache_verdict

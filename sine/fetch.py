@@ -27,7 +27,7 @@ from urllib.parse import SplitResult, urlsplit
 
 from cryptography import x509
 
-from tls12.cli import CLIError, UsageError, load_pem_arg, output_file, run_main
+from testbed.cli import CLIError, UsageError, load_pem_arg, output_file, run_main
 
 from .algorithms import VerifyingKey
 from .client import MODES, fetch_and_report

@@ -1,8 +1,8 @@
 """SINE Figures 4-6 measured: the real origin, a real Squid and the verifying client over tc links.
 
 :mod:`sine.experiments` computes Figures 4-6 from the SimPy model (:mod:`sine.model`). Here
-they are *measured* on a :class:`netsim.linktestbed.LinkTestbed` with the SINE profile
-(:func:`netsim.linktestbed.sine_profile`: the client's line of ``client_bw`` to the middle, a
+they are *measured* on a :class:`testbed.linux.linktestbed.LinkTestbed` with the SINE profile
+(:func:`sine.params.sine_profile`: the client's line of ``client_bw`` to the middle, a
 4 Mbit/s WAN with 50 ms each way to the origin; ``hop_by_hop=True`` so Squid's own
 connections cross the delay relay):
 
@@ -10,7 +10,7 @@ connections cross the delay relay):
 node      programs
 ========  ======================================================================================
 origin    ``python -m sine.server`` over a signed document root (HTTP, and HTTPS for ``https``)
-middle    Squid (:class:`netsim.linkruns.SquidRun`), memory cache
+middle    Squid (:class:`testbed.linux.linkruns.SquidRun`), memory cache
 client    ``python -m sine.aio run-plan``: :class:`sine.client.SineClient` sessions,
           each fetch timed by the client from before its TCP connect to the verified last byte
 ========  ======================================================================================
@@ -59,13 +59,21 @@ from typing import Any
 
 import pandas as pd
 
-from netsim.linkruns import SquidRun, alternate_halves, grid_fit, log_error, start_listening, stop
-from netsim.linktestbed import ADDRESSES, LinkTestbed, check_available, sine_profile
 from netsim.tcp import TcpParams
+from testbed.linux.linkruns import (
+    SquidRun,
+    alternate_halves,
+    grid_fit,
+    log_error,
+    start_listening,
+    stop,
+)
+from testbed.linux.linktestbed import ADDRESSES, LinkTestbed, check_available
 
 from .algorithms import SigAlg, SigningKey
 from .experiments import PAPER_CLAIMS
 from .model import Costs, Scenario, fetch_latency, portal_latency
+from .params import sine_profile
 from .site import STORE_DIR, sign_site
 
 __all__ = ["MEASURED_PROTOCOLS", "RELAY_TESTED_BPS", "KERNEL_TCP", "measure", "figure4_measured",
@@ -105,7 +113,7 @@ def measure(client_bw: float, items: Sequence[dict[str, Any]], docs: dict[str, i
 
     Each item is ``{"protocol": p, "paths": [...], "warm": bool}`` (``paths`` from ``docs``);
     returns one measured time per item (see :func:`sine.aio.run_plan`). Raises
-    :class:`~netsim.linktestbed.NamespacesUnavailable` where namespaces cannot be made."""
+    :class:`~testbed.linux.linktestbed.NamespacesUnavailable` where namespaces cannot be made."""
     check_available()
     origin = ADDRESSES["origin"]
     with tempfile.TemporaryDirectory(prefix="wstb-sine-") as tmp:
@@ -199,8 +207,8 @@ def figure5_measured(quick: bool = True, costs: Costs | None = None, size: int =
                      protocols: Sequence[str] = MEASURED_PROTOCOLS) -> pd.DataFrame:
     """Figure 5 measured: latency of one ``size``-byte file (warm) as the client's line grows.
     Bandwidths default to 512 kbit/s and 4 Mbit/s (``quick``) or the paper's sweep
-    (:data:`netsim.linktestbed.SINE_BANDWIDTHS`, 128 kbit/s .. 100 Mbit/s)."""
-    from netsim.linktestbed import SINE_BANDWIDTHS
+    (:data:`sine.params.SINE_BANDWIDTHS`, 128 kbit/s .. 100 Mbit/s)."""
+    from .params import SINE_BANDWIDTHS
 
     bws = list(bandwidths or ((512e3, 4e6) if quick else SINE_BANDWIDTHS))
     c = _costs(costs)
@@ -289,8 +297,8 @@ def recalibrate(fig: pd.DataFrame, costs: Costs | None = None,
                 ) -> tuple[dict[str, float], pd.DataFrame]:
     """Fit ``wan_delay``, a per-request ``overhead`` and TCP's ``init_cwnd`` on the
     ``calibration`` rows of a
-    measured figure (any of the three), by :func:`netsim.linkruns.grid_fit` over
-    :data:`RECAL_GRID` minimising :func:`netsim.linkruns.log_error`; return the values and
+    measured figure (any of the three), by :func:`testbed.linux.linkruns.grid_fit` over
+    :data:`RECAL_GRID` minimising :func:`testbed.linux.linkruns.log_error`; return the values and
     ``fig`` with ``latency_fit_s`` and ``fit_over_measured``. ``relay_limited`` rows are
     left out of the fit (they measure the relay) but are reported."""
     base = Scenario(costs=_costs(costs))

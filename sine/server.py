@@ -40,7 +40,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import h11
 
-from tls12 import cli
+from testbed import cli
 
 from .format import SeparateTag, push_separate_tag
 from .site import STORE_DIR, canonical_path, load_signed, signed_from_separate, tag_file

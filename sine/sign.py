@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from tls12.cli import UsageError, describe_os_error, load_pem_arg, positive_int, run_main
+from testbed.cli import UsageError, describe_os_error, load_pem_arg, positive_int, run_main
 
 from .algorithms import HashAlg, SigAlg, SigningKey
 from .format import MAX_BLOCK_SIZE, MIN_BLOCK_SIZE

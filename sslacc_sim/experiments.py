@@ -65,8 +65,8 @@ import pandas as pd
 import simpy
 
 from netsim.link import Duplex, LinkParams
-from netsim.sweep import sweep
 from netsim.tcp import TcpParams
+from testbed.sweep import sweep
 
 from . import ClusterCosts, ClusterParams, FourTuple, Origin, Relay, TlsClient
 from .load import (
@@ -172,7 +172,7 @@ def fig28_29(quick: bool = True, *, nodes: tuple[int, ...] = NODES,
              costs: ClusterCosts | None = None) -> pd.DataFrame:
     """Figures 28 (200 card) and 29 (600 card): one row per (nodes, card, variant).
 
-    Runs through :func:`netsim.sweep.sweep`: in process by default (``scheduler="serial"``),
+    Runs through :func:`testbed.sweep.sweep`: in process by default (``scheduler="serial"``),
     on a fresh LocalCluster of ``workers`` processes with ``scheduler="local"``, or on a
     running Dask scheduler at its address.  ``variants`` defaults to
     :func:`available_variants`.  ``costs``: the cluster's CPU costs (e.g.

@@ -198,7 +198,7 @@ def costs_document(costs: ClusterCosts, command: str, quick: bool) -> dict[str, 
     """The JSON of a costs file: ``costs`` (the table), ``fit_msg_cpu`` /
     ``fit_msg_cpu_per_byte`` (its line) and ``provenance`` -- ``command``, ``written_utc``,
     ``machine`` (platform and CPU count), ``git_revision`` and ``quick``."""
-    from netsim.results import git_revision
+    from testbed.results import git_revision
 
     fixed, per_byte = costs.message_line()
     now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     JSON, or write it with its provenance to ``PATH``."""
     import argparse
 
-    from tls12 import cli
+    from testbed import cli
 
     parser = argparse.ArgumentParser(prog="python -m sslacc_sim.measure",
                                      description=(__doc__ or "").splitlines()[0])

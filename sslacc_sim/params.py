@@ -27,7 +27,7 @@ runs on (``python -m sslacc_sim.measure --json results/sslacc/cluster_costs.json
 ``notebooks/run_all.py``), and Figures 28/29 use that file: :func:`read_cluster_costs` reads
 one such file with its provenance, :func:`cluster_costs` finds it (``results/``, else the
 copy ``make readme`` ships in ``docs/results/``), records which file it used in the run's
-``run.json`` (:func:`netsim.results.record_input`) and, with no file at all, warns
+``run.json`` (:func:`testbed.results.record_input`) and, with no file at all, warns
 (:class:`CostsWarning`) that it fell back to the typed-in table.
 """
 
@@ -166,10 +166,10 @@ def cluster_costs(path: str | Path | None = None) -> ClusterCosts:
     this machine), else the shipped ``docs/results/sslacc/cluster_costs.json``, both under
     the repository root: the first that exists is read (:func:`read_cluster_costs`) and its
     provenance recorded under ``inputs["sslacc cluster costs"]`` of the current run's
-    ``run.json`` (:func:`netsim.results.record_input`).  With none, the typed-in
+    ``run.json`` (:func:`testbed.results.record_input`).  With none, the typed-in
     :data:`DEFAULT_CLUSTER_COSTS` is returned, ``defaults`` recorded and a
     :class:`CostsWarning` issued: those costs were not measured by this run."""
-    from netsim.results import file_provenance, record_input
+    from testbed.results import file_provenance, record_input
 
     root = Path(__file__).resolve().parents[1]
     candidates = [Path(path)] if path is not None else [root / COSTS_FILE,

@@ -1,7 +1,7 @@
 """Small helpers shared by the command-line programs of :mod:`sslsplit`.
 
 Argument types and one-line error reporting are shared by every program of the testbed and
-live in :mod:`tls12.cli`; ``hostport`` is re-exported here for the existing imports.
+live in :mod:`testbed.cli`; ``hostport`` is re-exported here for the existing imports.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import asyncio
 import signal
 from collections.abc import Iterable
 
-from tls12.cli import hostport
+from testbed.cli import hostport
 
 __all__ = ["hostport", "close_servers", "wait_for_signal"]
 

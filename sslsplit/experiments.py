@@ -61,8 +61,8 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from netsim.synth import AMSTERDAM_LIKE, LCS_LIKE, generate, scaled
-from netsim.workload import CHUNK_BYTES, daytime_chunks
+from sslsplit.synth import AMSTERDAM_LIKE, LCS_LIKE, generate, scaled
+from testbed.traces.workload import CHUNK_BYTES, daytime_chunks
 
 from .calibration import (
     EST_CALIBRATED,
@@ -321,7 +321,7 @@ def figure10_11(
     ``sweep`` calibrates the model (default: a new :func:`single_file_sweep`; a ``ValueError``
     with ``measured=False``); ``chunk_bytes`` sets the chunk volume (measured view: default 2 MB
     quick, 10 MB otherwise, at most 400 requests quick; model view: default
-    :data:`netsim.workload.CHUNK_BYTES`).
+    :data:`testbed.traces.workload.CHUNK_BYTES`).
     Columns: ``trace``, ``scope`` (chunk/full), ``protocol``, ``source``, ``ratio`` (server
     bytes per file byte), ``vs_http``, ``server_bytes``, ``file_bytes``, ``requests``,
     ``kind`` and ``note``. ``source`` is
@@ -421,8 +421,8 @@ def held_out_agreement(sweep: pd.DataFrame, seeds: Sequence[int] = (31, 32, 33),
                        ) -> pd.DataFrame:
     """The calibrated model against fresh replays, several per trace shape (**held-out**).
 
-    For each seed, a short synthetic trace of each shape (:data:`netsim.synth.LCS_LIKE` and
-    :data:`~netsim.synth.AMSTERDAM_LIKE`, 1 % of their requests and files, two days; 5 % when
+    For each seed, a short synthetic trace of each shape (:data:`sslsplit.synth.LCS_LIKE` and
+    :data:`~sslsplit.synth.AMSTERDAM_LIKE`, 1 % of their requests and files, two days; 5 % when
     not ``quick``) is generated and its first daytime chunk (~1.5 MB and at most 150 requests
     quick, ~10 MB otherwise) replayed through the real servers and through the model
     calibrated on ``sweep``. Neither the files (random bytes from the seed) nor their sizes nor the request

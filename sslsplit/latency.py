@@ -37,10 +37,11 @@ from dataclasses import dataclass, field
 import simpy
 
 from netsim.host import Host
-from netsim.link import ADSL_DOWN, ADSL_UP, LAN, Link, LinkParams
+from netsim.link import LAN, Link, LinkParams
 from netsim.tcp import TcpConnection, TcpParams
 
 from .costmodel import WireParams
+from .params import ADSL_DOWN, ADSL_UP
 
 __all__ = ["AdslTestbed", "request_latency", "uplink_bytes", "LATENCY_PROTOCOLS"]
 

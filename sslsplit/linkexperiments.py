@@ -2,7 +2,7 @@
 
 :func:`sslsplit.experiments.figure12` computes the paper's latency-vs-size figure from the
 SimPy model (:mod:`sslsplit.latency`). Here the same figure is *measured* on a
-:class:`netsim.linktestbed.LinkTestbed` with the :data:`~netsim.linktestbed.ADSL` profile (the
+:class:`testbed.linux.linktestbed.LinkTestbed` with the :data:`~sslsplit.params.ADSL_PROFILE` profile (the
 paper's §6.1 setup: the origin behind 160 kbit/s upstream, client and proxy on a 100 Mbit/s
 LAN, 10 ms each way), with ``hop_by_hop=True`` so that the proxy's own connections cross the
 delay relay too:
@@ -11,7 +11,7 @@ delay relay too:
 node      programs
 ========  ======================================================================================
 origin    ``python -m sslsplit.server`` (splitting server + record store),
-          ``python -m tls12.https_server`` (HTTPS, AES128-SHA: RSA key exchange as the model),
+          ``python -m testbed.https_server`` (HTTPS, AES128-SHA: RSA key exchange as the model),
           ``python -m http.server`` (plain HTTP)
 middle    ``python -m sslsplit.proxy`` (memory cache)
 client    ``curl``: ``time_total`` is the latency (before the SYN .. the last body byte)
@@ -31,11 +31,11 @@ window), latency / HTTPS latency for both and the paper's statement where it mak
 files and ~1.1 x for large ones). :func:`recalibrate` fits the model's free parameters (the
 server's RSA time and the proxy's per-flight time) on half of the points and reports the
 agreement on the other half, before and after. Needs root, iproute2 and curl
-(:class:`netsim.linktestbed.NamespacesUnavailable` otherwise).
+(:class:`testbed.linux.linktestbed.NamespacesUnavailable` otherwise).
 
 **What the line lacks for the proxy.** Packets *from* the proxy carry their hop's round trip
 through the delay relay, but packets *to* it are shaped by ``tbf`` alone (see
-:class:`~netsim.linktestbed.LinkTestbed`'s ``hop_by_hop``): after an idle spell the origin's
+:class:`~testbed.linux.linktestbed.LinkTestbed`'s ``hop_by_hop``): after an idle spell the origin's
 160 kbit/s line lets two full frames (3 kB, 150 ms of line time) reach the proxy at once. A
 small flight from the origin to the proxy (the handshake, the stubs of a small file) can
 therefore arrive up to ~150 ms early, which favours ``split_cold`` and ``split_warm`` at small
@@ -57,7 +57,8 @@ import pandas as pd
 import simpy
 
 from netsim.link import Link
-from netsim.linkruns import (
+from netsim.tcp import TcpConnection, TcpParams
+from testbed.linux.linkruns import (
     alternate_halves,
     curl,
     grid_fit,
@@ -65,11 +66,11 @@ from netsim.linkruns import (
     start_listening,
     stop,
 )
-from netsim.linktestbed import ADDRESSES, ADSL, LinkTestbed, check_available
-from netsim.tcp import TcpConnection, TcpParams
+from testbed.linux.linktestbed import ADDRESSES, LinkTestbed, check_available
 
 from .latency import AdslTestbed, _response_bytes, request_latency
 from .paper_points import PAPER_POINTS
+from .params import ADSL_PROFILE
 
 __all__ = [
     "FIG12_AXIS",
@@ -89,7 +90,7 @@ __all__ = [
 #: Figure 12's x axis as :func:`sslsplit.experiments.figure12` draws it (12 sizes, bytes).
 FIG12_AXIS: tuple[int, ...] = tuple(
     int(s) for s in np.unique(np.round(np.geomspace(100, 2_000_000, 12))))
-#: Three sizes of that axis for ``quick`` runs: small, medium, large (~1 min over ADSL).
+#: Three sizes of that axis for ``quick`` runs: small, medium, large (~1 min over ADSL_PROFILE).
 QUICK_SIZES: tuple[int, ...] = (FIG12_AXIS[2], FIG12_AXIS[5], FIG12_AXIS[8])
 PROTOCOLS = ("http", "https", "split_cold", "split_warm")
 #: Linux's TCP: RFC 6928 initial window, 66 bytes per segment (IP + TCP timestamps + Ethernet).
@@ -114,7 +115,7 @@ def measure_figure12(quick: bool = True, sizes: Sequence[int] | None = None,
 
     ``sizes`` defaults to :data:`QUICK_SIZES` (``quick``) or :data:`FIG12_AXIS`. Downloads run
     one at a time on an idle line, as in the paper. Raises
-    :class:`~netsim.linktestbed.NamespacesUnavailable` where namespaces cannot be made."""
+    :class:`~testbed.linux.linktestbed.NamespacesUnavailable` where namespaces cannot be made."""
     unknown = set(protocols) - set(PROTOCOLS)
     if unknown:
         raise ValueError(f"protocols must be among {PROTOCOLS}, got {sorted(unknown)}")
@@ -126,7 +127,7 @@ def measure_figure12(quick: bool = True, sizes: Sequence[int] | None = None,
     py = [sys.executable, "-u", "-m"]
     rows = []
     with tempfile.TemporaryDirectory(prefix="wstb-split-") as tmp, \
-            LinkTestbed(ADSL, hop_by_hop=True) as tb:
+            LinkTestbed(ADSL_PROFILE, hop_by_hop=True) as tb:
         root = Path(tmp)
         root.chmod(0o755)
         _files(root, sizes, repeat)
@@ -134,7 +135,7 @@ def measure_figure12(quick: bool = True, sizes: Sequence[int] | None = None,
             start_listening(tb, "origin", [*py, "sslsplit.server", "--root", tmp, "--host",
                                            origin, "--port", str(_SPLIT_PORT), "--store-port",
                                            str(_STORE_PORT)], "splitting server on"),
-            start_listening(tb, "origin", [*py, "tls12.https_server", "--root", tmp, "--host",
+            start_listening(tb, "origin", [*py, "testbed.https_server", "--root", tmp, "--host",
                                            origin, "--port", str(_HTTPS_PORT), "--ciphers",
                                            CIPHERS], "listening on"),
             start_listening(tb, "origin", [*py, "http.server", "--bind", origin,
@@ -250,7 +251,7 @@ def figure12_measured(quick: bool = True, runs: pd.DataFrame | None = None,
     (the paper setup's splitting handshake, certificate sent), ``model_over_measured``,
     ``measured_vs_https`` / ``model_vs_https`` (latency / HTTPS latency at that size),
     ``paper_vs_https`` (cold splitting at the smallest / largest size, else NaN) and ``half``
-    (:func:`netsim.linkruns.alternate_halves` along the sizes, per protocol). ``runs`` is a
+    (:func:`testbed.linux.linkruns.alternate_halves` along the sizes, per protocol). ``runs`` is a
     :func:`measure_figure12` table (measured now when ``None``, with ``measure`` passed on)."""
     if runs is None:
         runs = measure_figure12(quick, **measure)  # type: ignore[arg-type]
@@ -293,7 +294,7 @@ def recalibrate(fig: pd.DataFrame, params: AdslTestbed | None = None,
     ``fig`` is a :func:`figure12_measured` table; the parameters are
     :class:`~sslsplit.latency.AdslTestbed`'s ``rsa_seconds`` (the origin's handshake CPU; the
     paper's 15 ms is a 500 MHz K6's) and ``proxy_seconds`` (the proxy's time per relayed
-    flight), over :data:`RECAL_GRID`, minimising :func:`netsim.linkruns.log_error` on the
+    flight), over :data:`RECAL_GRID`, minimising :func:`testbed.linux.linkruns.log_error` on the
     calibration points only. Returns the fitted values and ``fig`` with ``model_fit_s`` and
     ``fit_over_measured`` added; the held-out rows are the honest test.
     """

@@ -39,7 +39,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tls12 import cli
+from testbed import cli
 from tls12.errors import TLSError
 
 from .aio import PayloadClient, ResetAwareReader, open_connection, serve_payloads, start_server

@@ -1,6 +1,6 @@
 """The SSL-splitting origin server: HTTPS whose records leave as stubs (paper §4.1).
 
-It is the HTTPS file server of :mod:`tls12.apps` (static files, HTTP/1.1 via h11) with
+It is the HTTPS file server of :mod:`testbed.apps` (static files, HTTP/1.1 via h11) with
 one change: each TLS connection uses a
 :class:`~sslsplit.writer.SplittingRecordWriter`, so the bytes that go to the
 proxy are stubs, MACs and payload ids instead of records.  A second port
@@ -29,10 +29,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tls12 import ServerConnection, cli
+from testbed import cli
+from testbed.apps.server import start_server
+from testbed.apps.stats import ServerStats
+from tls12 import ServerConnection
 from tls12.aio import TLSStream, serve
-from tls12.apps.server import start_server
-from tls12.apps.stats import ServerStats
 from tls12.certs import Credentials, generate_self_signed
 from tls12.config import ServerConfig
 from tls12.session import InMemorySessionStore

@@ -20,7 +20,7 @@ bytes over the byte-accurate TCP in simulated time, on the same topology (§6.1)
   (a previous cold download of the same file filled the cache).
 
 The origin answers with the bytes of the testbed's HTTP layer
-(:class:`tls12.apps.file_handler.HTTPFileHandler`: same head, same writes; the head in its own
+(:class:`testbed.apps.file_handler.HTTPFileHandler`: same head, same writes; the head in its own
 record for splitting), the client asks as ``http.client`` does (HTTP/1.1, ``Connection:
 close``). So the bytes on the ADSL uplink equal those a loopback run of the real servers
 sends -- a test checks it. CPU: the origin spends ``rsa_seconds`` on the premaster decryption
@@ -50,8 +50,8 @@ from netsim.drive import Driver, Relay, Side, Started
 from netsim.host import Host
 from netsim.link import Link
 from netsim.tcp import TcpConnection
+from testbed.apps.file_handler import CHUNK_SIZE, SERVER_NAME
 from tls12 import ClientConfig, ClientConnection, ServerConnection
-from tls12.apps.file_handler import CHUNK_SIZE, SERVER_NAME
 from tls12.certs import Credentials, generate_self_signed
 from tls12.config import ServerConfig
 from tls12.events import ApplicationData, ConnectionClosed, HandshakeComplete
@@ -151,7 +151,7 @@ class FileOrigin:
     """Origin application: answers one GET with ``body`` as the testbed's HTTP layer does.
 
     The same head (``Server``, ``Content-Length``, ``Content-Type``) and the same writes as
-    :class:`tls12.apps.file_handler.HTTPFileHandler`: with ``coalesce`` the head shares the
+    :class:`testbed.apps.file_handler.HTTPFileHandler`: with ``coalesce`` the head shares the
     first ``CHUNK_SIZE`` write with the body, otherwise (SSL splitting) it is written alone;
     then the TLS connection is closed (close_notify) and the transport shut down.
     """

@@ -1,7 +1,7 @@
 """The loopback testbed behind :mod:`sslsplit.experiments`: the paper's three servers and a proxy.
 
 A :class:`Testbed` runs, in a background event loop, the three servers the paper compares -- a
-plain HTTP server, the HTTPS server of :mod:`tls12.apps.server` and the SSL-splitting server
+plain HTTP server, the HTTPS server of :mod:`testbed.apps.server` and the SSL-splitting server
 -- over one document root, and makes proxies on demand. :meth:`Testbed.download` fetches a path
 with a real, unmodified client (Python's ``http.client`` over ``ssl``) and returns the bytes
 **the origin sent** for it, counted on the origin's sockets as the paper counted bytes on the
@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tls12.apps.file_handler import HTTPFileHandler
-from tls12.apps.server import start_server
-from tls12.apps.stats import ServerStats
+from testbed.apps.file_handler import HTTPFileHandler
+from testbed.apps.server import start_server
+from testbed.apps.stats import ServerStats
 from tls12.certs import Credentials, generate_self_signed
 from tls12.config import ServerConfig
 from tls12.suites import SUITES, CipherSuite

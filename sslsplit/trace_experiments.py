@@ -20,7 +20,7 @@ are in :mod:`sslsplit.experiments`, which replays the workloads loaded here
 Traces: every manifest trace whose files are present and that has response sizes (the bundled
 EPA-HTTP and WorldCup98 sample; LPDAAC-OPeNDAP or the classic ITA traces when fetched or in
 ``$TRACES_DIR``), plus ``synthetic-lcs`` and ``synthetic-amsterdam``, generated with
-:data:`netsim.synth.LCS_LIKE` and :data:`netsim.synth.AMSTERDAM_LIKE`.
+:data:`sslsplit.synth.LCS_LIKE` and :data:`sslsplit.synth.AMSTERDAM_LIKE`.
 
 **What kind of number each row is.** The result tables carry a ``kind`` column:
 
@@ -50,10 +50,10 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from netsim.synth import AMSTERDAM_LIKE, LCS_LIKE, SynthParams, generate, scaled
-from netsim.traces import TraceError, load_manifest, load_workload, locate
-from netsim.tracestats import compressibility, repetition_vs_window, size_cdf, unique_bytes
-from netsim.workload import CHUNK_BYTES, DAY, select_chunk, window
+from sslsplit.synth import AMSTERDAM_LIKE, LCS_LIKE, SynthParams, generate, scaled
+from testbed.traces.catalogue import TraceError, load_manifest, load_workload, locate
+from testbed.traces.stats import compressibility, repetition_vs_window, size_cdf, unique_bytes
+from testbed.traces.workload import CHUNK_BYTES, DAY, select_chunk, window
 
 from .costmodel import CostModel, paper_model
 from .replay import hits_unbounded, replay
@@ -246,7 +246,7 @@ def _warmth_point(trace: str, lo: int, hi: int, *, works: dict[str, pd.DataFrame
                   days: float, model: CostModel) -> dict[str, Any]:
     """One row of :func:`two_weeks_warmth`: the chunk ``works[trace].iloc[lo:hi]`` replayed
     behind a cache preloaded with the ``days`` before it. Module level, so that Dask workers
-    can run it (:mod:`netsim.sweep`)."""
+    can run it (:mod:`testbed.sweep`)."""
     w = works[trace]
     t0 = int(w["time"].iloc[0])
     c = w.iloc[lo:hi]
@@ -299,10 +299,10 @@ def two_weeks_warmth(quick: bool = True, workloads: dict[str, pd.DataFrame] | No
     Each chunk is an independent replay, so a month-long trace splits by day across Dask
     workers: with ``scheduler`` (``"local"`` for a LocalCluster of ``workers`` processes, or a
     scheduler address ``tcp://host:port``) each day's chunks are one point of
-    :func:`netsim.sweep.sweep`; the table is the same as the in-process run's (the default,
+    :func:`testbed.sweep.sweep`; the table is the same as the in-process run's (the default,
     ``scheduler=None``).
     """
-    from netsim.workload import daytime_chunks
+    from testbed.traces.workload import daytime_chunks
 
     model = model or paper_model()
     works = _works(quick, workloads)
@@ -324,7 +324,7 @@ def two_weeks_warmth(quick: bool = True, workloads: dict[str, pd.DataFrame] | No
         for p in tqdm(points, desc="warmth", disable=quick, unit="chunk", mininterval=2.0):
             rows.append(_warmth_point(**p, works=works, days=days, model=model))
         return pd.DataFrame(rows)
-    from netsim.sweep import sweep
+    from testbed.sweep import sweep
 
     by_day: dict[tuple[str, int], list[tuple[int, int]]] = {}
     for p in points:
@@ -341,5 +341,5 @@ def two_weeks_warmth(quick: bool = True, workloads: dict[str, pd.DataFrame] | No
 def run_config() -> dict[str, Any]:
     """What this module's results depend on beyond the code and the quick flag, for ``run.json``:
     the traces found (:func:`available_traces`) and whether ``$TRACES_DIR`` points at more.
-    The notebooks pass it to :func:`netsim.results.start_run`."""
+    The notebooks pass it to :func:`testbed.results.start_run`."""
     return {"traces": available_traces(), "traces_dir": bool(os.environ.get("TRACES_DIR"))}

@@ -29,7 +29,7 @@ import logging
 import sys
 from collections.abc import Callable
 
-from tls12 import cli
+from testbed import cli
 
 from .aio import PayloadClient, serve_payloads
 from .barnraising.aio.sharing import PeerServer, RingSource

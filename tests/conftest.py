@@ -14,9 +14,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from netsim.logparse import ParseReport, read_log
-from netsim.traces import bundled_dir
-from netsim.workload import preprocess
+from testbed.traces.catalogue import bundled_dir
+from testbed.traces.logparse import ParseReport, read_log
+from testbed.traces.workload import preprocess
 from tls12.certs import Credentials, write_credentials
 from tls12.testing import credentials as make_credentials
 
@@ -57,7 +57,7 @@ def epa_table() -> tuple[pd.DataFrame, ParseReport]:
 
 @pytest.fixture(scope="session")
 def epa_work(epa_table: tuple[pd.DataFrame, ParseReport]) -> pd.DataFrame:
-    """The EPA-HTTP table after :func:`netsim.workload.preprocess` (what the replays consume)."""
+    """The EPA-HTTP table after :func:`testbed.traces.workload.preprocess` (what the replays consume)."""
     return preprocess(epa_table[0])
 
 

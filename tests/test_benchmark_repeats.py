@@ -200,8 +200,8 @@ def test_a_speedup_on_two_workers_needs_two_workers_that_ran_points() -> None:
     """``workers_that_ran`` reads the workers recorded inside the tasks by the sweep itself."""
     import pandas as pd
 
-    from netsim.sweep import sweep
-    from tests.netsim.test_sweep import _point  # importable by the workers
+    from testbed.sweep import sweep
+    from tests.testbed.test_sweep import _point  # importable by the workers
 
     axes = {"seed": [1, 2, 3], "n": [5]}
     two = sweep(_point, axes, workers=2, progress=False, constants={"scale": 1.0})

@@ -21,7 +21,7 @@ modules still answer ``--help``.
 dependencies (``cli_forkserver.py``): each still executes the program as ``__main__`` in a
 process of its own, with its own exit status and stderr, but without paying a second of
 interpreter start and imports each, so the sweep takes seconds on two cores.  The module also
-checks the argument parsers of :mod:`tls12.cli` with Hypothesis.
+checks the argument parsers of :mod:`testbed.cli` with Hypothesis.
 """
 
 from __future__ import annotations
@@ -48,26 +48,26 @@ from hypothesis import strategies as st
 
 from sine.algorithms import SigAlg, SigningKey
 from sine.site import sign_site
-from tls12 import cli
+from testbed import cli
 from tls12.certs import generate_self_signed, write_credentials
 
 REPO = Path(__file__).resolve().parent.parent
 TIMEOUT = 20.0  # per program; a program that hangs on bad input fails here instead of blocking
 
 MODULES = (
-    "tls12.https_server",
-    "tls12.demo",
+    "testbed.https_server",
+    "testbed.demo",
     "sslsplit.server",
     "sslsplit.proxy",
     "sslsplit.volunteer",
-    "netsim.traces",
+    "testbed.traces",
     "sine.sign",
     "sine.server",
     "sine.fetch",
     "reverse_ssl.server",
     "reverse_ssl.client",
     "tls12.handshake_docs",
-    "netsim.linktestbed",
+    "testbed.linux.linktestbed",
     "sslacc_sim.measure",
     "sslacc_sim.linux.node",
     "sslsplit.barnraising.broker",
@@ -86,27 +86,27 @@ FEW_CASES = {
 #: Modules with a ``__main__`` block that are not swept with bad input, each with the reason.
 #: They must still answer ``--help`` (exit 0, usage on stdout).
 EXEMPT = {
-    "tls12.apps.demo": "the body of tls12.demo (a shim that calls it), swept under that name",
-    "tls12.apps.https_cli": "the body of tls12.https_server (a shim), swept under that name",
+    "testbed.apps.demo": "the body of testbed.demo (a shim that calls it), swept under that name",
+    "testbed.apps.https_cli": "the body of testbed.https_server (a shim), swept under that name",
     "sine.aio": "internal worker: sine.linkexperiments.measure runs its run-plan "
                             "subcommand inside the link testbed's client namespace",
 }
 #: The packages whose programs the sweep must know about (see test_every_program_is_swept).
-PACKAGES = ("tls12", "netsim", "sslsplit", "sine", "reverse_ssl", "sslacc_sim", "webalps_sim")
+PACKAGES = ("tls12", "netsim", "testbed", "sslsplit", "sine", "reverse_ssl", "sslacc_sim", "webalps_sim")
 SCRIPTS = tuple(sorted(str(p.relative_to(REPO)) for pattern in ("benchmarks/bench_*.py", "notebooks/*.py")
                        for p in REPO.glob(pattern)))
 # what each module needs before argparse looks at an unknown flag
 REQUIRED = {
-    "tls12.https_server": "--root {docroot}",
+    "testbed.https_server": "--root {docroot}",
     "sslsplit.server": "--root {docroot}",
     "sslsplit.proxy": "--server 127.0.0.1:1 --store 127.0.0.1:2",
     "sslsplit.volunteer": "barnraising://127.0.0.1:1/a/site",
-    "netsim.traces": "list",
+    "testbed.traces": "list",
     "sine.sign": "{docroot} --key {rsa}",
     "sine.server": "{signed}",
     "sine.fetch": "http://127.0.0.1:1/",
     "reverse_ssl.client": "--port 1",
-    "netsim.linktestbed": "profiles",
+    "testbed.linux.linktestbed": "profiles",
     "sslacc_sim.linux.node": "sniff --src 10.0.0.1 --out {scratch}/sniff.json",
     "webalps_sim.host": "--mode http --docroot {docroot}",
     "webalps_sim.guardian": "--state-dir {scratch}/guardian",
@@ -142,26 +142,26 @@ CASES: tuple[Case, ...] = (
     *(case(m, f"{REQUIRED.get(m, '')} --no-such-flag", 2, "unrecognized arguments", "--no-such-flag")
       for m in MODULES),
     *(case(s, "--no-such-flag", 2) for s in SCRIPTS),  # or a required option is missing
-    # tls12.https_server
-    case("tls12.https_server", "", 2, "required", "--root"),
-    case("tls12.https_server", "--root {missing}", 2, "--root", "not a directory"),
-    case("tls12.https_server", "--root {text} --port 1", 2, "--root", "not a directory"),
-    case("tls12.https_server", "--root {docroot} --port abc", 2, "--port", "abc"),
-    case("tls12.https_server", "--root {docroot} --port 70000", 2, "--port", "70000"),
-    case("tls12.https_server", "--root {docroot} --cert {cert}", 2, "--cert", "--key"),
-    case("tls12.https_server", "--root {docroot} --cert {cert} --key {missing}", 2, "--key", "no such file"),
-    case("tls12.https_server", "--root {docroot} --cert {cert} --key {pub}", 2, "--key", "private key", "public key"),
-    case("tls12.https_server", "--root {docroot} --cert {garbage} --key {rsa}", 2, "--cert", "certificate"),
-    case("tls12.https_server", "--root {docroot} --cert {docroot} --key {rsa}", 2, "--cert", "directory"),
-    case("tls12.https_server", "--root {docroot} --cert {cert} --key {ec}", 2, "--key", "rsa"),
-    case("tls12.https_server", "--root {docroot} --ciphers NO-SUCH-SUITE", 2, "no-such-suite"),
-    case("tls12.https_server", "--root {docroot} --port {busy}", 1, "address already in use"),
-    # tls12.demo (every case fails before the first download)
-    case("tls12.demo", "--sizes abc", 2, "--sizes", "abc"),
-    case("tls12.demo", "--sizes inf", 2, "--sizes", "inf"),
-    case("tls12.demo", "--sizes ,", 2, "--sizes", "no size"),
-    case("tls12.demo", "--suites NO-SUCH-SUITE", 2, "no-such-suite"),
-    case("tls12.demo", "--out {text}", 2, "--out", "not a directory"),
+    # testbed.https_server
+    case("testbed.https_server", "", 2, "required", "--root"),
+    case("testbed.https_server", "--root {missing}", 2, "--root", "not a directory"),
+    case("testbed.https_server", "--root {text} --port 1", 2, "--root", "not a directory"),
+    case("testbed.https_server", "--root {docroot} --port abc", 2, "--port", "abc"),
+    case("testbed.https_server", "--root {docroot} --port 70000", 2, "--port", "70000"),
+    case("testbed.https_server", "--root {docroot} --cert {cert}", 2, "--cert", "--key"),
+    case("testbed.https_server", "--root {docroot} --cert {cert} --key {missing}", 2, "--key", "no such file"),
+    case("testbed.https_server", "--root {docroot} --cert {cert} --key {pub}", 2, "--key", "private key", "public key"),
+    case("testbed.https_server", "--root {docroot} --cert {garbage} --key {rsa}", 2, "--cert", "certificate"),
+    case("testbed.https_server", "--root {docroot} --cert {docroot} --key {rsa}", 2, "--cert", "directory"),
+    case("testbed.https_server", "--root {docroot} --cert {cert} --key {ec}", 2, "--key", "rsa"),
+    case("testbed.https_server", "--root {docroot} --ciphers NO-SUCH-SUITE", 2, "no-such-suite"),
+    case("testbed.https_server", "--root {docroot} --port {busy}", 1, "address already in use"),
+    # testbed.demo (every case fails before the first download)
+    case("testbed.demo", "--sizes abc", 2, "--sizes", "abc"),
+    case("testbed.demo", "--sizes inf", 2, "--sizes", "inf"),
+    case("testbed.demo", "--sizes ,", 2, "--sizes", "no size"),
+    case("testbed.demo", "--suites NO-SUCH-SUITE", 2, "no-such-suite"),
+    case("testbed.demo", "--out {text}", 2, "--out", "not a directory"),
     # sslsplit.server
     case("sslsplit.server", "", 2, "--root", "--upstream", "required"),
     case("sslsplit.server", "--root {missing}", 2, "--root", "not a directory"),
@@ -191,21 +191,21 @@ CASES: tuple[Case, ...] = (
     case("sslsplit.volunteer", "barnraising://127.0.0.1:1/a/site --listen nope", 2, "--listen", "host:port"),
     case("sslsplit.volunteer", "barnraising://127.0.0.1:1/a/site --cache-port 70000", 2, "--cache-port", "70000"),
     case("sslsplit.volunteer", "barnraising://127.0.0.1:1/a/site", 1, "cannot connect", "broker", "refused"),
-    # netsim.traces
-    case("netsim.traces", "", 2, "required", "command"),
-    case("netsim.traces", "stats", 2, "required", "path_or_name"),
-    case("netsim.traces", "stats {missing}", 2, "not found", "no-such-file"),
-    case("netsim.traces", "stats {docroot}", 2, "directory"),
-    case("netsim.traces", "stats {text} --chunk-lines 0", 2, "--chunk-lines", "0"),
-    case("netsim.traces", "--manifest {missing} list", 2, "manifest", "not found"),
-    case("netsim.traces", "--manifest {text} list", 2, "manifest", "json"),
-    case("netsim.traces", "--manifest {docroot} list", 2, "manifest", "directory"),
-    case("netsim.traces", "--manifest {bad_manifest} list", 2, "manifest", "filename"),
-    case("netsim.traces", "fetch no-such-trace", 2, "unknown trace", "no-such-trace"),
-    case("netsim.traces", "verify no-such-trace", 2, "unknown trace", "no-such-trace"),
-    case("netsim.traces", "fetch EPA-HTTP --dest {scratch} --from {missing}", 2, "not found"),
-    case("netsim.traces", "fetch EPA-HTTP --dest {scratch} --from http://127.0.0.1:{closed}/x", 1, "refused"),
-    case("netsim.traces", "fetch EPA-HTTP --dest {scratch} --timeout 0", 2, "--timeout", "0"),
+    # testbed.traces
+    case("testbed.traces", "", 2, "required", "command"),
+    case("testbed.traces", "stats", 2, "required", "path_or_name"),
+    case("testbed.traces", "stats {missing}", 2, "not found", "no-such-file"),
+    case("testbed.traces", "stats {docroot}", 2, "directory"),
+    case("testbed.traces", "stats {text} --chunk-lines 0", 2, "--chunk-lines", "0"),
+    case("testbed.traces", "--manifest {missing} list", 2, "manifest", "not found"),
+    case("testbed.traces", "--manifest {text} list", 2, "manifest", "json"),
+    case("testbed.traces", "--manifest {docroot} list", 2, "manifest", "directory"),
+    case("testbed.traces", "--manifest {bad_manifest} list", 2, "manifest", "filename"),
+    case("testbed.traces", "fetch no-such-trace", 2, "unknown trace", "no-such-trace"),
+    case("testbed.traces", "verify no-such-trace", 2, "unknown trace", "no-such-trace"),
+    case("testbed.traces", "fetch EPA-HTTP --dest {scratch} --from {missing}", 2, "not found"),
+    case("testbed.traces", "fetch EPA-HTTP --dest {scratch} --from http://127.0.0.1:{closed}/x", 1, "refused"),
+    case("testbed.traces", "fetch EPA-HTTP --dest {scratch} --timeout 0", 2, "--timeout", "0"),
     # sine.sign (every case fails before anything is written)
     case("sine.sign", "", 2, "required", "docroot"),
     case("sine.sign", "{docroot}", 2, "required", "--key"),
@@ -288,16 +288,16 @@ CASES: tuple[Case, ...] = (
     case("tls12.handshake_docs", "--markdown extra", 2, "unrecognized arguments", "extra"),
     # sslacc_sim.measure (every case fails before the measurement)
     case("sslacc_sim.measure", "--full extra", 2, "unrecognized arguments", "extra"),
-    # netsim.linktestbed (no case builds a namespace: each fails on its arguments first, or is an
+    # testbed.linux.linktestbed (no case builds a namespace: each fails on its arguments first, or is an
     # internal probe on the loopback interface)
-    case("netsim.linktestbed", "", 2, "required", "cmd"),
-    case("netsim.linktestbed", "up --profile no-such-profile", 2, "--profile", "invalid choice"),
-    case("netsim.linktestbed", "run --node client", 2, "run", "command"),
-    case("netsim.linktestbed", "run --node nowhere -- true", 2, "--node", "invalid choice"),
-    case("netsim.linktestbed", "relay --tun t --client-net n --to-client abc --to-origin 1", 2, "--to-client", "abc"),
-    case("netsim.linktestbed", "relay --tun t --client-net n --to-client 1 --to-origin 1 --hops bogus", 2, "--hops", "bogus"),
-    case("netsim.linktestbed", "probe-client --host 127.0.0.1 --port {closed} --mode echo", 1, "refused"),
-    case("netsim.linktestbed", "probe-serve --port {busy} --mode echo", 1, "address already in use"),
+    case("testbed.linux.linktestbed", "", 2, "required", "cmd"),
+    case("testbed.linux.linktestbed", "up --profile no-such-profile", 2, "--profile", "invalid choice"),
+    case("testbed.linux.linktestbed", "run --node client", 2, "run", "command"),
+    case("testbed.linux.linktestbed", "run --node nowhere -- true", 2, "--node", "invalid choice"),
+    case("testbed.linux.linktestbed", "relay --tun t --client-net n --to-client abc --to-origin 1", 2, "--to-client", "abc"),
+    case("testbed.linux.linktestbed", "relay --tun t --client-net n --to-client 1 --to-origin 1 --hops bogus", 2, "--hops", "bogus"),
+    case("testbed.linux.linktestbed", "probe-client --host 127.0.0.1 --port {closed} --mode echo", 1, "refused"),
+    case("testbed.linux.linktestbed", "probe-serve --port {busy} --mode echo", 1, "address already in use"),
     # sslsplit.barnraising.broker (a database, when one is opened, goes to the scratch folder)
     case("sslsplit.barnraising.broker", "", 2, "no site", "--sites"),
     case("sslsplit.barnraising.broker", "--sites {missing}", 2, "--sites", "no such file"),
@@ -544,7 +544,7 @@ def test_every_program_is_swept() -> None:
     """A new program (a module with a ``__main__`` block) is either in MODULES, so that its bad
     input is swept, or in EXEMPT with the reason; and neither list names a module that is gone."""
     programs = _programs()
-    assert "tls12.https_server" in programs and "netsim.sweep" not in programs  # sanity
+    assert "testbed.https_server" in programs and "testbed.sweep" not in programs  # sanity
     missing = sorted(set(programs) - set(MODULES) - set(EXEMPT))
     assert not missing, f"add to MODULES (with CASES) or to EXEMPT (with a reason): {missing}"
     stale = sorted((set(MODULES) | set(EXEMPT)) - set(programs))

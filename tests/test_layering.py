@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: Modules nothing above the shared layers may depend on from below.
 PROTOCOL_PACKAGES = ("sslsplit", "sine", "reverse_ssl", "sslacc_sim", "webalps_sim")
-SHARED_PACKAGES = ("tls12", "netsim")
+SHARED_PACKAGES = ("tls12", "netsim", "testbed")
 #: What a core may not import (top-level module names).
 IO_AND_CLOCK = frozenset({"asyncio", "socket", "selectors", "time", "threading", "subprocess"})
 CORE_FORBIDDEN = IO_AND_CLOCK | {"random"}
@@ -54,10 +54,11 @@ CORES: dict[str, tuple[str, ...]] = {
         "barnraising/__init__.py", "barnraising/protocol.py", "barnraising/ratelimit.py",
         "barnraising/zone.py", "barnraising/ring.py", "barnraising/feedback.py",
         "barnraising/errors.py", "barnraising/service.py", "barnraising/peers.py",
+        "params.py", "synth.py",
     ),
     "sine": (
         "__init__.py", "algorithms.py", "cache_status.py", "errors.py", "format.py", "links.py",
-        "tag.py", "verifier.py",
+        "tag.py", "verifier.py", "params.py",
     ),
     "reverse_ssl": (
         "__init__.py", "client_connection.py", "config.py", "errors.py", "messages.py",
@@ -82,7 +83,7 @@ MODELS: dict[str, tuple[str, ...]] = {
 EXCLUDED: dict[str, dict[str, str]] = {
     "sslacc_sim": {
         "measure.py": "times the real code (perf_counter, a loopback UDP socket pair)",
-        "experiments.py": "experiments: sweeps of the model (netsim.sweep, Dask) to DataFrames",
+        "experiments.py": "experiments: sweeps of the model (testbed.sweep, Dask) to DataFrames",
         "linux/": "real failover adapters: namespaces, TCP_REPAIR sockets, node processes",
     },
     "webalps_sim": {
@@ -99,10 +100,6 @@ EXCLUDED: dict[str, dict[str, str]] = {
     },
     "tls12": {
         "aio.py": "asyncio adapter around the sans-IO connections",
-        "cli.py": "command-line plumbing shared by the programs",
-        "demo.py": "entry point of the demo application (tls12/apps/)",
-        "https_server.py": "entry point of the HTTPS file server application (tls12/apps/)",
-        "apps/": "applications built on the library: file server, demo, test harness",
     },
     "sslsplit": {
         "aio.py": "asyncio adapter (connections, background loop, payload client)",
@@ -159,7 +156,7 @@ class Import:
 
 
 def _package_of(path: Path) -> list[str]:
-    """Dotted package of a module file, e.g. ``tls12/apps/x.py`` -> ``["tls12", "apps"]``."""
+    """Dotted package of a module file, e.g. ``testbed/apps/x.py`` -> ``["tls12", "apps"]``."""
     return list(path.relative_to(ROOT).parent.parts)
 
 
@@ -269,6 +266,13 @@ def test_only_the_driver_and_cpu_costs_in_netsim_import_tls12() -> None:
         "only " + ", ".join(f"netsim/{n}" for n in NETSIM_KNOWS_TLS)
         + " may import tls12:\n" + "\n".join(offenders)
     )
+
+
+def test_tls12_and_netsim_do_not_import_the_testbed_floor() -> None:
+    """``testbed`` (programs, run tooling, traces, the Linux lab) sits above both."""
+    offenders = [str(i) for package in ("tls12", "netsim") for path in _modules(package)
+                 for i in imports(path) if _top(i.module) == "testbed"]
+    assert not offenders, "tls12 and netsim are below testbed:\n" + "\n".join(offenders)
 
 
 def test_tls12_does_not_import_netsim() -> None:

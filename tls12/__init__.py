@@ -7,7 +7,7 @@ key operations), :mod:`tls12.record` (record writer), :mod:`tls12.state`
 (export/import) and the handshake modules (customisation points).
 :mod:`tls12.testing` connects two connections in memory for tests and teaching;
 the programs built on the library (the HTTPS file server, the demo) live in
-:mod:`tls12.apps`.
+:mod:`testbed.apps`.
 """
 
 from .client_connection import ClientConnection

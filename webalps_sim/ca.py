@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m webalps_sim.ca init|sign``; a refusal is one line on stderr,
     ``python -m webalps_sim.ca: error: ...``, exit status 1 (2 for a bad command line, such as a
     ``--csr`` that is not a certificate request)."""
-    # (plain argparse, not tls12.cli: the guardian imports this module and loads only the
+    # (plain argparse, not testbed.cli: the guardian imports this module and loads only the
     # measured modules)
     parser = build_parser()
     args = parser.parse_args(argv)

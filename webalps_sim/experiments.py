@@ -520,7 +520,7 @@ def figure4(t1: pd.DataFrame, measured: pd.DataFrame, *, model_seconds: float = 
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m webalps_sim.experiments {table1,figure4,breakdown} [--seconds S] [--full]``."""
-    from tls12 import cli
+    from testbed import cli
 
     parser = argparse.ArgumentParser(prog="python -m webalps_sim.experiments",
                                      description=(__doc__ or "").splitlines()[0])

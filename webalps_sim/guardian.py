@@ -274,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point; bad input or a missing certificate is one line on stderr,
     ``python -m webalps_sim.guardian: error: ...``: status 2 for bad usage, 3 when the guardian
     is not certified (yet), 1 for a failure at run time (an unwritable state folder or socket)."""
-    # (plain argparse, not tls12.cli: the guardian loads only the measured modules)
+    # (plain argparse, not testbed.cli: the guardian loads only the measured modules)
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.state_dir.exists() and not args.state_dir.is_dir():

@@ -8,7 +8,7 @@
         [--guardian-wait SECONDS]
 
 All three serve the files under ``DIR`` with the h11 handler of the HTTPS file server
-(:class:`tls12.apps.file_handler.HTTPFileHandler`), so the baselines of the paper's Tables 1/2
+(:class:`testbed.apps.file_handler.HTTPFileHandler`), so the baselines of the paper's Tables 1/2
 differ only in the transport:
 
 * ``http`` -- plain HTTP over TCP;
@@ -42,11 +42,11 @@ from typing import Any
 
 from cryptography import x509
 
-from tls12 import cli
+from testbed import cli
+from testbed.apps.file_handler import DEFAULT_IDLE_TIMEOUT, HTTPFileHandler
+from testbed.apps.server import start_server
+from testbed.apps.stats import ServerStats
 from tls12.aio import TLSStream
-from tls12.apps.file_handler import DEFAULT_IDLE_TIMEOUT, HTTPFileHandler
-from tls12.apps.server import start_server
-from tls12.apps.stats import ServerStats
 from tls12.certs import Credentials, generate_self_signed
 from tls12.config import ServerConfig
 from tls12.delegate import DelegatedWriteProtection, KeyHandle
@@ -178,7 +178,7 @@ def webalps_config(remote: RemoteDelegate, suites: tuple[CipherSuite, ...] = WEB
 
 
 def webalps_connection_factory(remote: RemoteDelegate):  # type: ignore[no-untyped-def]
-    """``connection_factory`` for :func:`tls12.apps.server.start_server`."""
+    """``connection_factory`` for :func:`testbed.apps.server.start_server`."""
 
     def factory(config: ServerConfig) -> WebALPSServerConnection:
         return WebALPSServerConnection(config, delegate=remote)

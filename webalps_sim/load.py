@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from tls12 import cli
+from testbed import cli
 
 __all__ = ["Fetch", "FetchError", "LoadResult", "client_context", "closed_loop", "fetch_once"]
 

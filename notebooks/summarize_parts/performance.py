@@ -274,7 +274,7 @@ def _splice_inprocess(src: Source) -> list[list[str]]:  # type: ignore[override]
             "splitting server CPU per warm 1 MiB download" + n_of(d),
             cmd("python benchmarks/bench_splice.py", "splice.json"),
             f"{med(o['split_cpu_ms_per_download']):.1f} ms",
-            f"`tls12.https_server` {med(o['https_cpu_ms_per_download']):.1f} ms",
+            f"`testbed.https_server` {med(o['https_cpu_ms_per_download']):.1f} ms",
             rng(o["ratio"]),
             "report",
             "measured",

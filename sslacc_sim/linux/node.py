@@ -55,7 +55,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tls12 import ServerConfig, ServerConnection, cli
+from testbed import cli
+from tls12 import ServerConfig, ServerConnection
 from tls12.certs import load_credentials
 from tls12.events import ApplicationData, ConnectionClosed
 from tls12.state import Progress

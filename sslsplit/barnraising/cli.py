@@ -4,7 +4,7 @@
 Both take ``--listen HOST:PORT`` where port 0 asks the system for a free port (the program
 prints the one it got), log at INFO with ``-v`` and WARNING otherwise, run one asyncio service
 until SIGINT or SIGTERM and then close it in order.  Argument types and one-line error
-reporting are the testbed's own (:mod:`tls12.cli`).
+reporting are the testbed's own (:mod:`testbed.cli`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from tls12 import cli
+from testbed import cli
 
 from ..cli import wait_for_signal
 
@@ -22,7 +22,7 @@ __all__ = ["listen_address", "run_service", "serve_until_signal"]
 
 
 def listen_address(text: str) -> tuple[str, int]:
-    """``argparse`` type of ``--listen``: ``HOST:PORT`` as :func:`tls12.cli.hostport`, except
+    """``argparse`` type of ``--listen``: ``HOST:PORT`` as :func:`testbed.cli.hostport`, except
     that port 0 is allowed and means "any free port"."""
     host, sep, digits = text.rpartition(":")
     if sep and digits == "0":
@@ -40,7 +40,7 @@ async def serve_until_signal(close: Callable[[], Awaitable[None]]) -> None:
 
 def run_service(verbose: bool, main: Coroutine[Any, Any, None]) -> int:
     """Configure logging (INFO with ``verbose``, else WARNING), run ``main`` on a new event
-    loop and return exit status 0; errors propagate to :func:`tls12.cli.run_main`."""
+    loop and return exit status 0; errors propagate to :func:`testbed.cli.run_main`."""
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(name)s %(message)s")
     asyncio.run(main)

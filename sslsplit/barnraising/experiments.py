@@ -2,7 +2,7 @@
 
 Each function returns a pandas DataFrame; ``quick=True`` runs a CI-sized slice (the first hours
 of the trace, fewer volunteer counts). The traces are the bundled real logs read through
-:func:`netsim.traces.load_workload`: EPA-HTTP (one day of a government web server) for the
+:func:`testbed.traces.catalogue.load_workload`: EPA-HTTP (one day of a government web server) for the
 steady-state sweeps and the WorldCup98 day-6 sample for the flash crowd.
 
 * :func:`scale_sweep` — origin bytes, client latency and the fraction of responses whose payload
@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from netsim.traces import load_workload
+from testbed.traces.catalogue import load_workload
 
 from .model import ModelParams, calibrate, simulate
 
@@ -74,7 +74,7 @@ def scale_sweep(quick: bool = True, volunteers: Sequence[int] | None = None,
     Each row is an independent, seeded run, so the rows can run side by side:
     ``scheduler=None`` (the default) runs them one after the other in this process;
     ``"local"`` on a Dask LocalCluster of ``workers`` processes, or a scheduler address
-    (``tcp://host:8786``) on a running cluster, through :func:`netsim.sweep.sweep` (the trace
+    (``tcp://host:8786``) on a running cluster, through :func:`testbed.sweep.sweep` (the trace
     and the calibrated parameters are sent to each worker once; ``progress`` shows a bar).
     The table is the same either way, row for row.
     """
@@ -88,7 +88,7 @@ def scale_sweep(quick: bool = True, volunteers: Sequence[int] | None = None,
                for frac in malicious for n in counts]
     if scheduler is None:
         return pd.DataFrame([_scale_point(**pt, work=work, base=base) for pt in points])
-    from netsim.sweep import sweep
+    from testbed.sweep import sweep
 
     df = sweep(_scale_point, points, scheduler=scheduler, workers=workers, progress=progress,
                constants={"work": work, "base": base}, tidy=False, desc="barnraising scale",

@@ -126,7 +126,7 @@ SOURCES: dict[str, str] = {
     "volunteers": "experiment variable (10 to 10^4, issue's range)",
     "malicious_fraction": "experiment variable",
     "barnraising": "experiment variable (False = origin alone)",
-    "origin_bps": "paper §5/§6: 160 kbit/s ADSL uplink (netsim.link.ADSL_UP)",
+    "origin_bps": "paper §5/§6: 160 kbit/s ADSL uplink (sslsplit.params.ADSL_UP)",
     "volunteer_bps": "assumption: a volunteer on 1 Mbit/s broadband upstream",
     "rtt": "assumption: 50 ms client/origin/volunteer round trip (wide area)",
     "redirect_bytes": "assumption: size of a 302 from trusted. to mirror. over TLS",
@@ -154,10 +154,10 @@ def calibration_input(path: str | Path | None = None) -> tuple[dict[str, Any], d
     With ``path``: that file.  Without: ``results/benchmarks/barnraising.json`` (this
     checkout's ``make benchmarks``), else the shipped ``docs/results/benchmarks/barnraising.json``
     (``make readme``'s copy), both under the repository root.  Returns ``(data, provenance)``:
-    the JSON and :func:`netsim.results.file_provenance` of the file read, or ``({},
+    the JSON and :func:`testbed.results.file_provenance` of the file read, or ``({},
     {"source": "defaults", ...})`` if there is none (the caller warns).  A file that is not a
     JSON object is a ``ValueError`` naming it."""
-    from netsim.results import file_provenance
+    from testbed.results import file_provenance
 
     root = Path(__file__).resolve().parents[2]
     candidates = [Path(path)] if path is not None else [root / BENCH_JSON,
@@ -194,10 +194,10 @@ def calibrate(path: str | Path | None = None, **overrides: Any) -> ModelParams:
     The file is found by :func:`calibration_input` (``path``, else ``results/benchmarks/``,
     else the shipped ``docs/results/benchmarks/`` copy).  Which one was read -- or that none
     was -- is recorded under ``inputs["barnraising calibration"]`` in the current run's
-    ``run.json`` (:func:`netsim.results.record_input`).  Without a file the typed-in
+    ``run.json`` (:func:`testbed.results.record_input`).  Without a file the typed-in
     defaults of :class:`ModelParams` stay, and a :class:`CalibrationWarning` says so: the
     model is then *not* calibrated from this machine's benchmark."""
-    from netsim.results import record_input
+    from testbed.results import record_input
 
     data, provenance = calibration_input(path)
     record_input(INPUT_NAME, provenance)
@@ -385,7 +385,7 @@ def _replay(env: simpy.Environment, site: _Site, times: np.ndarray, objs: np.nda
 
 def simulate(trace: pd.DataFrame, params: ModelParams) -> ModelResult:
     """Replay ``trace`` (columns ``time`` in s, ``obj`` int id, ``size`` in bytes; the
-    preprocessed workload of :func:`netsim.traces.load_workload`) against the site.
+    preprocessed workload of :func:`testbed.traces.catalogue.load_workload`) against the site.
 
     Time starts at the first request; the run ends when the last request has been issued."""
     if not {"time", "obj", "size"} <= set(trace.columns):

@@ -2,7 +2,7 @@
 
 ``credentials`` and ``cert_files`` come from the root ``tests/conftest.py``.
 
-One :class:`tls12.apps.harness.BackgroundServer` per test module (in a thread
+One :class:`testbed.apps.harness.BackgroundServer` per test module (in a thread
 with its own event loop) serves every implemented suite; the clients under
 test pick one suite each.
 """
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from testbed.apps.harness import BackgroundServer
 from tests.interop.tls_peers import ALL_SUITES, SIZES, make_docroot
-from tls12.apps.harness import BackgroundServer
 from tls12.certs import Credentials
 from tls12.config import ServerConfig
 from tls12.session import InMemorySessionStore

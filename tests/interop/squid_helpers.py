@@ -1,7 +1,7 @@
 """Start a private, unmodified Squid on loopback for interop tests.
 
-:class:`SquidProcess` runs :func:`netsim.linkruns.start_squid` -- the project's one Squid
-configuration and starter, the same the link testbed's :class:`netsim.linkruns.SquidRun` uses
+:class:`SquidProcess` runs :func:`testbed.linux.linkruns.start_squid` -- the project's one Squid
+configuration and starter, the same the link testbed's :class:`testbed.linux.linkruns.SquidRun` uses
 in its middle namespace -- on this host: listening on a free loopback port, serving loopback
 clients only, memory cache, pid file and logs in a temporary directory. It waits until Squid
 accepts connections and stops it on exit. When the tests run as root (CI) Squid drops
@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from netsim.linkruns import squid_binary, start_squid, stop_squid
+from testbed.linux.linkruns import squid_binary, start_squid, stop_squid
 
 __all__ = ["SquidProcess", "free_port", "squid_binary"]
 
@@ -31,7 +31,7 @@ def free_port() -> int:
 class SquidProcess:
     """``with SquidProcess(tmp) as squid:`` -- a running Squid on ``squid.port``.
 
-    Failing to start raises :class:`netsim.linkruns.ProgramFailed` (a ``RuntimeError``) with
+    Failing to start raises :class:`testbed.linux.linkruns.ProgramFailed` (a ``RuntimeError``) with
     the end of Squid's logs; no Squid installed raises it naming the package to install."""
 
     def __init__(self, workdir: Path | None = None, startup_timeout: float = 20.0) -> None:

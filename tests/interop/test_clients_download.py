@@ -1,4 +1,4 @@
-"""Unmodified clients download files byte-exact from ``tls12.https_server``, for every suite.
+"""Unmodified clients download files byte-exact from ``testbed.https_server``, for every suite.
 
 Clients: curl, ``openssl s_client`` (request scripted on stdin) and Python's
 ``ssl`` module through ``http.client``.  Sizes cover the record boundaries:
@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from testbed.apps.harness import BackgroundServer
 from tests.interop.tls_peers import (
     ALL_SUITES,
     SIZES,
@@ -24,7 +25,6 @@ from tests.interop.tls_peers import (
     suite_id,
     wait_for_record,
 )
-from tls12.apps.harness import BackgroundServer
 from tls12.suites import SUITES, CipherSuite
 
 pytestmark = pytest.mark.interop

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tls12.apps.demo import format_table, parse_size, run_demo, write_outputs
+from testbed.apps.demo import format_table, parse_size, run_demo, write_outputs
 from tls12.suites import CipherSuite
 
 pytestmark = pytest.mark.interop
@@ -40,6 +40,6 @@ def test_demo_downloads_and_writes_outputs(tmp_path: Path) -> None:
 
 
 def test_demo_cli_help() -> None:
-    proc = subprocess.run([sys.executable, "-m", "tls12.demo", "--help"], capture_output=True, text=True, timeout=60, cwd=REPO)
+    proc = subprocess.run([sys.executable, "-m", "testbed.demo", "--help"], capture_output=True, text=True, timeout=60, cwd=REPO)
     assert proc.returncode == 0
     assert "--sizes" in proc.stdout and "--out" in proc.stdout

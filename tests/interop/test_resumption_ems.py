@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from OpenSSL import SSL
 
+from testbed.apps.harness import BackgroundServer
 from tests.interop.tls_peers import openssl_ciphers, require_tool, suite_id, wait_for_record
 from tls12 import ClientConfig, ClientConnection, ServerConfig, ServerConnection
-from tls12.apps.harness import BackgroundServer
 from tls12.certs import Credentials
 from tls12.events import ApplicationData, HandshakeComplete
 from tls12.suites import SUITES, CipherSuite

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from testbed.apps.harness import BackgroundServer
 from tests.interop.tls_peers import (
     MIB,
     OpenSSLServer,
@@ -31,7 +32,6 @@ from tests.interop.tls_peers import (
 )
 from tls12 import ClientConfig
 from tls12.aio import connect
-from tls12.apps.harness import BackgroundServer
 from tls12.suites import CipherSuite
 
 pytestmark = pytest.mark.interop

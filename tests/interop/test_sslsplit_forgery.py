@@ -49,6 +49,7 @@ import pytest
 from sslsplit.aio import BackgroundLoop
 from sslsplit.server import ENCRYPTING_SUITES, NULL_SUITES
 from sslsplit.wire import IDEncoding, KeyExpose, Stub
+from testbed.apps.stats import ConnectionRecord
 from tests.interop.split_taps import (
     KeyRecordingServer,
     TapConnection,
@@ -57,7 +58,6 @@ from tests.interop.split_taps import (
     tapped_proxy,
 )
 from tests.interop.tls_peers import make_docroot, python_ssl_get, suite_id
-from tls12.apps.stats import ConnectionRecord
 from tls12.certs import Credentials
 from tls12.errors import AlertDescription, AlertLevel
 from tls12.record import ContentType

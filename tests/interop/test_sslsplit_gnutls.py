@@ -8,7 +8,7 @@ a server finishes the response it has committed to, and so must the proxy.
 
 The programs run as deployed, each in its own process: ``python -m
 sslsplit.server``, ``python -m sslsplit.proxy`` and, for comparison,
-``python -m tls12.https_server``.  The proxy keeps no payloads
+``python -m testbed.https_server``.  The proxy keeps no payloads
 (``--memory-mb 0``), so every download is a cold one: fetching each payload
 from the origin's record store makes the proxy slower than the origin, which
 is exactly when gnutls-cli finds its socket idle and closes early (and the
@@ -135,7 +135,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
             "splitting proxy on",
         )  # fmt: skip
         procs.append(proxy)
-        https, line = _start(["tls12.https_server", "--root", str(root), "--port", "0", "--ciphers", "NULL-SHA:AES128-SHA"], "listening on")
+        https, line = _start(["testbed.https_server", "--root", str(root), "--port", "0", "--ciphers", "NULL-SHA:AES128-SHA"], "listening on")
         procs.append(https)
         yield Deployment(body, listen, int(line.rsplit(":", 1)[1]), proxy)
     finally:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from testbed.apps.harness import BackgroundServer
 from tests.interop.tls_peers import (
     MIB,
     Relay,
@@ -33,7 +34,6 @@ from tests.interop.tls_peers import (
     suite_id,
     wait_for_record,
 )
-from tls12.apps.harness import BackgroundServer
 from tls12.errors import AlertDescription
 from tls12.suites import CipherSuite
 

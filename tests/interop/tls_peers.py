@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from tls12.apps.harness import BackgroundServer
-from tls12.apps.stats import ConnectionRecord
+from testbed.apps.harness import BackgroundServer
+from testbed.apps.stats import ConnectionRecord
 from tls12.suites import SUITES, CipherSuite
 
 ALL_SUITES: list[CipherSuite] = list(SUITES)

@@ -7,8 +7,9 @@ import math
 import pytest
 import simpy
 
-from netsim.link import ADSL_UP, Duplex, Link, LinkParams, Packet, send_on
+from netsim.link import Duplex, Link, LinkParams, Packet, send_on
 from netsim.tcp import HalfConnection, TcpConnection, TcpParams, TcpStateError, wire_bytes
+from sslsplit.params import ADSL_UP
 
 B = 1e6      # bit/s
 D = 0.010    # one-way delay, s

@@ -12,7 +12,6 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from netsim.linktestbed import check_available
 from sine.aio import main
 from sine.linkexperiments import (
     MEASURED_PROTOCOLS,
@@ -22,6 +21,7 @@ from sine.linkexperiments import (
     recalibrate,
 )
 from sine.model import PROTOCOLS, Costs, Scenario, fetch_latency, portal_latency
+from testbed.linux.linktestbed import check_available
 
 COSTS = Costs()  # the model's defaults: these tests check the plumbing, not this machine
 

@@ -29,7 +29,6 @@ from pathlib import Path
 
 import pytest
 
-from netsim.linktestbed import check_available
 from sslacc_sim.linux.failover import file_bytes, run_failover
 from sslacc_sim.linux.mirror import (
     ACK,
@@ -43,6 +42,7 @@ from sslacc_sim.linux.mirror import (
 from sslacc_sim.linux.netns import PREFIX, Topology, list_leftovers, sweep_leftovers
 from sslacc_sim.linux.node import BATCH, POINTS, Service, Stream, rebuild
 from sslacc_sim.linux.repair import TcpSnapshot
+from testbed.linux.linktestbed import check_available
 from tls12 import ClientConfig, ClientConnection, ServerConfig, ServerConnection
 from tls12.events import ApplicationData
 from tls12.suites import CipherSuite

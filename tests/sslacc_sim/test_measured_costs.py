@@ -20,7 +20,6 @@ from types import ModuleType
 
 import pytest
 
-from netsim import results
 from sslacc_sim import experiments as ex
 from sslacc_sim.measure import main as measure_main
 from sslacc_sim.measure import write_costs
@@ -31,6 +30,7 @@ from sslacc_sim.params import (
     cluster_costs,
     read_cluster_costs,
 )
+from testbed import results
 
 ROOT = Path(__file__).resolve().parents[2]
 

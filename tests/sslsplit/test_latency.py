@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from netsim.link import ADSL_UP
 from sslsplit.latency import AdslTestbed, request_latency
+from sslsplit.params import ADSL_UP
 
 
 def test_ordering_and_closeness() -> None:

@@ -12,7 +12,6 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from netsim.linktestbed import check_available
 from sslsplit.latency import AdslTestbed, request_latency
 from sslsplit.linkexperiments import (
     FIG12_AXIS,
@@ -25,6 +24,7 @@ from sslsplit.linkexperiments import (
     recalibrate,
     split_warm_latency,
 )
+from testbed.linux.linktestbed import check_available
 
 
 @pytest.fixture

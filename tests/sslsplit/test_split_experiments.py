@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from netsim.synth import AMSTERDAM_LIKE, LCS_LIKE, generate, scaled
 from sslsplit import experiments as ex
 from sslsplit import trace_experiments as nex
 from sslsplit.paper_points import PAPER_POINTS, SOURCES, paper_bandwidth
 from sslsplit.replay import replay
+from sslsplit.synth import AMSTERDAM_LIKE, LCS_LIKE, generate, scaled
 
 KINDS = {"measured", "modelled", "true by construction"}
 

@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from netsim.synth import LCS_LIKE, generate, scaled
-from netsim.tracestats import compressibility
 from sslsplit import experiments as sx
 from sslsplit import trace_experiments as ex
+from sslsplit.synth import LCS_LIKE, generate, scaled
+from testbed.traces.stats import compressibility
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from pathlib import Path
 import tls12
 
 ADAPTERS = {"aio.py"}
-"""The asyncio adapter; the applications (``tls12/apps/``) are not scanned (``*.py`` is not recursive)."""
+"""The asyncio adapter; the applications (``testbed/apps/``) are not scanned (``*.py`` is not recursive)."""
 FORBIDDEN = {"asyncio", "socket", "selectors", "time", "random", "threading"}
 
 

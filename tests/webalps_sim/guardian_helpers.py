@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tls12.apps.harness import BackgroundServer
+from testbed.apps.harness import BackgroundServer
 from tls12.suites import SUITES
 from webalps_sim.app import GuardianApp
 from webalps_sim.ca import init_ca

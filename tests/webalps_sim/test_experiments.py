@@ -55,13 +55,13 @@ def http_url(docroot: Path) -> Iterator[str]:
 @pytest.fixture
 def https_url(docroot: Path) -> Iterator[str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tls12.https_server", "--root", str(docroot), "--port", "0",
+        [sys.executable, "-m", "testbed.https_server", "--root", str(docroot), "--port", "0",
          "--ciphers", "AES128-SHA", "--quiet"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
     assert proc.stdout is not None
     line = proc.stdout.readline().decode()
     match = re.search(r"https://[\d.]+:(\d+)", line)
-    assert match, f"tls12.https_server printed {line!r}"
+    assert match, f"testbed.https_server printed {line!r}"
     yield f"https://127.0.0.1:{match.group(1)}"
     proc.terminate()
     proc.wait(10)

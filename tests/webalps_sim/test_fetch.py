@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
+from testbed.apps.harness import BackgroundServer
 from tests.webalps_sim.guardian_helpers import (
     SUITE_NAMES,
     GuardianProcess,
@@ -28,7 +29,6 @@ from tests.webalps_sim.guardian_helpers import (
     python_get,
     webalps_host,
 )
-from tls12.apps.harness import BackgroundServer
 from webalps_sim.ca import guardian_identity, init_ca
 from webalps_sim.host import WEBALPS_SUITES
 from webalps_sim.measure import measure

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tls12 import cli
+from testbed import cli
 
 from ...cli import hostport
 from ..cli import listen_address, run_service, serve_until_signal

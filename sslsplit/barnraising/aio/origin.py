@@ -32,9 +32,9 @@ from pathlib import Path
 
 import h11
 
+from testbed.apps.file_handler import HTTPFileHandler
+from testbed.apps.stats import ServerStats
 from tls12.aio import TLSStream, serve
-from tls12.apps.file_handler import HTTPFileHandler
-from tls12.apps.stats import ServerStats
 from tls12.config import ServerConfig
 from tls12.errors import AlertLevel
 

@@ -7,7 +7,7 @@ number of volunteers.  That figure is measured where the messages travel, not wh
 lookup is decided: :attr:`RingSource.messages` counts the requests its
 :class:`~sslsplit.aio.PayloadClient` s wrote to peer sockets, and :attr:`PeerServer.received`
 the requests that reached an owner; the tests compare both with :attr:`RingSource.lookups`
-(``tests/barnraising/test_peer_messages.py``) and the benchmark reports messages per lookup.  When the owner is the volunteer itself, the ring is skipped.
+(``tests/sslsplit/barnraising/test_peer_messages.py``) and the benchmark reports messages per lookup.  When the owner is the volunteer itself, the ring is skipped.
 
 The owner answers from its own caches and, on a miss, fetches the payload from the origin
 for the asker (:class:`PeerServer`, read-through): the first volunteer to need a payload

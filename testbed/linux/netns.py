@@ -1,0 +1,239 @@
+"""The one namespace helper of the Linux lab: named network namespaces, built, used, swept away.
+
+Both topologies of the testbed are built on it: the link testbed
+(:class:`testbed.linux.linktestbed.LinkTestbed`: client, middle and origin over shaped veths)
+and SSLACC's real cluster (``sslacc_sim.linux.netns.Topology``: a client and two accelerator
+nodes on a bridge). A topology subclasses :class:`Namespaces`, names its namespaces
+(:attr:`Namespaces.PREFIX` + tag + ``-`` + node) and writes :meth:`Namespaces._build`; this
+module gives it the rest:
+
+* :meth:`~Namespaces.up` checks the machine (:func:`check_available`), refuses to touch
+  namespaces it did not create, builds, and removes what it built if the build fails;
+* :meth:`~Namespaces.down` kills every process in its namespaces and deletes them (idempotent;
+  deleting a namespace removes its veths and TUN devices);
+* :meth:`~Namespaces.ip`, :meth:`~Namespaces.sysctl`, :meth:`~Namespaces.veth`,
+  :meth:`~Namespaces.run` and :meth:`~Namespaces.popen` run things inside a node;
+* :func:`sweep_leftovers` removes what a killed run left behind, by prefix.
+
+Everything needs root (``CAP_NET_ADMIN``) and ``ip`` from iproute2; without them
+:class:`NamespacesUnavailable` says in one line what is missing. Nothing touches the host's
+own network: veth ends are created directly inside the namespaces.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence
+from types import TracebackType
+from typing import ClassVar
+
+__all__ = [
+    "TestbedError",
+    "NamespacesUnavailable",
+    "CommandFailed",
+    "Namespaces",
+    "check_available",
+    "sh",
+    "list_leftovers",
+    "delete_namespace",
+    "sweep_leftovers",
+]
+
+
+class TestbedError(RuntimeError):
+    """Base class of the Linux lab's errors."""
+
+    __test__ = False  # not a pytest test class despite the name
+
+
+class NamespacesUnavailable(TestbedError):
+    """This machine cannot run the lab (not root, no ``ip``/``tc``, or namespaces refused)."""
+
+
+class CommandFailed(TestbedError):
+    """A setup command (``ip``, ``tc``, a sysctl write) exited non-zero; carries its stderr."""
+
+    def __init__(self, argv: Sequence[str], returncode: int, stderr: str) -> None:
+        super().__init__(f"{' '.join(argv)!r} exited {returncode}: {stderr.strip()}")
+        self.argv = list(argv)
+        self.returncode = returncode
+        self.stderr = stderr
+
+
+def check_available() -> None:
+    """Raise :class:`NamespacesUnavailable` (one line saying why) unless this process can build
+    the lab: Linux, root, ``ip`` and ``tc`` on PATH, and ``/dev/net/tun``."""
+    if not sys.platform.startswith("linux"):
+        raise NamespacesUnavailable(f"network namespaces need Linux, not {sys.platform}")
+    if os.geteuid() != 0:
+        raise NamespacesUnavailable(
+            "the link testbed needs root (CAP_NET_ADMIN) to create network namespaces")
+    for tool in ("ip", "tc"):
+        if shutil.which(tool) is None:
+            raise NamespacesUnavailable(f"{tool} not found on PATH; install iproute2")
+    if not os.path.exists("/dev/net/tun"):
+        raise NamespacesUnavailable("/dev/net/tun is missing (needed by the delay relay)")
+
+
+def sh(argv: Sequence[str], check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run a setup command (30 s limit); :class:`CommandFailed` if it fails and ``check``."""
+    proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=30)
+    if check and proc.returncode != 0:
+        raise CommandFailed(argv, proc.returncode, proc.stderr)
+    return proc
+
+
+def list_leftovers(prefix: str) -> list[str]:
+    """Names of existing namespaces that start with ``prefix``."""
+    out = sh(["ip", "netns", "list"], check=False).stdout
+    names = [line.split()[0] for line in out.splitlines() if line.strip()]
+    return [n for n in names if n.startswith(prefix)]
+
+
+def delete_namespace(name: str) -> None:
+    """Kill every process in namespace ``name``, then delete it (missing is fine)."""
+    pids = sh(["ip", "netns", "pids", name], check=False).stdout.split()
+    for pid in pids:
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except (ProcessLookupError, ValueError):
+            pass
+    sh(["ip", "netns", "del", name], check=False)
+
+
+def sweep_leftovers(prefix: str) -> list[str]:
+    """Delete every namespace starting with ``prefix`` (what a killed run left behind) and the
+    processes in it; returns the names removed."""
+    names = list_leftovers(prefix)
+    for name in names:
+        delete_namespace(name)
+    return names
+
+
+class Namespaces:
+    """A set of network namespaces named ``PREFIX + tag + "-" + node``, one per :attr:`NODES`.
+
+    A subclass (a dataclass with a ``tag`` field) sets :attr:`PREFIX`, :attr:`NODES` and
+    :attr:`MAX_TAG`, and writes :meth:`_build`; :meth:`_stop` is its hook for what must stop
+    before the namespaces go (a relay it started). Use it as a context manager."""
+
+    #: The first characters of every namespace of this kind (one prefix per topology, so that a
+    #: sweep by prefix removes one kind's leftovers and nothing else).
+    PREFIX: ClassVar[str] = "ns-"
+    #: Every namespace of the topology, programs' and plumbing's alike.
+    NODES: ClassVar[tuple[str, ...]] = ()
+    #: Longest tag allowed (namespace and interface names are short).
+    MAX_TAG: ClassVar[int] = 12
+    #: What the refusal to reuse namespaces suggests.
+    CLEANUP_HINT: ClassVar[str] = "choose another tag"
+
+    tag: str
+    _up: bool
+
+    def _check_tag(self) -> None:
+        if not self.tag.isalnum() or len(self.tag) > self.MAX_TAG:
+            raise ValueError(f"tag must be 1-{self.MAX_TAG} letters/digits, got {self.tag!r}")
+
+    def ns(self, node: str) -> str:
+        """The namespace name of ``node``."""
+        if node not in self.NODES:
+            raise ValueError(f"node must be one of {self.NODES}, got {node!r}")
+        return f"{self.PREFIX}{self.tag}-{node}"
+
+    # -- lifecycle --
+
+    def __enter__(self) -> Namespaces:
+        self.up()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.down()
+
+    def up(self) -> Namespaces:
+        """Build everything; on any failure remove what was built before re-raising. Never
+        tears down namespaces this object did not create."""
+        check_available()
+        if self._up:
+            return self
+        mine = {self.ns(n) for n in self.NODES}
+        taken = [n for n in list_leftovers(f"{self.PREFIX}{self.tag}-") if n in mine]
+        if taken:
+            raise TestbedError(f"namespaces {taken} exist already; {self.CLEANUP_HINT}")
+        self._up = True
+        try:
+            self._create()
+            self._build()
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def down(self) -> None:
+        """Stop what :meth:`_stop` stops, kill every process in the namespaces and delete them
+        (idempotent)."""
+        self._stop()
+        for node in self.NODES:
+            delete_namespace(self.ns(node))
+        self._up = False
+
+    def _create(self) -> None:
+        for node in self.NODES:
+            try:
+                sh(["ip", "netns", "add", self.ns(node)])
+            except CommandFailed as exc:  # e.g. a container without CAP_SYS_ADMIN
+                raise NamespacesUnavailable(
+                    f"cannot create network namespaces here: {exc.stderr.strip()}") from exc
+            self.ip(node, "link", "set", "lo", "up")
+
+    def _build(self) -> None:
+        """Links, addresses, routes (the subclass's topology)."""
+        raise NotImplementedError
+
+    def _stop(self) -> None:
+        """Stop helpers started by :meth:`_build` (nothing by default)."""
+
+    def _require_up(self) -> None:
+        if not self._up:
+            raise TestbedError("the testbed is not up; use it as a context manager or call up()")
+
+    # -- inside a node --
+
+    def ip(self, node: str, *args: str) -> None:
+        """``ip -n <namespace of node> args...``; :class:`CommandFailed` on error."""
+        sh(["ip", "-n", self.ns(node), *args])
+
+    def veth(self, a: str, a_dev: str, b: str, b_dev: str) -> None:
+        """A veth pair with end ``a_dev`` in ``a`` and ``b_dev`` in ``b`` (nothing on the host)."""
+        sh(["ip", "link", "add", a_dev, "netns", self.ns(a), "type", "veth",
+            "peer", "name", b_dev, "netns", self.ns(b)])
+
+    def sysctl(self, node: str, key: str, value: str) -> None:
+        """Write ``/proc/sys/<key>`` inside ``node`` without procps: ``/proc/sys/net`` shows the
+        namespace of the process reading it, so a shell inside the namespace writes it."""
+        path = "/proc/sys/" + key.replace(".", "/")
+        sh(["ip", "netns", "exec", self.ns(node), "sh", "-c", f"echo {value} > {path}"])
+
+    def command(self, node: str, argv: Sequence[str]) -> list[str]:
+        """``argv`` prefixed so that it runs in ``node``'s namespace."""
+        return ["ip", "netns", "exec", self.ns(node), *argv]
+
+    def run(self, node: str, argv: Sequence[str], **kwargs: object
+            ) -> subprocess.CompletedProcess[str]:
+        """:func:`subprocess.run` of ``argv`` inside ``node`` (text mode, output captured unless
+        ``kwargs`` say otherwise)."""
+        self._require_up()
+        kwargs.setdefault("capture_output", True)
+        kwargs.setdefault("text", True)
+        return subprocess.run(self.command(node, argv), **kwargs)  # type: ignore[call-overload]
+
+    def popen(self, node: str, argv: Sequence[str], **kwargs: object) -> subprocess.Popen[str]:
+        """:class:`subprocess.Popen` of ``argv`` inside ``node`` (text mode); :meth:`down`
+        kills it if the caller has not."""
+        self._require_up()
+        kwargs.setdefault("text", True)
+        return subprocess.Popen(self.command(node, argv), **kwargs)  # type: ignore[call-overload]
