@@ -4,7 +4,7 @@ Prints, all measured in the same run on this machine:
 
 1. **joins/s** of a real broker process (``python -m sslsplit.barnraising.broker``, SQLite in
    WAL mode, every join committed before its reply) driven by ``--clients`` keep-alive
-   :class:`~sslsplit.barnraising.client.BrokerClient` connections; the ratio to the target
+   :class:`~sslsplit.barnraising.aio.client.BrokerClient` connections; the ratio to the target
    (1,000 joins/s) and to a **reference**: a trivial h11 server in its own process that
    answers every POST with a constant (valid) join reply, driven by the same clients -- the cost of
    HTTP framing and the client alone, so the ratio shows what parsing, the registry and the
@@ -54,6 +54,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -67,7 +68,7 @@ import dns.query  # noqa: E402
 import h11  # noqa: E402
 from _common import Repeated, add_repeats_option, fail, repo_env, rounds, write_json  # noqa: E402
 
-from sslsplit.barnraising.client import BrokerClient  # noqa: E402
+from sslsplit.barnraising.aio.client import BrokerClient  # noqa: E402
 from sslsplit.barnraising.protocol import JoinReply, SiteInfo, encode_reply  # noqa: E402
 from sslsplit.barnraising.ring import Ring  # noqa: E402
 
@@ -299,10 +300,10 @@ async def _sharing(tmp: Path, size: int) -> dict[str, float | int]:
     import random
     import shutil
 
+    from sslsplit.aio.server import SplittingServer
+    from sslsplit.aio.volunteer import Volunteer
     from sslsplit.barnraising.aio.broker import Broker
     from sslsplit.barnraising.registry import Registry, SiteConfig
-    from sslsplit.server import SplittingServer
-    from sslsplit.volunteer import Volunteer
     from tls12.certs import generate_self_signed, write_credentials
 
     if shutil.which("curl") is None:
@@ -419,7 +420,8 @@ def _print_sharing(out: dict[str, object]) -> None:
               f"~{math.log2(n):.1f} hops (modelled)")
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: ``--quick``, ``--clients``, ``--window``, ``--repeats``, ``--json``, ``--part``."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="shorter measurements")
     parser.add_argument("--clients", type=int, default=8, help="concurrent join clients (8)")
@@ -428,21 +430,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write the numbers here")
     parser.add_argument("--part", choices=("all", "broker", "sharing"), default="all",
                         help="what to measure (default all)")
-    args = parser.parse_args(argv)
-    if not 1 <= args.clients <= 200 or not 1 <= args.window <= 4096:
-        parser.error("--clients must be 1-200 and --window 1-4096")
-    began = time.perf_counter()
-    seconds = 0.5 if args.quick else 1.0  # per figure and repeat
+    return parser
 
-    out: dict[str, object] = {"clients": args.clients, "window": args.window, "seconds": seconds}
-    if args.part in ("all", "sharing"):
-        with tempfile.TemporaryDirectory() as tmp:
-            out.update(asyncio.run(_sharing(Path(tmp), 256_000 if args.quick else 1_000_000)))
-        out.update(_ring_costs(args.quick, args.repeats))
-        _print_sharing(out)
-    if args.part == "sharing":
-        return _finish(args, out, began)
+
+def _broker_steps(args: argparse.Namespace, seconds: float, port: int, dns_port: int, http_port: int,
+                  echo_port: int, uncached_port: int) -> dict[str, Callable[[], float]]:
+    """One round: every figure once, each ratio's two sides next to each other."""
     trips = 100 if args.quick else 300
+    first_port = itertools.count(1000, 9000)  # each repeat's joins start at new ports
+    return {
+        "dns_answers_per_s": lambda: asyncio.run(_answers(dns_port, args.window, seconds)),
+        "reference_udp_echo_per_s": lambda: asyncio.run(_answers(echo_port, args.window, seconds)),
+        "dns_answers_per_s_uncached": lambda: asyncio.run(
+            _answers(dns_port, args.window, seconds, distinct=True)),
+        "dns_answers_per_s_caches_off": lambda: asyncio.run(
+            _answers(uncached_port, args.window, seconds, distinct=True)),
+        "responder_us_per_distinct_query": lambda: _responder_us(4096, seconds / 2),
+        "responder_us_per_distinct_query_caches_off": lambda: _responder_us(0, seconds / 2),
+        "dnspython_round_trip_us_vs_echo": lambda: _dnspython_round_trip_us(echo_port, trips),
+        "dnspython_round_trip_us_vs_broker": lambda: _dnspython_round_trip_us(dns_port, trips),
+        "joins_per_s": lambda: asyncio.run(_joins(port, args.clients, seconds, next(first_port) % 56000)),
+        "reference_http_requests_per_s": lambda: asyncio.run(
+            _joins(http_port, args.clients, seconds, 1000)),
+    }
+
+
+def _measure_broker(args: argparse.Namespace, seconds: float) -> dict[str, Repeated]:
+    """Start the broker and the three reference servers, run the interleaved rounds, stop them all."""
     with tempfile.TemporaryDirectory() as tmp:
         broker, port, dns_port = _start_broker(Path(tmp) / "bench.db")
         http_ref, http_port = _spawn(_http_constant)
@@ -450,23 +464,8 @@ def main(argv: list[str] | None = None) -> int:
         uncached, uncached_port = _spawn(_dns_uncached)
         try:
             asyncio.run(_three_volunteers(port))  # DNS first, while exactly 3 are live
-            first_port = itertools.count(1000, 9000)  # each repeat's joins start at new ports
-            steps = {  # one round: every figure once, each ratio's two sides next to each other
-                "dns_answers_per_s": lambda: asyncio.run(_answers(dns_port, args.window, seconds)),
-                "reference_udp_echo_per_s": lambda: asyncio.run(_answers(echo_port, args.window, seconds)),
-                "dns_answers_per_s_uncached": lambda: asyncio.run(
-                    _answers(dns_port, args.window, seconds, distinct=True)),
-                "dns_answers_per_s_caches_off": lambda: asyncio.run(
-                    _answers(uncached_port, args.window, seconds, distinct=True)),
-                "responder_us_per_distinct_query": lambda: _responder_us(4096, seconds / 2),
-                "responder_us_per_distinct_query_caches_off": lambda: _responder_us(0, seconds / 2),
-                "dnspython_round_trip_us_vs_echo": lambda: _dnspython_round_trip_us(echo_port, trips),
-                "dnspython_round_trip_us_vs_broker": lambda: _dnspython_round_trip_us(dns_port, trips),
-                "joins_per_s": lambda: asyncio.run(_joins(port, args.clients, seconds, next(first_port) % 56000)),
-                "reference_http_requests_per_s": lambda: asyncio.run(
-                    _joins(http_port, args.clients, seconds, 1000)),
-            }
-            fig = {name: Repeated.of(v) for name, v in rounds(steps, args.repeats).items()}
+            steps = _broker_steps(args, seconds, port, dns_port, http_port, echo_port, uncached_port)
+            return {name: Repeated.of(v) for name, v in rounds(steps, args.repeats).items()}
         finally:
             broker.send_signal(signal.SIGTERM)
             try:
@@ -475,6 +474,10 @@ def main(argv: list[str] | None = None) -> int:
                 broker.kill()
             for proc in (http_ref, echo, uncached):
                 proc.kill()
+
+
+def _add_ratios(fig: dict[str, Repeated]) -> None:
+    """Add to ``fig`` the ratios to the targets and references and the caches' speedups, pair by pair."""
     fig["joins_ratio_to_target"] = fig["joins_per_s"].map(lambda v: v / JOIN_TARGET)
     fig["joins_ratio_to_reference"] = fig["joins_per_s"].over(fig["reference_http_requests_per_s"])
     fig["dns_ratio_to_target"] = fig["dns_answers_per_s"].map(lambda v: v / DNS_TARGET)
@@ -483,11 +486,10 @@ def main(argv: list[str] | None = None) -> int:
     fig["dns_question_cache_speedup"] = fig["dns_answers_per_s_uncached"].over(fig["dns_answers_per_s_caches_off"])
     fig["responder_caches_speedup"] = fig["responder_us_per_distinct_query_caches_off"].over(
         fig["responder_us_per_distinct_query"])
-    out.update({name: r.to_json() for name, r in fig.items()})
-    out["joins_target_met"] = fig["joins_per_s"].median >= JOIN_TARGET
-    out["dns_target_met"] = fig["dns_answers_per_s"].median >= DNS_TARGET
-    out["dns_uncached_target_met"] = fig["dns_answers_per_s_uncached"].median >= DNS_TARGET
 
+
+def _print_broker(fig: dict[str, Repeated], args: argparse.Namespace, seconds: float) -> None:
+    """The broker's figures: joins/s, DNS answers/s (repeated, distinct, caches off), references."""
     print(f"median (min–max, n) of {args.repeats} interleaved repeats of {seconds:g} s (measured)")
     print(f"broker joins/s ({args.clients} keep-alive clients, SQLite WAL commit per join): "
           f"{fig['joins_per_s'].text(',.0f')} = {fig['joins_ratio_to_target'].text()} x target "
@@ -513,6 +515,31 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  dnspython dns.query.udp round trip: {fig['dnspython_round_trip_us_vs_echo'].text('.0f')} us "
           f"against the echo, {fig['dnspython_round_trip_us_vs_broker'].text('.0f')} us against the "
           "responder")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not 1 <= args.clients <= 200 or not 1 <= args.window <= 4096:
+        parser.error("--clients must be 1-200 and --window 1-4096")
+    began = time.perf_counter()
+    seconds = 0.5 if args.quick else 1.0  # per figure and repeat
+
+    out: dict[str, object] = {"clients": args.clients, "window": args.window, "seconds": seconds}
+    if args.part in ("all", "sharing"):
+        with tempfile.TemporaryDirectory() as tmp:
+            out.update(asyncio.run(_sharing(Path(tmp), 256_000 if args.quick else 1_000_000)))
+        out.update(_ring_costs(args.quick, args.repeats))
+        _print_sharing(out)
+    if args.part == "sharing":
+        return _finish(args, out, began)
+    fig = _measure_broker(args, seconds)
+    _add_ratios(fig)
+    out.update({name: r.to_json() for name, r in fig.items()})
+    out["joins_target_met"] = fig["joins_per_s"].median >= JOIN_TARGET
+    out["dns_target_met"] = fig["dns_answers_per_s"].median >= DNS_TARGET
+    out["dns_uncached_target_met"] = fig["dns_answers_per_s_uncached"].median >= DNS_TARGET
+    _print_broker(fig, args, seconds)
     return _finish(args, out, began)
 
 

@@ -48,7 +48,7 @@ sys.path.insert(0, str(REPO))
 from _common import Repeated, add_repeats_option, fail, rounds, workers_that_ran, write_json  # noqa: E402
 
 from sslsplit.barnraising.experiments import scale_sweep  # noqa: E402
-from sslsplit.barnraising.model import calibrate, simulate  # noqa: E402
+from sslsplit.barnraising.model_site import calibrate, simulate  # noqa: E402
 from testbed.traces.catalogue import TraceError, load_workload  # noqa: E402
 
 BENCH = "bench_barnraising_model"

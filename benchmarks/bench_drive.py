@@ -17,8 +17,8 @@ server credentials are made once, outside the timed loop.
 
 A second case, **split_cold**, does the same for a cold SSL-splitting download (Figure 12):
 the driver runs the real client, splitting server, proxy :class:`~sslsplit.splicer.Splicer`
-and cache-miss fetches (:func:`sslsplit.simulate.simulate_download`); the size-only reference
-is :func:`sslsplit.latency.request_latency`, the flight model the figure used before.
+and cache-miss fetches (:func:`sslsplit.model_driver.simulate_download`); the size-only reference
+is :func:`sslsplit.model_latency.request_latency`, the flight model the figure used before.
 
 Usage::
 
@@ -46,9 +46,9 @@ from netsim.cpu import DEFAULT_COSTS, ZERO_COSTS, Tls12Cpu  # noqa: E402
 from netsim.drive import Driver, HttpFileServer, HttpGetClient  # noqa: E402
 from netsim.link import Link  # noqa: E402
 from netsim.tcp import TcpConnection  # noqa: E402
-from sslsplit.latency import request_latency  # noqa: E402
+from sslsplit.model_driver import simulate_download  # noqa: E402
+from sslsplit.model_latency import request_latency  # noqa: E402
 from sslsplit.params import ADSL_DOWN, ADSL_UP  # noqa: E402
-from sslsplit.simulate import simulate_download  # noqa: E402
 from tls12 import ClientConnection, ServerConnection  # noqa: E402
 from tls12.certs import Credentials, generate_self_signed  # noqa: E402
 from tls12.config import ClientConfig, ServerConfig  # noqa: E402

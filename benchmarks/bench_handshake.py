@@ -51,6 +51,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
@@ -68,6 +69,9 @@ from _common import (  # noqa: E402
 )
 
 sys.path.insert(0, str(REPO))
+
+if TYPE_CHECKING:
+    from tls12.suites import SuiteParams
 
 BENCH = "bench_handshake"
 MODES = ("new", "reuse")
@@ -135,7 +139,8 @@ def measure(server: str, pid: int, port: int, mode: str, args: argparse.Namespac
     return Run(server, mode, handshakes, resumed, wall, after - before)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: ``--seconds``, ``--repeats``, ``--clients``, ``--cipher``, ``--json``."""
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Rates and ratios print as median (min–max, n) over --repeats; the ratio is tls12 / openssl, "
@@ -146,31 +151,61 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=4, help="s_time processes at once (default %(default)s)")
     parser.add_argument("--cipher", default="AES128-SHA", help="OpenSSL name of the TLS 1.2 suite (default %(default)s)")
     parser.add_argument("--json", type=Path, help="also write the results and run configuration as JSON here")
-    args = parser.parse_args(argv)
-    if args.seconds < 1 or args.clients < 1:
-        parser.error("--seconds and --clients must be positive")
-    openssl = require_tools(BENCH, {"openssl": "openssl"})["openssl"]
-    began = time.perf_counter()
-    require_c_extension(BENCH)
+    return parser
 
-    from tls12.certs import generate_self_signed, write_credentials
+
+def choose_suite(parser: argparse.ArgumentParser, cipher: str) -> SuiteParams:
+    """The :class:`tls12.suites` entry named ``cipher``; ``parser.error`` for an unknown or NULL suite."""
     from tls12.suites import SUITES, suite_by_name
 
     try:
-        suite = SUITES[suite_by_name(args.cipher)]
+        suite = SUITES[suite_by_name(cipher)]
     except ValueError as exc:
         parser.error(str(exc))
     if suite.cipher == "null":
         parser.error("pick an encrypting suite: openssl s_server refuses NULL suites at the default security level")
+    return suite
 
+
+def write_site(base: Path) -> tuple[Path, Path, Path]:
+    """A one-page document root and a fresh self-signed RSA-2048 certificate under ``base``: (root, cert, key)."""
+    from tls12.certs import generate_self_signed, write_credentials
+
+    root = base / "www"
+    root.mkdir()
+    (root / "index.html").write_text("hello\n")
+    cert, key = base / "cert.pem", base / "key.pem"
+    write_credentials(generate_self_signed(key_size=2048), cert, key)
+    return root, cert, key
+
+
+def interleaved_runs(servers: tuple[tuple[str, int, int], ...], args: argparse.Namespace, openssl: str,
+                     cipher: str) -> list[Run]:
+    """Warm both servers up, then ``--repeats`` rounds of both modes on both servers, printing every run.
+
+    ``servers`` is ``((name, pid, port), ...)``; odd rounds reverse the order,
+    so bursts of background load do not always hit the same server.
+    """
     runs: list[Run] = []
+    for _, _, port in servers:  # warm-up: imports, first session in the cache
+        s_time(openssl, port, "reuse", 1, cipher, 1)
+    for i in range(args.repeats):
+        for mode in MODES:
+            # alternate who goes first: bursts of background load must not always hit the same server
+            for name, pid, port in servers if i % 2 == 0 else servers[::-1]:
+                run = measure(name, pid, port, mode, args, openssl)
+                runs.append(run)
+                print(f"  round {i + 1} {mode:<5} {name:<7} {run.handshakes:6d} handshakes "
+                      f"{run.per_wall_s:8.0f}/s wall {run.per_cpu_s:8.0f}/server-CPU-s  busy {run.busy:4.0%}",
+                      flush=True)
+    return runs
+
+
+def measure_runs(openssl: str, suite: SuiteParams, args: argparse.Namespace) -> list[Run]:
+    """Start our server and ``openssl s_server`` on the same certificate and measure both, interleaved."""
     with tempfile.TemporaryDirectory(prefix="bench-handshake-") as tmp:
         base = Path(tmp)
-        root = base / "www"
-        root.mkdir()
-        (root / "index.html").write_text("hello\n")
-        cert, key = base / "cert.pem", base / "key.pem"
-        write_credentials(generate_self_signed(key_size=2048), cert, key)
+        root, cert, key = write_site(base)
         ours_cmd = tls12_server(root, cert, key, suite.openssl_name, "--session-cache")
         openssl_cmd = [
             openssl, "s_server", "-accept", "127.0.0.1:0", "-cert", str(cert), "-key", str(key),
@@ -181,20 +216,13 @@ def main(argv: list[str] | None = None) -> int:
         with start_and_read_port(ours_cmd, r"listening on https://[^\s:]+:(\d+)", env=repo_env()) as (ours_port, ours_pid), \
                 start_and_read_port(openssl_cmd, r"^ACCEPT .*:(\d+)$", cwd=base) as (ossl_port, ossl_pid):
             servers = (("tls12", ours_pid, ours_port), ("openssl", ossl_pid, ossl_port))
-            for _, _, port in servers:  # warm-up: imports, first session in the cache
-                s_time(openssl, port, "reuse", 1, suite.openssl_name, 1)
-            for i in range(args.repeats):
-                for mode in MODES:
-                    # alternate who goes first: bursts of background load must not always hit the same server
-                    for name, pid, port in servers if i % 2 == 0 else servers[::-1]:
-                        run = measure(name, pid, port, mode, args, openssl)
-                        runs.append(run)
-                        print(f"  round {i + 1} {mode:<5} {name:<7} {run.handshakes:6d} handshakes "
-                              f"{run.per_wall_s:8.0f}/s wall {run.per_cpu_s:8.0f}/server-CPU-s  busy {run.busy:4.0%}",
-                              flush=True)
+            return interleaved_runs(servers, args, openssl, suite.openssl_name)
 
+
+def summarise(runs: list[Run], repeats: int) -> dict[str, dict[str, Repeated]]:
+    """Per ``{server}_{mode}``: wall rate, server-CPU rate and busy fraction over the repeats, printed."""
     summary: dict[str, dict[str, Repeated]] = {}
-    print(f"\nmedian (min–max, n) of {args.repeats} interleaved repeats (measured)")
+    print(f"\nmedian (min–max, n) of {repeats} interleaved repeats (measured)")
     for mode in MODES:
         for name in ("tls12", "openssl"):
             mine = [r for r in runs if r.server == name and r.mode == mode]  # in round order
@@ -206,6 +234,11 @@ def main(argv: list[str] | None = None) -> int:
             row = summary[f"{name}_{mode}"]
             print(f"{mode:<6} {name:<8} {row['per_wall_s'].text('.0f')} per wall s, "
                   f"{row['per_cpu_s'].text('.0f')} per server CPU s, busy {row['busy'].median:.0%}")
+    return summary
+
+
+def tls12_over_openssl(summary: dict[str, dict[str, Repeated]]) -> dict[str, dict[str, Repeated]]:
+    """Per mode, the tls12 / openssl ratios (pair by pair, same round) of both rates, printed with the verdict."""
     ratios: dict[str, dict[str, Repeated]] = {}
     for mode in MODES:
         ours, ref = summary[f"tls12_{mode}"], summary[f"openssl_{mode}"]
@@ -214,25 +247,48 @@ def main(argv: list[str] | None = None) -> int:
         verdict = "met" if ratios[mode]["per_cpu_s"].median >= TARGET else "NOT met"
         print(f"{label:<24} tls12 / openssl: {ratios[mode]['per_cpu_s'].text()} per server CPU second "
               f"(target >= {TARGET} for the median: {verdict}), {ratios[mode]['per_wall_s'].text()} per wall second")
+    return ratios
+
+
+def write_results(path: Path, openssl: str, suite: SuiteParams, args: argparse.Namespace, runs: list[Run],
+                  summary: dict[str, dict[str, Repeated]], ratios: dict[str, dict[str, Repeated]],
+                  wall: float) -> None:
+    """The JSON: configuration, repeated figures, ratios, the target and whether it was met, every run."""
+    version = subprocess.run([openssl, "version"], capture_output=True, text=True, check=False).stdout.strip()
+    config = {
+        "suite": suite.openssl_name, "key": "RSA-2048", "seconds": args.seconds,
+        "clients": args.clients, "python": platform.python_version(), "machine": platform.machine(),
+        "openssl": version,
+    }  # fmt: skip
+    runs_json = [{**asdict(r), "per_wall_s": r.per_wall_s, "per_cpu_s": r.per_cpu_s} for r in runs]
+    write_json(path, {
+        "config": config,
+        "figures": {k: {f: v.to_json() for f, v in row.items()} for k, row in summary.items()},
+        "ratio": {m: {f: v.to_json() for f, v in row.items()} for m, row in ratios.items()},
+        "target": TARGET,
+        "target_met": {m: ratios[m]["per_cpu_s"].median >= TARGET for m in MODES},
+        "runs": runs_json,
+    }, repeats=args.repeats, wall_s=wall)  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.seconds < 1 or args.clients < 1:
+        parser.error("--seconds and --clients must be positive")
+    openssl = require_tools(BENCH, {"openssl": "openssl"})["openssl"]
+    began = time.perf_counter()
+    require_c_extension(BENCH)
+    suite = choose_suite(parser, args.cipher)
+
+    runs = measure_runs(openssl, suite, args)
+    summary = summarise(runs, args.repeats)
+    ratios = tls12_over_openssl(summary)
     wall = time.perf_counter() - began
     print(f"wall time {wall:.0f} s")
 
     if args.json:
-        version = subprocess.run([openssl, "version"], capture_output=True, text=True, check=False).stdout.strip()
-        config = {
-            "suite": suite.openssl_name, "key": "RSA-2048", "seconds": args.seconds,
-            "clients": args.clients, "python": platform.python_version(), "machine": platform.machine(),
-            "openssl": version,
-        }  # fmt: skip
-        runs_json = [{**asdict(r), "per_wall_s": r.per_wall_s, "per_cpu_s": r.per_cpu_s} for r in runs]
-        write_json(args.json, {
-            "config": config,
-            "figures": {k: {f: v.to_json() for f, v in row.items()} for k, row in summary.items()},
-            "ratio": {m: {f: v.to_json() for f, v in row.items()} for m, row in ratios.items()},
-            "target": TARGET,
-            "target_met": {m: ratios[m]["per_cpu_s"].median >= TARGET for m in MODES},
-            "runs": runs_json,
-        }, repeats=args.repeats, wall_s=wall)  # fmt: skip
+        write_results(args.json, openssl, suite, args, runs, summary, ratios, wall)
     return 0
 
 

@@ -181,43 +181,49 @@ def write_file(path: Path, size: int) -> bytes | None:
 # -- large files: throughput -----------------------------------------------------------
 
 
-def throughput(args: argparse.Namespace, tools: dict[str, str], suite_name: str, cipher: str) -> int:
-    began = time.perf_counter()
-    size = parse_size(args.size)
-    timeout = max(120.0, size / 5e6)
-    with tempfile.TemporaryDirectory(prefix="bench-https-") as tmp:
-        base = Path(tmp)
-        base.chmod(0o755)  # nginx workers may run as an unprivileged user
-        root = base / "www"
-        root.mkdir(mode=0o755)
-        name = f"file_{size}.bin"
-        write_file(root / name, size)
-        cert, key = base / "cert.pem", base / "key.pem"
-        write_credentials(generate_self_signed(), cert, key)
-        prefix = base / "nginx"
-        prefix.mkdir()
+def _site(base: Path) -> tuple[Path, Path, Path, Path]:
+    """Under ``base`` (made readable by nginx workers): document root, certificate, key and nginx prefix."""
+    base.chmod(0o755)  # nginx workers may run as an unprivileged user
+    root = base / "www"
+    root.mkdir(mode=0o755)
+    cert, key = base / "cert.pem", base / "key.pem"
+    write_credentials(generate_self_signed(), cert, key)
+    prefix = base / "nginx"
+    prefix.mkdir()
+    return root, cert, key, prefix
 
-        times: dict[str, list[float]] = {"tls12": [], "nginx": []}
-        cpu: dict[str, list[float]] = {"tls12": [], "nginx": []}
-        print(f"{size} bytes ({size / 2**20:.0f} MiB), suite {suite_name}, {args.repeats} interleaved repeats")
-        with ours(root, cert, key, suite_name) as (our_port, our_pid), nginx(
-            tools["nginx"], root, cert, key, cipher, prefix
-        ) as (nginx_port, nginx_pid):
-            servers = (("tls12", our_port, our_pid), ("nginx", nginx_port, nginx_pid))
-            for _, port, _ in servers:
-                curl_download(tools["curl"], port, name, cipher, size, timeout)  # warm-up: page cache, imports
-            for i in range(args.repeats):
-                for server, port, pid in servers:
-                    cpu_before = tree_cpu_seconds(pid)
-                    seconds = curl_download(tools["curl"], port, name, cipher, size, timeout)
-                    cpu_after = tree_cpu_seconds(pid)
-                    times[server].append(seconds)
-                    used = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
-                    if used is not None:
-                        cpu[server].append(used)
-                    cpu_text = "" if used is None else f"  server CPU {used:6.3f} s"
-                    print(f"  round {i + 1}: {server:<6} {seconds:7.3f} s  {size / seconds / 1e6:8.1f} MB/s{cpu_text}", flush=True)
 
+def _download_rounds(
+    curl: str, servers: tuple[tuple[str, int, int], ...], name: str, cipher: str, size: int, timeout: float,
+    repeats: int,
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """A warm-up download from each server, then ``repeats`` rounds of one download from each, printed.
+
+    ``servers`` is ``((server, port, pid), ...)``.  Returns per server curl's
+    seconds per download and the server's CPU seconds per download (missing
+    where ``/proc`` could not be read).
+    """
+    times: dict[str, list[float]] = {"tls12": [], "nginx": []}
+    cpu: dict[str, list[float]] = {"tls12": [], "nginx": []}
+    for _, port, _ in servers:
+        curl_download(curl, port, name, cipher, size, timeout)  # warm-up: page cache, imports
+    for i in range(repeats):
+        for server, port, pid in servers:
+            cpu_before = tree_cpu_seconds(pid)
+            seconds = curl_download(curl, port, name, cipher, size, timeout)
+            cpu_after = tree_cpu_seconds(pid)
+            times[server].append(seconds)
+            used = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
+            if used is not None:
+                cpu[server].append(used)
+            cpu_text = "" if used is None else f"  server CPU {used:6.3f} s"
+            print(f"  round {i + 1}: {server:<6} {seconds:7.3f} s  {size / seconds / 1e6:8.1f} MB/s{cpu_text}", flush=True)
+    return times, cpu
+
+
+def _report_throughput(args: argparse.Namespace, size: int, suite_name: str, times: dict[str, list[float]],
+                       cpu: dict[str, list[float]], began: float) -> None:
+    """Print MB/s and server CPU s/GB per server and their tls12 / nginx ratios; write the JSON."""
     rates = {k: Repeated.of(size / t / 1e6 for t in v) for k, v in times.items()}
     ratio = rates["tls12"].over(rates["nginx"])
     have_cpu = all(len(cpu[k]) == args.repeats for k in cpu)
@@ -241,6 +247,24 @@ def throughput(args: argparse.Namespace, tools: dict[str, str], suite_name: str,
             "server_cpu_s_per_gb": None if cpu_per_gb is None else {k: v.to_json() for k, v in cpu_per_gb.items()},
             "server_cpu_ratio": None if cpu_ratio is None else cpu_ratio.to_json(),
         }, repeats=args.repeats, wall_s=wall)  # fmt: skip
+
+
+def throughput(args: argparse.Namespace, tools: dict[str, str], suite_name: str, cipher: str) -> int:
+    """Large-file mode: one ``--size`` file downloaded by curl from both servers in interleaved rounds."""
+    began = time.perf_counter()
+    size = parse_size(args.size)
+    timeout = max(120.0, size / 5e6)
+    with tempfile.TemporaryDirectory(prefix="bench-https-") as tmp:
+        root, cert, key, prefix = _site(Path(tmp))
+        name = f"file_{size}.bin"
+        write_file(root / name, size)
+        print(f"{size} bytes ({size / 2**20:.0f} MiB), suite {suite_name}, {args.repeats} interleaved repeats")
+        with ours(root, cert, key, suite_name) as (our_port, our_pid), nginx(
+            tools["nginx"], root, cert, key, cipher, prefix
+        ) as (nginx_port, nginx_pid):
+            servers = (("tls12", our_port, our_pid), ("nginx", nginx_port, nginx_pid))
+            times, cpu = _download_rounds(tools["curl"], servers, name, cipher, size, timeout, args.repeats)
+    _report_throughput(args, size, suite_name, times, cpu, began)
     return 0
 
 
@@ -355,53 +379,47 @@ def wire_records(port: int, path: str, cipher: str) -> list[int]:
     return records
 
 
-def small(args: argparse.Namespace, tools: dict[str, str], suite_name: str, cipher: str) -> int:
-    began = time.perf_counter()
-    servers = ("tls12", "tls12-separate", "nginx")
-    results: dict[str, dict[int, list[tuple[float, float]]]] = {s: {n: [] for n in SMALL_SIZES} for s in servers}
-    wire: dict[str, dict[int, list[int]]] = {s: {} for s in servers}
-    pool = multiprocessing.get_context("fork").Pool(args.clients)
-    with tempfile.TemporaryDirectory(prefix="bench-https-small-") as tmp, pool:
-        base = Path(tmp)
-        base.chmod(0o755)
-        root = base / "www"
-        root.mkdir(mode=0o755)
-        content = {n: write_file(root / f"f{n}.bin", n) or b"" for n in SMALL_SIZES}
-        cert, key = base / "cert.pem", base / "key.pem"
-        write_credentials(generate_self_signed(), cert, key)
-        prefix = base / "nginx"
-        prefix.mkdir()
-        print(f"keep-alive GETs over Python ssl, suite {suite_name}, {args.clients} clients x {args.seconds:g} s,"
-              f" {args.repeats} interleaved repeats", flush=True)
-        with ours(root, cert, key, suite_name) as (p1, pid1), ours(root, cert, key, suite_name, "--no-coalesce") as (
-            p2, pid2,
-        ), nginx(tools["nginx"], root, cert, key, cipher, prefix) as (p3, pid3):  # fmt: skip
-            running = {"tls12": (p1, pid1), "tls12-separate": (p2, pid2), "nginx": (p3, pid3)}
-            for name, (port, _) in running.items():
-                for n in SMALL_SIZES:
-                    wire[name][n] = wire_records(port, f"/f{n}.bin", cipher)
-                    keepalive_client(port, f"/f{n}.bin", cipher, content[n], 0.2)  # warm-up
-            order = list(running.items())
-            for i in range(args.repeats):
-                for n in SMALL_SIZES:
-                    # rotate the order each round: bursts of background load must not always hit the same server
-                    for name, (port, pid) in order[i % len(order) :] + order[: i % len(order)]:
-                        job = (port, f"/f{n}.bin", cipher, content[n], args.seconds)
-                        cpu_before = tree_cpu_seconds(pid)
-                        start = time.perf_counter()
-                        count = sum(pool.starmap(keepalive_client, [job] * args.clients))
-                        wall = time.perf_counter() - start
-                        cpu_after = tree_cpu_seconds(pid)
-                        if cpu_before is None or cpu_after is None:
-                            raise RuntimeError("cannot read the server's CPU time from /proc (Linux only)")
-                        per_req_us = (cpu_after - cpu_before) / count * 1e6
-                        results[name][n].append((count / wall, per_req_us))
-                        print(f"  round {i + 1}: {n:5d} B {name:<15} {count / wall:8.0f} req/s  "
-                              f"server CPU {per_req_us:6.1f} us/req  busy {(cpu_after - cpu_before) / wall:4.0%}",
-                              flush=True)
+def _wire_and_warm(running: dict[str, tuple[int, int]], content: dict[int, bytes], cipher: str) -> dict[str, dict[int, list[int]]]:
+    """Per server and size, the records of one response on the wire; each server is warmed up as it goes."""
+    wire: dict[str, dict[int, list[int]]] = {s: {} for s in running}
+    for name, (port, _) in running.items():
+        for n in SMALL_SIZES:
+            wire[name][n] = wire_records(port, f"/f{n}.bin", cipher)
+            keepalive_client(port, f"/f{n}.bin", cipher, content[n], 0.2)  # warm-up
+    return wire
 
+
+def _small_rounds(running: dict[str, tuple[int, int]], content: dict[int, bytes], cipher: str,
+                  args: argparse.Namespace, pool: multiprocessing.pool.Pool) -> dict[str, dict[int, list[tuple[float, float]]]]:
+    """``--repeats`` rounds of ``--clients`` keep-alive loads per size and server: (req/s, server CPU us/req)."""
+    results: dict[str, dict[int, list[tuple[float, float]]]] = {s: {n: [] for n in SMALL_SIZES} for s in running}
+    order = list(running.items())
+    for i in range(args.repeats):
+        for n in SMALL_SIZES:
+            # rotate the order each round: bursts of background load must not always hit the same server
+            for name, (port, pid) in order[i % len(order) :] + order[: i % len(order)]:
+                job = (port, f"/f{n}.bin", cipher, content[n], args.seconds)
+                cpu_before = tree_cpu_seconds(pid)
+                start = time.perf_counter()
+                count = sum(pool.starmap(keepalive_client, [job] * args.clients))
+                wall = time.perf_counter() - start
+                cpu_after = tree_cpu_seconds(pid)
+                if cpu_before is None or cpu_after is None:
+                    raise RuntimeError("cannot read the server's CPU time from /proc (Linux only)")
+                per_req_us = (cpu_after - cpu_before) / count * 1e6
+                results[name][n].append((count / wall, per_req_us))
+                print(f"  round {i + 1}: {n:5d} B {name:<15} {count / wall:8.0f} req/s  "
+                      f"server CPU {per_req_us:6.1f} us/req  busy {(cpu_after - cpu_before) / wall:4.0%}",
+                      flush=True)
+    return results
+
+
+def _summarise_small(results: dict[str, dict[int, list[tuple[float, float]]]], wire: dict[str, dict[int, list[int]]],
+                     repeats: int) -> dict[str, dict[str, dict[str, object]]]:
+    """Per size: every server's figures and ratios to nginx, and what coalescing the head gains; printed."""
+    servers = list(results)
     summary: dict[str, dict[str, dict[str, object]]] = {}
-    print(f"\nmedian (min–max, n) of {args.repeats} interleaved repeats (measured); ratios pair by pair, same round")
+    print(f"\nmedian (min–max, n) of {repeats} interleaved repeats (measured); ratios pair by pair, same round")
     for n in SMALL_SIZES:
         rate = {name: Repeated.of(r for r, _ in results[name][n]) for name in servers}
         cpu = {name: Repeated.of(c for _, c in results[name][n]) for name in servers}
@@ -420,6 +438,26 @@ def small(args: argparse.Namespace, tools: dict[str, str], suite_name: str, ciph
         cpu_gain = cpu["tls12-separate"].over(cpu["tls12"])
         summary[str(n)]["coalescing"] = {"rate_ratio": gain.to_json(), "cpu_ratio": cpu_gain.to_json()}
         print(f"{n:>5} B coalescing: {gain.text()}x requests/s, {cpu_gain.text()}x less server CPU per request")
+    return summary
+
+
+def small(args: argparse.Namespace, tools: dict[str, str], suite_name: str, cipher: str) -> int:
+    """``--small`` mode: keep-alive requests/s of small files on ours (coalesced, separate head) and nginx."""
+    began = time.perf_counter()
+    pool = multiprocessing.get_context("fork").Pool(args.clients)
+    with tempfile.TemporaryDirectory(prefix="bench-https-small-") as tmp, pool:
+        root, cert, key, prefix = _site(Path(tmp))
+        content = {n: write_file(root / f"f{n}.bin", n) or b"" for n in SMALL_SIZES}
+        print(f"keep-alive GETs over Python ssl, suite {suite_name}, {args.clients} clients x {args.seconds:g} s,"
+              f" {args.repeats} interleaved repeats", flush=True)
+        with ours(root, cert, key, suite_name) as (p1, pid1), ours(root, cert, key, suite_name, "--no-coalesce") as (
+            p2, pid2,
+        ), nginx(tools["nginx"], root, cert, key, cipher, prefix) as (p3, pid3):  # fmt: skip
+            running = {"tls12": (p1, pid1), "tls12-separate": (p2, pid2), "nginx": (p3, pid3)}
+            wire = _wire_and_warm(running, content, cipher)
+            results = _small_rounds(running, content, cipher, args, pool)
+
+    summary = _summarise_small(results, wire, args.repeats)
     wall = time.perf_counter() - began
     print(f"records / wire B: application-data records and their bytes for one response (Connection: close); "
           f"wall time {wall:.0f} s")

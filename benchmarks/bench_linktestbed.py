@@ -5,7 +5,7 @@ The real ``python -m testbed.https_server`` runs in the origin namespace of a
 1.5 Mbit/s towards it, 10 ms each way, the client on a 100 Mbit/s LAN in front of the middle
 node), and ``curl`` in the client namespace downloads files of each size; curl's
 ``time_total`` (from before the TCP SYN to the last body byte) is the measurement. Next to it:
-:func:`sslsplit.latency.request_latency` for ``"https"`` with the same link parameters,
+:func:`sslsplit.model_latency.request_latency` for ``"https"`` with the same link parameters,
 
 ``model_s``
     the model as the paper figures use it (``AdslTestbed()``: initial window 2 segments,
@@ -44,7 +44,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from netsim.tcp import TcpParams  # noqa: E402
-from sslsplit.latency import AdslTestbed, request_latency  # noqa: E402
+from sslsplit.model_latency import AdslTestbed, request_latency  # noqa: E402
 from sslsplit.params import ADSL_PROFILE as ADSL  # noqa: E402
 from testbed.linux.linktestbed import (  # noqa: E402
     LinkTestbed,

@@ -111,7 +111,8 @@ def measure(
     return done * size / cpu / 1e6, done * size / elapsed / 1e6, cpu / done * 1e6
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: ``--seconds``, ``--size``, ``--batch``, ``--repeats``, ``--json``."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--seconds", type=float, default=1.0, help="seconds per measurement and repeat (default 1)"
@@ -126,28 +127,41 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--json", type=Path, help="also write the results and run configuration here"
     )
+    return parser
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """Parsed and checked arguments (argparse exits with status 2 on a bad ``--seconds`` or ``--size``)."""
+    parser = build_parser()
     args = parser.parse_args(argv)
     if not args.seconds > 0:
         parser.error("--seconds must be positive")
     if not 0 < args.size <= 2**14:
         parser.error("--size must be in 1..16384")
-    openssl = require_tools(BENCH, {"openssl": "openssl"})["openssl"]
-    began = time.perf_counter()
-    require_c_extension(BENCH)
+    return args
+
+
+Candidate = tuple[str, Callable[[int], None], int]
+"""(name, seal one batch starting at a sequence number, records per batch)."""
+
+
+def build_candidates(size: int, batch: int) -> list[Candidate]:
+    """The sealers to measure: C stitched and generic (single calls and ``seal_many``), then Python.
+
+    All share one random key pair, one ``size``-byte plaintext and ``batch``
+    random IVs, so every candidate seals exactly the same records.
+    """
     assert CRecordCipher is not None
-
     rng = os.urandom
-    enc_key, mac_key, plaintext = rng(16), rng(20), rng(args.size)
-    ivs = [rng(16) for _ in range(args.batch)]
-    plaintexts = [plaintext] * args.batch
-
-    candidates: list[tuple[str, Callable[[int], None], int]] = []
+    enc_key, mac_key, plaintext = rng(16), rng(20), rng(size)
+    ivs = [rng(16) for _ in range(batch)]
+    plaintexts = [plaintext] * batch
 
     def singles(cipher: object) -> Callable[[int], None]:
         seal = cipher.seal  # type: ignore[attr-defined]
 
         def run(seq: int) -> None:
-            for i in range(args.batch):
+            for i in range(batch):
                 seal(seq + i, CONTENT_TYPE, VERSION, plaintext, ivs[i])
 
         return run
@@ -159,16 +173,22 @@ def main(argv: list[str] | None = None) -> int:
     stitched = CRecordCipher("aes-128-cbc", "sha1", enc_key, mac_key)
     generic = CRecordCipher("aes-128-cbc", "sha1", enc_key, mac_key, stitched=False)
     label = "stitched" if stitched.stitched else "generic: no stitched cipher"
-    candidates += [
-        (f"C seal ({label})", singles(stitched), args.batch),
-        (f"C seal_many x{args.batch} ({label})", many(stitched), args.batch),
-        ("C seal (generic HMAC + CBC)", singles(generic), args.batch),
-        (f"C seal_many x{args.batch} (generic)", many(generic), args.batch),
-    ]
     python = PyRecordCipher("aes-128-cbc", "sha1", enc_key, mac_key)
-    candidates += [("Python fallback seal", singles(python), args.batch)]
+    return [
+        (f"C seal ({label})", singles(stitched), batch),
+        (f"C seal_many x{batch} ({label})", many(stitched), batch),
+        ("C seal (generic HMAC + CBC)", singles(generic), batch),
+        (f"C seal_many x{batch} (generic)", many(generic), batch),
+        ("Python fallback seal", singles(python), batch),
+    ]
 
-    # Interleaved rounds: openssl, then each candidate, repeated -- every pair sees the same load.
+
+def measure_rows(openssl: str, args: argparse.Namespace, candidates: list[Candidate]) -> list[Row]:
+    """Interleaved rounds: openssl, then each candidate, repeated -- every pair sees the same load.
+
+    The first row is the ``openssl speed`` reference itself (ratio 1 in every repeat).
+    """
+
     def reference() -> tuple[float, float, float]:
         mbps_ref, raw = openssl_speed(openssl, args.size, args.seconds)
         if mbps_ref is None:
@@ -185,7 +205,11 @@ def main(argv: list[str] | None = None) -> int:
         mbps = Repeated.of(r[0] for r in got[name])
         rows.append(Row(name, mbps, Repeated.of(r[1] for r in got[name]), Repeated.of(r[2] for r in got[name]),
                         mbps.over(ref)))
+    return rows
 
+
+def print_table(rows: list[Row], args: argparse.Namespace) -> None:
+    """One line per implementation: CPU MB/s as median (min–max), wall MB/s, us/record, ratio."""
     print(
         f"AES-128-CBC-SHA seal, {args.size}-byte records, {args.repeats} interleaved repeats of"
         f" {args.seconds:g} s; median (min–max) (MB = 1e6 B, measured)"
@@ -201,25 +225,38 @@ def main(argv: list[str] | None = None) -> int:
             f"{r.name:<{width}}  {r.mb_per_s.text('.1f'):>22}  {cell(r.wall_mb_per_s, '9.1f', 9)}"
             f"  {cell(r.us_per_record, '7.2f', 7)}  {r.ratio.text('.2f')}"
         )
+
+
+def run_config(openssl: str, args: argparse.Namespace) -> dict[str, object]:
+    """The run configuration written to the JSON: sizes, repeats, Python, machine and openssl version."""
+    return {
+        "size": args.size,
+        "seconds": args.seconds,
+        "batch": args.batch,
+        "repeats": args.repeats,
+        "python": sys.version.split()[0],
+        "machine": platform.machine(),
+        "processor": platform.processor(),
+        "openssl": subprocess.run(
+            [openssl, "version"], capture_output=True, text=True, check=False
+        ).stdout.strip(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    openssl = require_tools(BENCH, {"openssl": "openssl"})["openssl"]
+    began = time.perf_counter()
+    require_c_extension(BENCH)
+    rows = measure_rows(openssl, args, build_candidates(args.size, args.batch))
+    print_table(rows, args)
     wall = time.perf_counter() - began
     print(f"wall time {wall:.0f} s")
 
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        config = {
-            "size": args.size,
-            "seconds": args.seconds,
-            "batch": args.batch,
-            "repeats": args.repeats,
-            "python": sys.version.split()[0],
-            "machine": platform.machine(),
-            "processor": platform.processor(),
-            "openssl": subprocess.run(
-                [openssl, "version"], capture_output=True, text=True, check=False
-            ).stdout.strip(),
-        }
-        write_json(args.json, {"config": config, "rows": [r.to_json() for r in rows]}, repeats=args.repeats,
-                   wall_s=wall)
+        write_json(args.json, {"config": run_config(openssl, args), "rows": [r.to_json() for r in rows]},
+                   repeats=args.repeats, wall_s=wall)
     return 0
 
 

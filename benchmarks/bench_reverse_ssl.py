@@ -36,7 +36,10 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -87,7 +90,8 @@ def online_public_key_costs(seconds: float) -> dict[str, float]:
     return {"private_decrypt_ms": decrypt * 1e3, "public_verify_ms": verify * 1e3, "public_encrypt_ms": encrypt * 1e3}
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: ``--quick``, ``--throughput``, ``--repeats``, ``--json``, ``--costs``."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     parser.add_argument("--throughput", action="store_true", help="also run the asyncio throughput experiment")
@@ -95,13 +99,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write the numbers here")
     parser.add_argument("--costs", type=Path, default=REPO / "results" / "reverse_ssl" / "measured_costs.json",
                         help="where to save the DoS model's calibration costs")
-    args = parser.parse_args(argv)
-    require_tools(BENCH, {"openssl": "openssl"})
-    require_c_extension(BENCH)
-    began = time.perf_counter()
+    return parser
+
+
+def build_steps(args: argparse.Namespace, last_hs: list[pd.DataFrame]) -> dict[str, Callable[[], object]]:
+    """One round's measurements, in order; ``last_hs`` keeps the latest handshake table (for the DoS costs)."""
     n = 40 if args.quick else 200  # fresh keys per signing repeat
     seconds = 0.2 if args.quick else 0.5  # per RSA operation and repeat
-    last_hs: list[pd.DataFrame] = []
 
     def rsa_step() -> dict[str, float]:
         return online_public_key_costs(seconds)
@@ -117,56 +121,112 @@ def main(argv: list[str] | None = None) -> int:
         last_hs[:] = [hs]
         return hs.set_index("mode")["server_ms"].to_dict()
 
-    steps: dict[str, object] = {
+    steps: dict[str, Callable[[], object]] = {
         "lamport": lambda: online_sign_us(OTSScheme.LAMPORT, n),
         "winternitz": lambda: online_sign_us(OTSScheme.WINTERNITZ_16, n),
         "rsa": rsa_step, "cli": cli_step, "hs": hs_step,
     }
     if args.throughput:  # the quick closed-loop point (4 s per mode) per repeat
         steps["tp"] = lambda: ex.throughput(quick=True, bits=(BITS,)).set_index("mode")["server_capacity_hs"].to_dict()
-    got = rounds(steps, args.repeats)  # type: ignore[arg-type]
-    lamport, winternitz = Repeated.of(got["lamport"]), Repeated.of(got["winternitz"])
-    rsa = {k: Repeated.of(r[k] for r in got["rsa"]) for k in got["rsa"][0]}
-    original = Repeated.of(d + v for d, v in zip(rsa["private_decrypt_ms"].repeats, rsa["public_verify_ms"].repeats,
-                                                 strict=True))
-    reverse = Repeated.of(e + s / 1e3 for e, s in zip(rsa["public_encrypt_ms"].repeats, lamport.repeats, strict=True))
-    ratio = reverse.over(original)
-    cli_original = Repeated.of(a + b for a, b in got["cli"])
-    cli_reverse = Repeated.of(b + s / 1e3 for (_, b), s in zip(got["cli"], lamport.repeats, strict=True))
-    hs = {k: Repeated.of(r[k] for r in got["hs"]) for k in got["hs"][0]}
-    hs_ratio = hs["client_auth"].over(hs["original"])
-    out: dict[str, object] = {
-        "lamport_sign_us": lamport.to_json(), "winternitz16_sign_us": winternitz.to_json(),
-        **{k: v.to_json() for k, v in rsa.items()},
-        "original_online_ms": original.to_json(), "reverse_online_ms": reverse.to_json(),
-        "online_cost_ratio": ratio.to_json(), "online_cost_target": 0.1,
-        "online_cost_target_met": ratio.median <= 0.1,
-        "online_cost_ratio_openssl_speed": cli_reverse.over(cli_original).to_json(),
-        "handshake_server_ms": {k: v.to_json() for k, v in hs.items()},
-        "handshake_ratio": hs_ratio.to_json(),
-    }
-    print(f"median (min–max, n) of {args.repeats} interleaved repeats (measured)")
-    print(f"online one-time signing: Lamport {lamport.text('.1f')} us, Winternitz w=16 {winternitz.text('.1f')} us")
-    print(f"online public-key cost at {BITS} bits: original {original.text('.3f')} ms (decrypt + verify), "
-          f"reverse {reverse.text('.3f')} ms (encrypt + Lamport sign) -> reverse/original = {ratio.text('.3f')} "
-          f"(paper 1/34.3; target <= 0.1 for the median: {'met' if ratio.median <= 0.1 else 'NOT met'})")
-    print(f"same with openssl speed's RSA times: original {cli_original.text('.3f')} ms, reverse "
-          f"{cli_reverse.text('.3f')} ms -> reverse/original = {cli_reverse.over(cli_original).text('.3f')}")
-    print(f"server CPU per whole handshake (in memory): original {hs['original'].text('.3f')} ms, "
-          f"reverse client-auth {hs['client_auth'].text('.3f')} ms, puzzle {hs['puzzle'].text('.3f')} ms "
-          f"-> reverse/original = {hs_ratio.text('.3f')}")
+    return steps
+
+
+def per_key(results: list[Any]) -> dict[str, Repeated]:
+    """``[{k: v}, ...]`` (one dict per round) as ``{k: Repeated}``."""
+    return {k: Repeated.of(r[k] for r in results) for k in results[0]}
+
+
+@dataclass(frozen=True)
+class Figures:
+    """The repeated figures of one run; every ratio pairs the figures of the same round."""
+
+    lamport: Repeated
+    winternitz: Repeated
+    rsa: dict[str, Repeated]
+    original: Repeated  # RSA private decrypt + public verify, ms
+    reverse: Repeated  # RSA public encrypt + Lamport signing, ms
+    cli_original: Repeated  # the same two with openssl speed's RSA times
+    cli_reverse: Repeated
+    hs: dict[str, Repeated]
+
+    @classmethod
+    def of(cls, got: dict[str, list[Any]]) -> Figures:
+        lamport, rsa = Repeated.of(got["lamport"]), per_key(got["rsa"])
+        original = Repeated.of(d + v for d, v in zip(rsa["private_decrypt_ms"].repeats, rsa["public_verify_ms"].repeats,
+                                                     strict=True))
+        reverse = Repeated.of(e + s / 1e3 for e, s in zip(rsa["public_encrypt_ms"].repeats, lamport.repeats, strict=True))
+        cli_original = Repeated.of(a + b for a, b in got["cli"])
+        cli_reverse = Repeated.of(b + s / 1e3 for (_, b), s in zip(got["cli"], lamport.repeats, strict=True))
+        return cls(lamport, Repeated.of(got["winternitz"]), rsa, original, reverse, cli_original, cli_reverse,
+                   per_key(got["hs"]))
+
+    @property
+    def ratio(self) -> Repeated:
+        return self.reverse.over(self.original)
+
+    @property
+    def hs_ratio(self) -> Repeated:
+        return self.hs["client_auth"].over(self.hs["original"])
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "lamport_sign_us": self.lamport.to_json(), "winternitz16_sign_us": self.winternitz.to_json(),
+            **{k: v.to_json() for k, v in self.rsa.items()},
+            "original_online_ms": self.original.to_json(), "reverse_online_ms": self.reverse.to_json(),
+            "online_cost_ratio": self.ratio.to_json(), "online_cost_target": 0.1,
+            "online_cost_target_met": self.ratio.median <= 0.1,
+            "online_cost_ratio_openssl_speed": self.cli_reverse.over(self.cli_original).to_json(),
+            "handshake_server_ms": {k: v.to_json() for k, v in self.hs.items()},
+            "handshake_ratio": self.hs_ratio.to_json(),
+        }
+
+    def print(self, repeats: int) -> None:
+        ratio, hs, cli_original, cli_reverse = self.ratio, self.hs, self.cli_original, self.cli_reverse
+        print(f"median (min–max, n) of {repeats} interleaved repeats (measured)")
+        print(f"online one-time signing: Lamport {self.lamport.text('.1f')} us, "
+              f"Winternitz w=16 {self.winternitz.text('.1f')} us")
+        print(f"online public-key cost at {BITS} bits: original {self.original.text('.3f')} ms (decrypt + verify), "
+              f"reverse {self.reverse.text('.3f')} ms (encrypt + Lamport sign) -> reverse/original = {ratio.text('.3f')} "
+              f"(paper 1/34.3; target <= 0.1 for the median: {'met' if ratio.median <= 0.1 else 'NOT met'})")
+        print(f"same with openssl speed's RSA times: original {cli_original.text('.3f')} ms, reverse "
+              f"{cli_reverse.text('.3f')} ms -> reverse/original = {cli_reverse.over(cli_original).text('.3f')}")
+        print(f"server CPU per whole handshake (in memory): original {hs['original'].text('.3f')} ms, "
+              f"reverse client-auth {hs['client_auth'].text('.3f')} ms, puzzle {hs['puzzle'].text('.3f')} ms "
+              f"-> reverse/original = {self.hs_ratio.text('.3f')}")
+
+
+def write_costs(path: Path, hs: pd.DataFrame) -> None:
+    """Save the DoS model's calibration costs, measured from ``hs`` (the last round's handshake table)."""
     puzzles = ex.puzzle_costs(quick=True)
-    costs = ex.measure_costs(quick=True, hs=last_hs[0], puzzles=puzzles)
-    args.costs.parent.mkdir(parents=True, exist_ok=True)
-    args.costs.write_text(json.dumps(costs, indent=2))
-    print(f"DoS calibration costs written to {args.costs}")
+    costs = ex.measure_handshake_costs(quick=True, hs=hs, puzzles=puzzles)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(costs, indent=2))
+    print(f"DoS calibration costs written to {path}")
+
+
+def throughput_figures(tp: list[dict[str, float]], out: dict[str, object]) -> None:
+    """Add the asyncio server's handshakes per CPU second (each mode) and their ratio to ``out``; print them."""
+    cap = per_key(tp)
+    cap_ratio = cap["client-auth"].over(cap["original"])
+    out["throughput_hs_per_cpu_s"] = {k: v.to_json() for k, v in cap.items()}
+    out["throughput_capacity_ratio"] = cap_ratio.to_json()
+    print(f"asyncio server: {cap['original'].text('.0f')} vs {cap['client-auth'].text('.0f')} handshakes per "
+          f"server CPU second -> reverse/original = {cap_ratio.text()}x")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    require_tools(BENCH, {"openssl": "openssl"})
+    require_c_extension(BENCH)
+    began = time.perf_counter()
+    last_hs: list[pd.DataFrame] = []
+    got = rounds(build_steps(args, last_hs), args.repeats)
+    figures = Figures.of(got)
+    out = figures.to_json()
+    figures.print(args.repeats)
+    write_costs(args.costs, last_hs[0])
     if args.throughput:
-        cap = {k: Repeated.of(r[k] for r in got["tp"]) for k in got["tp"][0]}
-        cap_ratio = cap["client-auth"].over(cap["original"])
-        out["throughput_hs_per_cpu_s"] = {k: v.to_json() for k, v in cap.items()}
-        out["throughput_capacity_ratio"] = cap_ratio.to_json()
-        print(f"asyncio server: {cap['original'].text('.0f')} vs {cap['client-auth'].text('.0f')} handshakes per "
-              f"server CPU second -> reverse/original = {cap_ratio.text()}x")
+        throughput_figures(got["tp"], out)  # type: ignore[arg-type]
     wall = time.perf_counter() - began
     print(f"wall time {wall:.0f} s")
     if args.json:

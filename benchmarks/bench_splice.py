@@ -63,7 +63,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -83,8 +83,8 @@ from _common import (  # noqa: E402
     write_json,
 )
 
+from sslsplit.aio.proxy import SplittingProxy  # noqa: E402
 from sslsplit.cache import CacheHierarchy, MemoryCache  # noqa: E402
-from sslsplit.proxy import SplittingProxy  # noqa: E402
 from sslsplit.splicer import Splicer  # noqa: E402
 from sslsplit.store import RecordStore  # noqa: E402
 from sslsplit.wire import IDEncoding, KeyExpose, Stub  # noqa: E402
@@ -269,7 +269,8 @@ class Row:
         return {k: (v.to_json() if isinstance(v, Repeated) else v) for k, v in vars(self).items()}
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: ``--seconds``, ``--repeats``, ``--mib``, ``--stream-mib``, ``--downloads``, ``--json``."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="Exits with status 1 and one line when openssl, curl or the C extension is missing.")
     ap.add_argument("--seconds", type=float, default=1.0, help="seconds per in-process and openssl measurement (default 1)")
@@ -279,56 +280,78 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--downloads", type=int, default=20,
                     help="1 MiB downloads per server and repeat for the origin CPU figure (default 20)")
     ap.add_argument("--json", type=Path, help="also write the results and run configuration as JSON")
-    args = ap.parse_args(argv)
-    if not args.seconds > 0 or min(args.mib, args.stream_mib, args.downloads) < 1:
-        ap.error("--seconds, --mib, --stream-mib and --downloads must be positive")
-    tools = require_tools(BENCH, {"openssl": "openssl", "curl": "curl"})
-    require_c_extension(BENCH)
-    began = time.perf_counter()
+    return ap
 
+
+@dataclass
+class Rounds:
+    """Every repeat of every figure, in round order (one list entry per round)."""
+
+    cpu_rate: dict[str, list[float]] = field(default_factory=dict)  # MB per CPU second
+    wall_rate: dict[str, list[float]] = field(default_factory=dict)
+    refs: dict[str, list[float]] = field(default_factory=lambda: {"aes-128-cbc": [], "sha256": []})
+    origin_ms: dict[str, list[float]] = field(default_factory=lambda: {"split": [], "https": []})
+
+
+def one_round(got: Rounds, dep: Deployment, openssl: str, args: argparse.Namespace, stream: bytes,
+              store: RecordStore) -> None:
+    """One round: the openssl references, then every in-process and deployed case, then the origin pair."""
+    size = args.mib << 20
+    for algorithm in got.refs:
+        got.refs[algorithm].append(openssl_speed(openssl, algorithm, args.seconds))
+    for case in ("warm", "verify-on-read", "verify-on-fill"):
+        got.cpu_rate.setdefault(f"in-process {case}", []).append(
+            in_process(case, stream, store, args.stream_mib, args.seconds))
+    for name, port, pid in (("deployed warm", dep.warm_port, dep.warm_pid),
+                            ("deployed verify-on-fill", dep.fill_port, dep.fill_pid)):
+        cpu, wall, n = downloads(dep.curl, f"https://127.0.0.1:{port}/big", size, pid)
+        got.cpu_rate.setdefault(name, []).append(n * size / max(cpu, 1e-9) / 1e6)
+        got.wall_rate.setdefault(name, []).append(n * size / wall / 1e6)
+    for name, ms in origin_cpu(dep, args.downloads).items():
+        got.origin_ms[name].append(ms)
+
+
+def measure_rounds(args: argparse.Namespace, tools: dict[str, str]) -> Rounds:
+    """Capture the stub stream, start the deployment, warm the proxy and run ``--repeats`` rounds."""
     stream, store = captured_stream(args.stream_mib)
     size = args.mib << 20
-    cpu_rate: dict[str, list[float]] = {}  # MB per CPU second, one per round
-    wall_rate: dict[str, list[float]] = {}
-    refs: dict[str, list[float]] = {"aes-128-cbc": [], "sha256": []}
-    origin_ms: dict[str, list[float]] = {"split": [], "https": []}
-
+    got = Rounds()
     with tempfile.TemporaryDirectory() as tmp, deployment(Path(tmp), args, tools["curl"]) as dep:
         curl_get(dep.curl, f"https://127.0.0.1:{dep.warm_port}/big", size)  # fills the warm proxy (ids checked)
         curl_get(dep.curl, f"https://127.0.0.1:{dep.warm_port}/f1m", 1 << 20)  # and for the origin figure
-        for _ in range(args.repeats):  # one round: references, then every case, then the origin pair
-            for algorithm in refs:
-                refs[algorithm].append(openssl_speed(tools["openssl"], algorithm, args.seconds))
-            for case in ("warm", "verify-on-read", "verify-on-fill"):
-                cpu_rate.setdefault(f"in-process {case}", []).append(
-                    in_process(case, stream, store, args.stream_mib, args.seconds))
-            for name, port, pid in (("deployed warm", dep.warm_port, dep.warm_pid),
-                                    ("deployed verify-on-fill", dep.fill_port, dep.fill_pid)):
-                cpu, wall, n = downloads(dep.curl, f"https://127.0.0.1:{port}/big", size, pid)
-                cpu_rate.setdefault(name, []).append(n * size / max(cpu, 1e-9) / 1e6)
-                wall_rate.setdefault(name, []).append(n * size / wall / 1e6)
-            for name, ms in origin_cpu(dep, args.downloads).items():
-                origin_ms[name].append(ms)
+        for _ in range(args.repeats):
+            one_round(got, dep, tools["openssl"], args, stream, store)
+    return got
 
-    aes, sha = Repeated.of(refs["aes-128-cbc"]), Repeated.of(refs["sha256"])
-    both = Repeated.of(1 / (1 / a + 1 / s) for a, s in zip(aes.repeats, sha.repeats, strict=True))
-    labels = {
-        "deployed warm": "proxy process, warm memory cache",
-        "deployed verify-on-fill": "proxy process, verify-on-fill (--memory-mb 0)",
-        "in-process warm": "in-process splice, warm memory (no hash)",
-        "in-process verify-on-read": "in-process splice, warm memory, verify on read",
-        "in-process verify-on-fill": "in-process splice, verify-on-fill",
-    }
-    hashing = {"deployed verify-on-fill", "in-process verify-on-read", "in-process verify-on-fill"}
+
+LABELS = {
+    "deployed warm": "proxy process, warm memory cache",
+    "deployed verify-on-fill": "proxy process, verify-on-fill (--memory-mb 0)",
+    "in-process warm": "in-process splice, warm memory (no hash)",
+    "in-process verify-on-read": "in-process splice, warm memory, verify on read",
+    "in-process verify-on-fill": "in-process splice, verify-on-fill",
+}
+"""The cases in table order (deployed first) and their printed names."""
+
+HASHING = {"deployed verify-on-fill", "in-process verify-on-read", "in-process verify-on-fill"}
+"""The cases that hash every payload, also compared with OpenSSL's AES + SHA-256 rate."""
+
+
+def build_rows(got: Rounds, aes: Repeated, both: Repeated) -> dict[str, Row]:
+    """One :class:`Row` per case, its ratios paired round by round with the references."""
     rows = {}
-    for k in labels:  # deployed first
-        mb = Repeated.of(cpu_rate[k])
-        rows[k] = Row(labels[k], mb, mb.map(lambda v: 1e3 / v),
-                      Repeated.of(wall_rate[k]) if k in wall_rate else None,
-                      mb.over(aes), mb.over(both) if k in hashing else None)
-    split_ms, https_ms = Repeated.of(origin_ms["split"]), Repeated.of(origin_ms["https"])
-    origin_ratio = split_ms.over(https_ms)
+    for k in LABELS:  # deployed first
+        mb = Repeated.of(got.cpu_rate[k])
+        rows[k] = Row(LABELS[k], mb, mb.map(lambda v: 1e3 / v),
+                      Repeated.of(got.wall_rate[k]) if k in got.wall_rate else None,
+                      mb.over(aes), mb.over(both) if k in HASHING else None)
+    return rows
 
+
+def print_table(args: argparse.Namespace, refs: dict[str, Repeated], rows: dict[str, Row],
+                origin: dict[str, Repeated]) -> None:
+    """The references, one line per case, and the origin's CPU per download."""
+    aes, sha, both = refs["openssl_aes_128_cbc"], refs["openssl_sha256"], refs["aes_plus_sha256"]
     print(f"SSL-splitting proxy, key-expose AES128-SHA, 16 KiB records; median (min–max, n) of {args.repeats} "
           f"interleaved repeats; downloads of {args.mib} MiB by curl; MB = 1e6 B of payload (measured)")
     width = max(len(r.name) for r in rows.values()) + 2
@@ -339,25 +362,47 @@ def main(argv: list[str] | None = None) -> int:
         wall_text = "" if r.wall_mb_per_s is None else f", wall {r.wall_mb_per_s.median:.1f} MB/s"
         sha_text = "" if r.x_aes_sha is None else f", x aes+sha {r.x_aes_sha.text()}"
         print(f"{r.name:<{width}} {r.mb_per_cpu_s.text('.1f')} MB/s cpu{wall_text}; x aes {r.x_aes.text()}{sha_text}")
-    print(f"origin CPU per warm 1 MiB download via proxy: {split_ms.text()} ms; "
-          f"testbed.https_server: {https_ms.text()} ms; ratio {origin_ratio.text()}")
+    print(f"origin CPU per warm 1 MiB download via proxy: {origin['split_cpu_ms_per_download'].text()} ms; "
+          f"testbed.https_server: {origin['https_cpu_ms_per_download'].text()} ms; ratio {origin['ratio'].text()}")
+
+
+def run_config(args: argparse.Namespace, openssl: str) -> dict[str, object]:
+    """The run configuration written to the JSON (sizes, suite, Python, machine, openssl version)."""
+    return {
+        "seconds": args.seconds, "mib": args.mib, "stream_mib": args.stream_mib,
+        "downloads": args.downloads, "suite": SUITE.name, "python": sys.version.split()[0],
+        "machine": platform.machine(), "cpus": os.cpu_count(),
+        "openssl": subprocess.run([openssl, "version"], capture_output=True, text=True, check=False).stdout.strip(),
+    }  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    if not args.seconds > 0 or min(args.mib, args.stream_mib, args.downloads) < 1:
+        ap.error("--seconds, --mib, --stream-mib and --downloads must be positive")
+    tools = require_tools(BENCH, {"openssl": "openssl", "curl": "curl"})
+    require_c_extension(BENCH)
+    began = time.perf_counter()
+
+    got = measure_rounds(args, tools)
+    aes, sha = Repeated.of(got.refs["aes-128-cbc"]), Repeated.of(got.refs["sha256"])
+    both = Repeated.of(1 / (1 / a + 1 / s) for a, s in zip(aes.repeats, sha.repeats, strict=True))
+    refs = {"openssl_aes_128_cbc": aes, "openssl_sha256": sha, "aes_plus_sha256": both}
+    rows = build_rows(got, aes, both)
+    split_ms, https_ms = Repeated.of(got.origin_ms["split"]), Repeated.of(got.origin_ms["https"])
+    origin = {"split_cpu_ms_per_download": split_ms, "https_cpu_ms_per_download": https_ms,
+              "ratio": split_ms.over(https_ms)}
+    print_table(args, refs, rows, origin)
     wall_s = time.perf_counter() - began
     print(f"wall time {wall_s:.0f} s")
 
     if args.json:
-        config = {
-            "seconds": args.seconds, "mib": args.mib, "stream_mib": args.stream_mib,
-            "downloads": args.downloads, "suite": SUITE.name, "python": sys.version.split()[0],
-            "machine": platform.machine(), "cpus": os.cpu_count(),
-            "openssl": subprocess.run([tools["openssl"], "version"], capture_output=True, text=True, check=False).stdout.strip(),
-        }  # fmt: skip
         result = {
-            "config": config,
-            "references_MBps": {"openssl_aes_128_cbc": aes.to_json(), "openssl_sha256": sha.to_json(),
-                                "aes_plus_sha256": both.to_json()},
+            "config": run_config(args, tools["openssl"]),
+            "references_MBps": {k: v.to_json() for k, v in refs.items()},
             "rows": {k: r.to_json() for k, r in rows.items()},
-            "origin": {"split_cpu_ms_per_download": split_ms.to_json(),
-                       "https_cpu_ms_per_download": https_ms.to_json(), "ratio": origin_ratio.to_json()},
+            "origin": {k: v.to_json() for k, v in origin.items()},
         }
         write_json(args.json, result, repeats=args.repeats, wall_s=wall_s)
     return 0

@@ -2,7 +2,7 @@
 
 The sweep is :func:`sslacc_sim.experiments.fig28_29` at quick size: 7 cluster sizes x 2 cards
 (200 and 600 RSA/s) x 3 lines ("norm", "proj", "agg"), 42 points, each a SimPy run of real
-``tls12`` handshakes (:mod:`sslacc_sim.load`).  Prints, for the same run and machine,
+``tls12`` handshakes (:mod:`sslacc_sim.model_load`).  Prints, for the same run and machine,
 
 1. the wall time of the in-process sweep (the reference; issue 11 asks for under 60 s) and the
    simulated connections per wall second (every connection the load generator opened, all
@@ -47,7 +47,8 @@ TARGET_S = 60.0
 COMPARED = ["nodes", "card", "variant", "handshakes_per_s", "completed", "started"]
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: ``--no-dask``, ``--cpu-scale``, ``--json``, ``--repeats``."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--no-dask", action="store_true", help="only the in-process sweep")
     ap.add_argument("--cpu-scale", type=float, default=1.0,
@@ -55,16 +56,23 @@ def main(argv: list[str] | None = None) -> int:
                          f"ratio is {ex.PAPER_CPU_SCALE:g})")
     ap.add_argument("--json", type=Path, help="also write the results as JSON here")
     add_repeats_option(ap)
-    args = ap.parse_args(argv)
-    began = time.perf_counter()
-    if args.cpu_scale <= 0:
-        ap.error(f"--cpu-scale must be positive, got {args.cpu_scale}")
+    return ap
+
+
+def measure(args: argparse.Namespace) -> tuple[dict[str, Repeated], pd.DataFrame, dict[str, int]]:
+    """Interleaved rounds (in process, 1 worker, 2 workers, again): wall seconds per sweep.
+
+    Returns the repeated times, the in-process table and, per Dask run, how
+    many workers computed points.  Every Dask table must equal the in-process
+    one (:data:`COMPARED` columns), or the run stops with an ``AssertionError``.
+    """
 
     def run(scheduler: str, workers: int | None) -> pd.DataFrame:
         return ex.fig28_29(quick=True, cpu_scale=args.cpu_scale, scheduler=scheduler,
                            workers=workers)
 
     tables: dict[str, pd.DataFrame] = {}
+    ran_on: dict[str, int] = {}
 
     def timed_run(key: str, scheduler: str, workers: int | None) -> float:
         tables[key], seconds = timed(lambda: run(scheduler, workers))
@@ -74,13 +82,34 @@ def main(argv: list[str] | None = None) -> int:
             ran_on[key] = workers_that_ran(BENCH, tables[key], workers)
         return seconds
 
-    ran_on: dict[str, int] = {}
-
     steps = {"serial": lambda: timed_run("serial", "serial", None)}
     if not args.no_dask:
         steps.update({"one": lambda: timed_run("one", "local", 1), "two": lambda: timed_run("two", "local", 2)})
     got = {k: Repeated.of(v) for k, v in rounds(steps, args.repeats).items()}  # serial, 1, 2 workers, again
-    ref, t_serial = tables["serial"], got["serial"]
+    return got, tables["serial"], ran_on
+
+
+def report_dask(got: dict[str, Repeated], result: dict[str, object]) -> None:
+    """Add the 1- and 2-worker times and the speedups to ``result``; print them."""
+    t_serial, t_one, t_two = got["serial"], got["one"], got["two"]
+    result.update({"dask_1_worker_s": t_one.to_json(), "dask_2_workers_s": t_two.to_json(),
+                   "speedup_2_vs_1": t_one.over(t_two).to_json(),
+                   "speedup_2_vs_in_process": t_serial.over(t_two).to_json()})
+    print(f"  Dask, 1 worker    {t_one.text()} s")
+    print(f"  Dask, 2 workers   {t_two.text()} s")
+    print(f"  speedup 2 vs 1 worker: {t_one.over(t_two).text()}x; "
+          f"2 workers vs in process: {t_serial.over(t_two).text()}x")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    began = time.perf_counter()
+    if args.cpu_scale <= 0:
+        ap.error(f"--cpu-scale must be positive, got {args.cpu_scale}")
+
+    got, ref, ran_on = measure(args)
+    t_serial = got["serial"]
     connections = int(ref["started"].sum())
     per_wall = t_serial.map(lambda t: connections / t)
     result: dict[str, object] = {
@@ -97,14 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  in process        {t_serial.text()} s  ({connections} simulated connections, "
           f"{per_wall.text('.0f')} per wall second)")
     if not args.no_dask:
-        t_one, t_two = got["one"], got["two"]
-        result.update({"dask_1_worker_s": t_one.to_json(), "dask_2_workers_s": t_two.to_json(),
-                       "speedup_2_vs_1": t_one.over(t_two).to_json(),
-                       "speedup_2_vs_in_process": t_serial.over(t_two).to_json()})
-        print(f"  Dask, 1 worker    {t_one.text()} s")
-        print(f"  Dask, 2 workers   {t_two.text()} s")
-        print(f"  speedup 2 vs 1 worker: {t_one.over(t_two).text()}x; "
-              f"2 workers vs in process: {t_serial.over(t_two).text()}x")
+        report_dask(got, result)
     wall = time.perf_counter() - began
     print(f"  wall time {wall:.0f} s")
     if args.json:

@@ -1,11 +1,11 @@
 """Real SSLACC failover on Linux: time from the cut to the client's next byte, per point.
 
-For each point of :data:`sslacc_sim.linux.node.POINTS` (two handshake points, one between
+For each point of :data:`sslacc_sim.aio.linux.node.POINTS` (two handshake points, one between
 body segments, one in the middle of a record), ``curl`` downloads a 16 MiB file over
 ``AES128-SHA`` from node A's :mod:`tls12` server in a network namespace; A is cut off
 (``ip link set eth0 down``) and SIGKILLed; node B restores the TCP connection with
 ``TCP_REPAIR`` and the TLS state from the mirror and finishes the download
-(:func:`sslacc_sim.linux.failover.run_failover`; every run checks curl's exit status and the
+(:func:`sslacc_sim.aio.linux.failover.run_failover`; every run checks curl's exit status and the
 file's SHA-256). Two takeover variants:
 
 ``rebase``
@@ -61,12 +61,11 @@ def _repeated(values: list[Any]) -> Repeated | None:
     return Repeated.of(present) if present else None
 
 
-def main(argv: list[str] | None = None) -> int:
-    from sslacc_sim.linux.node import POINTS
-
+def build_parser(points: tuple[str, ...]) -> argparse.ArgumentParser:
+    """The command line: ``--points``, ``--repeats``, ``--size``, ``--suite``, ``--variants``, ``--json``."""
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--points", nargs="+", choices=POINTS, default=list(POINTS))
+    ap.add_argument("--points", nargs="+", choices=points, default=list(points))
     ap.add_argument("--repeats", "--repeat", dest="repeat", type=int, default=5,
                     help="interleaved rounds (reference, each variant at every point; default 5)")
     ap.add_argument("--size", type=int, default=16 << 20, help="bytes to download")
@@ -74,10 +73,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--variants", nargs="+", choices=("rebase", "timer"),
                     default=["rebase", "timer"])
     ap.add_argument("--json", type=Path, help="also write the runs and medians as JSON here")
-    args = ap.parse_args(argv)
-    if args.repeat < 1:
-        ap.error("--repeats must be at least 1")
+    return ap
 
+
+def _require_lab() -> None:
+    """:func:`fail` unless curl, iproute2, the C extension and network namespaces (root) are available."""
     from testbed.linux.linktestbed import NamespacesUnavailable, check_available
 
     require_tools(BENCH, {"curl": "curl", "ip": "iproute2"})
@@ -87,9 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     except NamespacesUnavailable as exc:
         fail(BENCH, str(exc))
 
-    from sslacc_sim.linux.failover import measure_failover
 
-    began = time.perf_counter()
+def _measure(args: argparse.Namespace) -> dict[str, list[Any]]:
+    """Interleaved rounds: the reference download, then each variant at every point, again."""
+    from sslacc_sim.aio.linux.failover import measure_failover
 
     def run(variant: str | None) -> Any:
         if variant is None:  # the reference: the same download without a failure
@@ -99,28 +100,45 @@ def main(argv: list[str] | None = None) -> int:
 
     steps: dict[str, Any] = {"reference": lambda: run(None)}
     steps.update({v: (lambda v=v: run(v)) for v in args.variants})
-    got = rounds(steps, args.repeat)  # reference, rebase, timer, reference, ...
+    return rounds(steps, args.repeat)  # reference, rebase, timer, reference, ...
+
+
+def _point_row(point: str, variant: str, frames: list[Any], reference: Repeated) -> dict[str, Any]:
+    """One point and variant: medians, repeated figures and the slowdown against the reference; printed."""
+    per_round = [df[df["point"] == point].iloc[0] for df in frames]
+    download = Repeated.of(float(r["download_s"]) for r in per_round)
+    figures = {k: _repeated([r[col] for r in per_round]) for k, col in
+               (("restored_s", "restored_s"), ("next_byte_s", "next_segment_s"),
+                ("next_new_byte_s", "next_new_byte_s"))}
+    figures["download_s"] = download
+    figures["slowdown"] = download.over(reference)  # each round's download over its reference
+    row: dict[str, Any] = {"point": point, "variant": variant, "runs": len(per_round)}
+    row.update({k: (None if v is None else v.median) for k, v in figures.items()})  # medians
+    row["repeated"] = {k: (None if v is None else v.to_json()) for k, v in figures.items()}
+    cells = "  ".join(f"{k} {'-' if v is None else v.text('.4f')}" for k, v in figures.items()
+                      if k not in ("download_s", "slowdown"))
+    print(f"{point:28} {variant:7} {cells}  slowdown {figures['slowdown'].text()}x")
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    from sslacc_sim.aio.linux.node import POINTS
+
+    ap = build_parser(POINTS)
+    args = ap.parse_args(argv)
+    if args.repeat < 1:
+        ap.error("--repeats must be at least 1")
+    _require_lab()
+    began = time.perf_counter()
+
+    got = _measure(args)
     reference = Repeated.of(float(df["download_s"].iloc[0]) for df in got["reference"])
     frames = list(got["reference"])
     summary = []
     print(f"median (min–max, n) of {args.repeat} interleaved repeats (seconds, measured)")
     for variant in args.variants:
         frames += got[variant]
-        for point in args.points:
-            per_round = [df[df["point"] == point].iloc[0] for df in got[variant]]
-            download = Repeated.of(float(r["download_s"]) for r in per_round)
-            figures = {k: _repeated([r[col] for r in per_round]) for k, col in
-                       (("restored_s", "restored_s"), ("next_byte_s", "next_segment_s"),
-                        ("next_new_byte_s", "next_new_byte_s"))}
-            figures["download_s"] = download
-            figures["slowdown"] = download.over(reference)  # each round's download over its reference
-            row: dict[str, Any] = {"point": point, "variant": variant, "runs": len(per_round)}
-            row.update({k: (None if v is None else v.median) for k, v in figures.items()})  # medians
-            row["repeated"] = {k: (None if v is None else v.to_json()) for k, v in figures.items()}
-            summary.append(row)
-            cells = "  ".join(f"{k} {'-' if v is None else v.text('.4f')}" for k, v in figures.items()
-                              if k not in ("download_s", "slowdown"))
-            print(f"{point:28} {variant:7} {cells}  slowdown {figures['slowdown'].text()}x")
+        summary += [_point_row(point, variant, got[variant], reference) for point in args.points]
     wall = time.perf_counter() - began
     print(f"reference: the same download without a failure, {reference.text('.3f')} s "
           "(curl's time_total); slowdown = curl's time_total with the failover / that round's reference; "

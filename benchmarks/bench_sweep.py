@@ -1,6 +1,6 @@
 """Benchmark the sweep helper: the month-long trace replay split by day on 1 vs 2 Dask workers.
 
-The representative sweep is :func:`sslsplit.trace_experiments.two_weeks_warmth` on a
+The representative sweep is :func:`sslsplit.experiments.traces.two_weeks_warmth` on a
 synthetic ``www.lcs``-like trace: one independent cost-model replay per daytime chunk, each
 behind a cache preloaded with the two weeks before it. Prints, for the same run and machine,
 the wall time of
@@ -23,7 +23,7 @@ Usage::
     python benchmarks/bench_sweep.py --quick    # 40 days, about 30 chunks
     python benchmarks/bench_sweep.py --json results/benchmarks/sweep.json
 
-The Reverse SSL DoS sweep is not included: it runs inside :mod:`reverse_ssl.dos` and has not
+The Reverse SSL DoS sweep is not included: it runs inside :mod:`reverse_ssl.model_dos` and has not
 been moved onto the sweep helper.
 """
 
@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _common import Repeated, add_repeats_option, rounds, timed, workers_that_ran, write_json  # noqa: E402
 
-from sslsplit import trace_experiments as ex  # noqa: E402
+from sslsplit.experiments import traces as ex  # noqa: E402
 from sslsplit.synth import LCS_LIKE, generate, scaled  # noqa: E402
 
 BENCH = "bench_sweep"

@@ -43,10 +43,10 @@ from _common import Repeated, add_repeats_option, rounds, write_json  # noqa: E4
 from netsim.link import Link  # noqa: E402
 from netsim.tcp import TcpConnection  # noqa: E402
 from sslsplit.costmodel import paper_model  # noqa: E402
+from sslsplit.experiments.traces import available_traces  # noqa: E402
 from sslsplit.params import ADSL_DOWN, ADSL_UP  # noqa: E402
 from sslsplit.replay import replay  # noqa: E402
 from sslsplit.synth import LCS_LIKE, generate, scaled  # noqa: E402
-from sslsplit.trace_experiments import available_traces  # noqa: E402
 from testbed.traces.catalogue import load_trace  # noqa: E402
 from testbed.traces.workload import preprocess  # noqa: E402
 

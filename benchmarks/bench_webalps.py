@@ -44,7 +44,7 @@ sys.path.insert(0, str(REPO))
 from _common import Repeated, add_repeats_option, require_c_extension, rounds, write_json  # noqa: E402
 
 from webalps_sim import experiments as ex  # noqa: E402
-from webalps_sim.load import client_context, closed_loop  # noqa: E402
+from webalps_sim.aio.loadgen import client_context, closed_loop  # noqa: E402
 
 BENCH = "bench_webalps"
 TARGET_SLOWDOWN = 1.5

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import csv
 import datetime as _dt
 import fcntl
 import json
@@ -56,7 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # group_file beside this script
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # group_file, report beside this script
 from group_file import (  # noqa: E402
     ROOT,
     SEP,
@@ -67,6 +66,7 @@ from group_file import (  # noqa: E402
     list_groups,
     load_group,
 )
+from report import pct, render_markdown, score, write_csv  # noqa: E402
 
 SCRATCH_DIR = ROOT / "build" / "mutation"
 RESULTS_DIR = ROOT / "results" / "mutation"
@@ -360,13 +360,8 @@ def summarize(mutants: list[dict[str, Any]]) -> list[dict[str, Any]]:
             r["survived"] += 1
             r["accepted" if v == "accepted" else "unexplained"] += 1
     for r in rows.values():
-        r["score"] = _score(r)
+        r["score"] = score(r)
     return list(rows.values())
-
-
-def _score(r: dict[str, Any]) -> float | None:
-    denominator = r["mutants"] - r["accepted"] - r["not_run"]
-    return None if denominator <= 0 else round((r["killed"] + r["timed_out"]) / denominator, 4)
 
 
 def _git(*args: str) -> str:
@@ -427,64 +422,11 @@ def write_combined_report() -> tuple[Path, Path]:
             continue
         if isinstance(doc, dict) and "group" in doc and "modules" in doc:
             docs.append(doc)
-    cols = ["group", "module", "mutants", "killed", "survived", "timed_out", "accepted",
-            "unexplained", "not_run", "score"]
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     csv_path, md_path = RESULTS_DIR / "report.csv", RESULTS_DIR / "report.md"
-    with open(csv_path, "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(cols + ["date", "git_revision", "tool"])
-        for d in docs:
-            for r in d["modules"]:
-                prov = d["provenance"]
-                w.writerow([d["group"]] + [r[c] for c in cols[1:]] + [prov["date"], prov["git_revision"], prov["tool"]])
-    md = ["# Mutation testing of the safety checks", ""]
-    md.append("Produced by `make mutation` (`mutation/run.py`); counts are measured by running the "
-              "tests against every mutant; the score is `(killed + timed out) / (mutants - accepted "
-              "- not run)`, true by construction from those counts.")
-    md.append("")
-    md.append("| group | module | mutants | killed | survived | timed out | accepted | unexplained | score |")
-    md.append("|---|---|---:|---:|---:|---:|---:|---:|---:|")
-    tot = {k: 0 for k in ("mutants", "killed", "survived", "timed_out", "accepted", "unexplained", "not_run")}
-    for d in docs:
-        for r in d["modules"]:
-            for k in tot:
-                tot[k] += r[k]
-            md.append(f"| {d['group']} | `{r['module']}` | {r['mutants']} | {r['killed']} | {r['survived']} | "
-                      f"{r['timed_out']} | {r['accepted']} | {r['unexplained']} | {_pct(r['score'])} |")
-    total_score = _score(tot)
-    md.append(f"| **all** | | {tot['mutants']} | {tot['killed']} | {tot['survived']} | {tot['timed_out']} | "
-              f"{tot['accepted']} | {tot['unexplained']} | {_pct(total_score)} |")
-    md += ["", "## Provenance", "", "| group | date (UTC) | git revision | tool | wall time | command |",
-           "|---|---|---|---|---:|---|"]
-    for d in docs:
-        p = d["provenance"]
-        md.append(f"| {d['group']} | {p['date']} | `{p['git_revision'][:12]}{'+dirty' if p['git_revision'].endswith('+dirty') else ''}` "
-                  f"| {p['tool']} | {p['wall_seconds']:.0f} s (measured) | `{p['command']}` |")
-    for d in docs:
-        bad = [m for m in d["mutants"] if m["verdict"] in ("unexplained", "not run")]
-        acc = [m for m in d["mutants"] if m["verdict"] == "accepted"]
-        md += ["", f"## {d['group']}", "", d.get("description", ""), ""]
-        if bad:
-            md += ["Unexplained survivors (need a test or an `[[accepted]]` reason):", ""]
-            md += [f"- `{m['path']}:{m['line']}` {m['function']}: `{m['before']}` \u2192 `{m['after']}` ({m['status']})" for m in bad]
-            md.append("")
-        if acc:
-            md += ["Accepted survivors:", ""]
-            md += [f"- `{m['path']}:{m['line']}` {m['function']}: `{m['before']}` \u2192 `{m['after']}` \u2014 {m['reason']}" for m in acc]
-            md.append("")
-        if d.get("stale_accepted"):
-            md += ["Stale accepted entries (match no survivor any more; delete them):", ""]
-            md += [f"- {s['module']}:{s['function']}: `{s['before']}` \u2192 `{s['after']}`" for s in d["stale_accepted"]]
-            md.append("")
-        if not bad and not acc:
-            md += ["Every mutant was killed.", ""]
-    md_path.write_text("\n".join(md).rstrip() + "\n", encoding="utf-8")
+    write_csv(docs, csv_path)
+    md_path.write_text(render_markdown(docs), encoding="utf-8")
     return csv_path, md_path
-
-
-def _pct(score: float | None) -> str:
-    return "n/a" if score is None else f"{100 * score:.1f} %"
 
 
 # --- driver ----------------------------------------------------------------------------------
@@ -536,7 +478,7 @@ def _run_group(name: str, max_children: int, command: list[str], keep: bool) -> 
         unexplained = [m for m in mutants if m["verdict"] in ("unexplained", "not run")]
         stale = [a for a in group.accepted if a.used == 0]
         lines = [f"  {r['module']}: {r['mutants']} mutants, {r['killed']} killed, {r['timed_out']} timed out, "
-                 f"{r['accepted']} accepted, {r['unexplained']} unexplained, score {_pct(r['score'])}" for r in rows]
+                 f"{r['accepted']} accepted, {r['unexplained']} unexplained, score {pct(r['score'])}" for r in rows]
         lines += [f"  UNEXPLAINED {m['path']}:{m['line']} {m['function']}: {m['before']!r} -> {m['after']!r} "
                   f"[{m['mutmut_name']}]" for m in unexplained]
         lines += [f"  STALE accepted entry {a.module}:{a.function}: {a.before!r} -> {a.after!r}" for a in stale]

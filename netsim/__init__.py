@@ -7,8 +7,11 @@
   FIN/RST); a generic 100 Mbit/s :data:`~netsim.link.LAN` preset;
 * :mod:`netsim.drive` — runs real sans-IO protocol objects (``receive_data`` /
   ``data_to_send``) over that TCP in simulated time, charging host CPU per operation;
+* :mod:`netsim.relay` — middleboxes on the driver: a relay that terminates one connection and
+  opens another, forwarding (cut through, or whole TLS records) or rewriting the stream;
 * :mod:`netsim.cpu` — the per-operation CPU cost table (measured from the real code, plus a
-  frozen default) and the TLS 1.2 model that charges it.
+  frozen default) and the TLS 1.2 model that charges it from what the connection reports it
+  did (its trace, :mod:`tls12.trace`).
 
 This package knows no paper: the papers' links and workloads (the SSL-splitting ADSL line, the
 SINE client bandwidths, the synthetic ``www.lcs`` trace) live in their packages

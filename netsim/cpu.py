@@ -23,8 +23,10 @@ hash_per_byte      SHA-256 per byte (``hashlib``; SINE's hash chains)
 
 A *CPU model* turns what an endpoint did in one step (the bytes it received, the bytes it
 produced) into a list of ``(operation, seconds)``; :class:`netsim.drive.Driver` runs them on
-the endpoint's :class:`~netsim.host.Host`. :class:`Tls12Cpu` reads the TLS record stream
-(record headers and, before ChangeCipherSpec, handshake message types; it needs no keys) and
+the endpoint's :class:`~netsim.host.Host`. :class:`Tls12Cpu` learns what the endpoint did
+from the core -- the connection's trace (:mod:`tls12.trace`: records read and written, handshake
+messages parsed and sent), or for bytes without a connection :class:`tls12.trace.WireTrace`
+(record headers and, before ChangeCipherSpec, handshake message types; it needs no keys) -- and
 charges:
 
 * each protected record sent or received: ``record_fixed + length * record_per_byte``;
@@ -45,7 +47,11 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Protocol
+from typing import Any, Protocol
+
+from tls12.messages import HandshakeType
+from tls12.record import ContentType
+from tls12.trace import WireTrace
 
 __all__ = ["best_time", "CostTable", "DEFAULT_COSTS", "ZERO_COSTS", "CpuModel", "NoCpu", "Tls12Cpu",
            "measure_costs"]
@@ -108,7 +114,11 @@ ZERO_COSTS = CostTable(source="zero")
 
 
 class CpuModel(Protocol):
-    """Per-endpoint: the operations one step performed, as ``(operation, seconds)`` pairs."""
+    """Per-endpoint: the operations one step performed, as ``(operation, seconds)`` pairs.
+
+    A model may also have ``bind(obj)``: the driver calls it once with the endpoint's
+    sans-IO object, so that the model can charge what the object reports it did.
+    """
 
     def charge(self, received: bytes, sent: bytes) -> list[tuple[str, float]]: ...
 
@@ -120,63 +130,53 @@ class NoCpu:
         return []
 
 
-# TLS wire constants (RFC 5246 §6.2.1, §7.4): enough to read a record stream without keys.
-_CCS, _ALERT, _HANDSHAKE, _APPDATA = 20, 21, 22, 23
-_SERVER_KEY_EXCHANGE, _CLIENT_KEY_EXCHANGE = 12, 16
-
-
-class _RecordScanner:
-    """Splits one direction's byte stream into records; tracks ChangeCipherSpec."""
-
-    def __init__(self) -> None:
-        self._buf = bytearray()
-        self._hs = bytearray()          # plaintext handshake bytes not yet split into messages
-        self.protected = False
-
-    def feed(self, data: bytes) -> tuple[list[int], list[int]]:
-        """(lengths of protected records, types of plaintext handshake messages) completed."""
-        self._buf += data
-        records: list[int] = []
-        messages: list[int] = []
-        buf = self._buf
-        while len(buf) >= 5:
-            n = (buf[3] << 8) | buf[4]
-            if len(buf) < 5 + n:
-                break
-            ctype = buf[0]
-            fragment = bytes(buf[5 : 5 + n])
-            del buf[: 5 + n]
-            if self.protected:
-                records.append(n)
-                if ctype == _HANDSHAKE:
-                    messages.append(-1)       # an encrypted handshake message (Finished)
-            elif ctype == _HANDSHAKE:
-                self._hs += fragment
-                while len(self._hs) >= 4:
-                    size = int.from_bytes(self._hs[1:4], "big")
-                    if len(self._hs) < 4 + size:
-                        break
-                    messages.append(self._hs[0])
-                    del self._hs[: 4 + size]
-            if ctype == _CCS:
-                self.protected = True
-        return records, messages
-
-
 class Tls12Cpu:
-    """Charges a :class:`CostTable` for what one TLS 1.2 endpoint did (see the module docstring)."""
+    """Charges a :class:`CostTable` for what one TLS 1.2 endpoint did (see the module docstring).
+
+    What happened comes from the core (:mod:`tls12.trace`), never from reading record bytes
+    here: bound to a ``tls12`` connection (:meth:`bind`, which the driver calls) the model
+    turns its trace on and charges the records and handshake messages the connection
+    reports; unbound (a relay that forwards ciphertext, a replayed byte script) it asks
+    :class:`tls12.trace.WireTrace` what the bytes of each direction were.
+    """
 
     def __init__(self, costs: CostTable = DEFAULT_COSTS) -> None:
         self.costs = costs
-        self._in = _RecordScanner()
-        self._out = _RecordScanner()
+        self._conn: Any = None
+        self._untraced = False
+        self._in = WireTrace()
+        self._out = WireTrace()
         self._ske_sent = False
         self._ske_received = False
 
+    def bind(self, obj: object) -> None:
+        """Charge what ``obj`` reports, if it is a ``tls12`` connection (it has a trace).
+
+        Output the connection queued before its trace was on (a client's ClientHello, built
+        in its constructor) is read from the bytes of the first step by ``WireTrace``.
+        """
+        if hasattr(obj, "enable_trace") and hasattr(obj, "take_trace"):
+            self._untraced = getattr(obj, "trace", None) is None
+            obj.enable_trace()
+            self._conn = obj
+
     def charge(self, received: bytes, sent: bytes) -> list[tuple[str, float]]:
+        if self._conn is None:
+            read, wrote = _wire_view(self._in.feed(received)), _wire_view(self._out.feed(sent))
+            return self._charge_in(*read) + self._charge_out(*wrote)
+        events = self._conn.take_trace()
+        read, wrote = _split_trace(events)
+        if self._untraced:          # the first step also sends what was queued before bind
+            self._untraced = False
+            covered = sum(5 + e.data["length"] for e in events
+                          if (e.category, e.name) == ("record", "sent") and e.data["length"] is not None)
+            early = _wire_view(self._out.feed(sent[: max(0, len(sent) - covered)]))
+            wrote = (early[0] + wrote[0], early[1] + wrote[1])
+        return self._charge_in(*read) + self._charge_out(*wrote)
+
+    def _charge_in(self, messages: list[Any], records: list[int]) -> list[tuple[str, float]]:
         c = self.costs
         ops: list[tuple[str, float]] = []
-        records, messages = self._in.feed(received)
         for mtype in messages:
             ops.append(("handshake_message", c.handshake_message))
             if mtype == _SERVER_KEY_EXCHANGE:
@@ -185,8 +185,11 @@ class Tls12Cpu:
             elif mtype == _CLIENT_KEY_EXCHANGE:
                 ops.append(("ecdhe_derive", c.ecdhe_derive) if self._ske_sent
                            else ("rsa_private", c.rsa_private))
-        ops += [("record_open", c.record(n)) for n in records]
-        records, messages = self._out.feed(sent)
+        return ops + [("record_open", c.record(n)) for n in records]
+
+    def _charge_out(self, messages: list[Any], records: list[int]) -> list[tuple[str, float]]:
+        c = self.costs
+        ops: list[tuple[str, float]] = []
         for mtype in messages:
             ops.append(("handshake_message", c.handshake_message))
             if mtype == _SERVER_KEY_EXCHANGE:
@@ -195,8 +198,38 @@ class Tls12Cpu:
             elif mtype == _CLIENT_KEY_EXCHANGE:
                 ops += ([("ecdhe_keygen", c.ecdhe_keygen), ("ecdhe_derive", c.ecdhe_derive)]
                         if self._ske_received else [("rsa_public", c.rsa_public)])
-        ops += [("record_seal", c.record(n)) for n in records]
-        return ops
+        return ops + [("record_seal", c.record(n)) for n in records]
+
+
+_APPDATA = ContentType.APPLICATION_DATA
+_SERVER_KEY_EXCHANGE = HandshakeType.SERVER_KEY_EXCHANGE
+_CLIENT_KEY_EXCHANGE = HandshakeType.CLIENT_KEY_EXCHANGE
+
+_View = tuple[list[Any], list[int]]
+"""One direction of a step: (handshake message types, fragment lengths of protected records)."""
+
+
+def _wire_view(events: list[Any]) -> _View:
+    """What :class:`tls12.trace.WireTrace` saw of one direction."""
+    messages = [e.data["type"] for e in events if e.category == "handshake"]
+    records = [e.data["length"] for e in events if e.category == "record" and e.data["encrypted"]]
+    return messages, records
+
+
+def _split_trace(events: list[Any]) -> tuple[_View, _View]:
+    """A connection's trace of one step, cut into (received, sent) views."""
+    read: _View = ([], [])
+    wrote: _View = ([], [])
+    for e in events:
+        if e.category == "handshake":
+            (read if e.name == "message_parsed" else wrote)[0].append(e.data["type"])
+        elif e.category == "record" and e.data["encrypted"]:
+            length = e.data["length"]
+            if e.name == "received":
+                read[1].append(length)
+            else:   # a record writer that emits no records (SSL splitting): its plaintext
+                wrote[1].append(length if length is not None else e.data["plaintext_length"])
+    return read, wrote
 
 
 def best_time(fn: Callable[[], object], repeat: int, number: int) -> float:

@@ -57,8 +57,8 @@ class LinkParams:
         return nbytes * 8.0 / self.bandwidth
 
 
-#: A generic switched 100 Mbit/s Ethernet LAN (0.1 ms one way, no queue limit). The papers'
-#: own lines (the SSL-splitting ADSL line, the SINE client links) live in their packages.
+#: A generic switched 100 Mbit/s Ethernet LAN (0.1 ms one way, no queue limit). Links that a
+#: particular study describes live in that study's package (its ``params.py``).
 LAN = LinkParams(bandwidth=100e6, delay=0.0001, queue=None)
 
 

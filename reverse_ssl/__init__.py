@@ -9,19 +9,23 @@ one RSA private-key operation per client.  Reverse SSL swaps the roles:
 * the server encrypts the premaster secret for it (a cheap public-key
   operation) and proves who it is with an **online/offline signature**
   (:mod:`.onoff`): the RSA signature over a one-time public key was made
-  earlier, during idle time (:mod:`.pool`); online only the one-time
+  earlier, during idle time (:mod:`.aio.pool`); online only the one-time
   signature remains (:mod:`.ots`, Lamport or Winternitz: table look-ups).
 
 Layout: sans-IO cores (:mod:`.ots`, :mod:`.onoff`, :mod:`.primes`,
 :mod:`.puzzle`, :mod:`.messages`, :mod:`.server_connection`,
-:mod:`.client_connection`) built on :mod:`tls12` through its seams; asyncio
-in :mod:`.aio`, :mod:`.server` and :mod:`.client` (both ``python -m``
-CLIs); the SimPy DoS model in :mod:`.dos`; tables and figures in
-:mod:`.experiments`.
+:mod:`.client_connection`) built on :mod:`tls12` through its seams, with the
+state machine in :mod:`.state` and the exception root in :mod:`.errors`;
+everything with sockets, threads or subprocesses in :mod:`.aio` (streams,
+server, client, the pool refiller, the measuring plumbing of the
+experiments); ``python -m reverse_ssl.server`` / ``reverse_ssl.client`` are
+the programs; the SimPy models :mod:`.model_dos` (hand-written) and
+:mod:`.simulate` (on the driver); tables and figures in :mod:`.experiments`.
 """
 
+from .aio.pool import PoolMetrics, PoolRefiller, SignaturePool
 from .client_connection import ReverseClientConnection
-from .config import ReverseClientConfig, ReverseServerConfig, SeenKeyCache
+from .config import RSA_SUITES, ReverseClientConfig, ReverseServerConfig, SeenKeyCache
 from .errors import (
     BadOfflineSignature,
     BadSelfSignature,
@@ -32,21 +36,24 @@ from .errors import (
     PuzzleRefused,
     PuzzleReplayed,
     ReusedOneTimeKey,
+    ReverseSSLError,
     ReverseSSLRefused,
     WrongPreimage,
 )
 from .messages import Mode
 from .onoff import OfflineToken, OnlineOfflineSignature, make_offline_token, sign_online
 from .ots import OneTimeSigner, OTSScheme
-from .pool import PoolMetrics, PoolRefiller, SignaturePool
 from .puzzle import Construction, PuzzleParams, ReplayCache, SignaturePolicy
 from .server_connection import ReverseServerConnection
+from .state import ReverseState
 
 __all__ = [
     "ReverseServerConnection",
     "ReverseClientConnection",
     "ReverseServerConfig",
     "ReverseClientConfig",
+    "RSA_SUITES",
+    "ReverseState",
     "SeenKeyCache",
     "Mode",
     "OTSScheme",
@@ -62,6 +69,7 @@ __all__ = [
     "PuzzleParams",
     "SignaturePolicy",
     "ReplayCache",
+    "ReverseSSLError",
     "ReverseSSLRefused",
     "PuzzleRefused",
     "OneTimeKeyReused",

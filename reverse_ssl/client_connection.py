@@ -33,7 +33,6 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from tls12.buffer import Buffer
 from tls12.client_connection import ClientConnection
-from tls12.connection import HandshakeState
 from tls12.context import (
     ClientHandshakeContext,
     ContextAttribute,
@@ -48,7 +47,6 @@ from tls12.errors import (
     IllegalParameter,
     InsufficientSecurity,
 )
-from tls12.handshake_table import Transition
 from tls12.messages import (
     TLS12,
     Certificate,
@@ -56,16 +54,14 @@ from tls12.messages import (
     Finished,
     HandshakeType,
     ServerHello,
-    pull_certificate,
-    pull_empty,
     push_certificate,
     push_finished,
 )
 from tls12.record import RecordWriter
-from tls12.state import import_connection, register_state_enum
+from tls12.state import import_connection
 
 from . import onoff
-from .config import ReverseClientConfig, ReverseState
+from .config import ReverseClientConfig
 from .errors import ReusedOneTimeKey
 from .messages import (
     REVERSE_SSL_EXTENSION,
@@ -74,7 +70,6 @@ from .messages import (
     ReverseHandshakeType,
     decode_chosen_mode,
     encode_offered_modes,
-    pull_key_transport,
     signed_message,
 )
 from .ots import OTSScheme
@@ -83,14 +78,12 @@ from .puzzle import (
     PuzzleRequest,
     SolvedPuzzle,
     pull_puzzle_reply,
-    pull_puzzle_request,
     push_puzzle_reply,
     solve,
 )
+from .state import CLIENT_TRANSITIONS, ReverseState
 
 __all__ = ["ReverseClientConnection", "ReverseClientContext"]
-
-register_state_enum(ReverseState)
 
 
 def _private_key_to_json(key: rsa.RSAPrivateKey) -> str:
@@ -143,27 +136,7 @@ class ReverseClientContext(ClientHandshakeContext):
 class ReverseClientConnection(ClientConnection):
     """A sans-IO Reverse SSL client connection (falls back to the standard handshake)."""
 
-    TRANSITIONS = ClientConnection.TRANSITIONS.extend(
-        {
-            (ReverseState.EXPECT_REVERSE_HELLO_DONE, ReverseHandshakeType.PUZZLE_REQUEST): Transition(
-                "_handle_puzzle_request", (ReverseState.EXPECT_REVERSE_HELLO_DONE,), parse=pull_puzzle_request
-            ),
-            (ReverseState.EXPECT_REVERSE_HELLO_DONE, HandshakeType.SERVER_HELLO_DONE): Transition(
-                "_handle_reverse_hello_done", (ReverseState.EXPECT_SERVER_CERTIFICATE,), parse=pull_empty
-            ),
-            (ReverseState.EXPECT_SERVER_CERTIFICATE, HandshakeType.CERTIFICATE): Transition(
-                "_handle_reverse_certificate", (ReverseState.EXPECT_KEY_TRANSPORT,), parse=pull_certificate
-            ),
-            (ReverseState.EXPECT_KEY_TRANSPORT, ReverseHandshakeType.KEY_TRANSPORT): Transition(
-                "_handle_key_transport", (HandshakeState.EXPECT_CHANGE_CIPHER_SPEC,), parse=pull_key_transport
-            ),
-        },
-        more_next_states={
-            (HandshakeState.EXPECT_SERVER_HELLO, HandshakeType.SERVER_HELLO): (
-                ReverseState.EXPECT_REVERSE_HELLO_DONE,
-            )
-        },
-    )
+    TRANSITIONS = CLIENT_TRANSITIONS  # the core's table widened by Reverse SSL's states (:mod:`.state`)
 
     CONTEXT = ReverseClientContext
     context: ReverseClientContext

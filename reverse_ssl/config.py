@@ -12,27 +12,23 @@ import hashlib
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import Enum
+from typing import TYPE_CHECKING
 
 from tls12.certs import Credentials
 from tls12.config import ClientConfig, ServerConfig
+from tls12.suites import CipherSuite
 
 from .messages import Mode
 from .ots import OTSScheme
-from .pool import SignaturePool
 from .puzzle import PuzzleParams, ReplayCache, SignaturePolicy
 
-__all__ = ["ReverseState", "ReverseServerConfig", "ReverseClientConfig", "SeenKeyCache"]
+if TYPE_CHECKING:
+    from .aio.pool import SignaturePool
 
+__all__ = ["RSA_SUITES", "ReverseServerConfig", "ReverseClientConfig", "SeenKeyCache"]
 
-class ReverseState(Enum):
-    """Handshake states that only Reverse SSL has (the others are :class:`tls12.connection.HandshakeState`)."""
-
-    EXPECT_CLIENT_CERTIFICATE = "expect_client_certificate"
-    EXPECT_PUZZLE_REPLY = "expect_puzzle_reply"
-    EXPECT_REVERSE_HELLO_DONE = "expect_reverse_hello_done"
-    EXPECT_SERVER_CERTIFICATE = "expect_server_certificate"
-    EXPECT_KEY_TRANSPORT = "expect_key_transport"
+#: The suites Reverse SSL runs over: RSA key transport, whose premaster the client decrypts.
+RSA_SUITES = (CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA256, CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA)
 
 
 class SeenKeyCache:

@@ -1,5 +1,9 @@
 """Typed errors of Reverse SSL, classified by blame like :mod:`tls12.errors`.
 
+Every error of the package derives from :class:`ReverseSSLError` (catch it to
+catch anything Reverse SSL itself refused) and, through its second base, from
+the :mod:`tls12.errors` class the connection machinery knows how to answer.
+
 * Local misuse (no alert on the wire): :class:`OneTimeKeyReused` -- our own
   code asked a one-time key to sign a second message; the key refuses.
 * Remote misbehaviour (subclasses of :class:`tls12.errors.RemoteProtocolError`,
@@ -25,6 +29,7 @@ from tls12.errors import (
 )
 
 __all__ = [
+    "ReverseSSLError",
     "OneTimeKeyReused",
     "ReverseSSLRefused",
     "BadOfflineSignature",
@@ -39,11 +44,15 @@ __all__ = [
 ]
 
 
-class OneTimeKeyReused(LocalProtocolError):
+class ReverseSSLError(Exception):
+    """Root of every exception Reverse SSL defines."""
+
+
+class OneTimeKeyReused(LocalProtocolError, ReverseSSLError):
     """A one-time signing key was asked to sign a second message (refused, nothing signed)."""
 
 
-class ReverseSSLRefused(RemoteProtocolError):
+class ReverseSSLRefused(RemoteProtocolError, ReverseSSLError):
     """Base class: the peer's Reverse SSL handshake message was refused."""
 
 

@@ -12,6 +12,7 @@ function                       what it re-measures
 :func:`throughput`             handshakes/s of the asyncio server under closed-loop load
 :func:`dos_sweep`              the SimPy DoS model calibrated with measured costs
 :func:`dos_driver_comparison`  the same flood, old model vs real handshake bytes on the driver
+:func:`dos`                    the DoS figure by ``variant``: ``"model"`` or ``"driver"``
 =============================  ===================================================================
 
 Every function takes ``quick``: CI-sized repetitions (the whole quick set
@@ -33,17 +34,12 @@ Table 4's 512-bit row uses the Python generator (marked in ``generator``).
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -56,13 +52,23 @@ from tls12.messages import frame_handshake
 from tls12.testing import pipe
 
 from . import ots
+from .aio.measure import openssl_speed, run_server_and_load
+from .aio.pool import SignaturePool
 from .client_connection import ReverseClientConnection
-from .config import ReverseClientConfig, ReverseServerConfig
-from .dos import DoSParams, run_dos, sweep_attack_rates
+from .config import RSA_SUITES, ReverseClientConfig, ReverseServerConfig
 from .errors import PuzzleRefused
 from .messages import Mode, ReverseHandshakeType
+from .model_dos import DoSParams, run_dos, sweep_attack_rates
+from .model_dos_driver import (
+    NET,
+    TCP,
+    Endpoints,
+    HandshakeCosts,
+    Scripts,
+    record_scripts,
+    run_driver_dos,
+)
 from .onoff import make_offline_token, sign_online
-from .pool import SignaturePool
 from .primes import random_prime
 from .puzzle import (
     Construction,
@@ -75,17 +81,7 @@ from .puzzle import (
     solve,
     verify_reply,
 )
-from .server import RSA_SUITES
 from .server_connection import ReverseServerConnection
-from .simulate import (
-    NET,
-    TCP,
-    Endpoints,
-    HandshakeCosts,
-    Scripts,
-    record_scripts,
-    run_driver_dos,
-)
 
 __all__ = [
     "PAPER_TABLE2",
@@ -99,14 +95,15 @@ __all__ = [
     "puzzle_costs",
     "throughput",
     "server_puzzle_path_costs",
-    "measure_costs",
+    "measure_handshake_costs",
+    "openssl_speed",
+    "dos",
     "calibrated_dos_params",
     "dos_sweep",
     "dos_driver_comparison",
     "run_config",
 ]
 
-REPO = Path(__file__).resolve().parent.parent
 BITS = (512, 1024, 2048, 4096)
 _MSG = b"table 2"
 PAPER_TABLE2 = {512: (1.7, 0.2), 1024: (8.1, 0.5), 2048: (50.0, 1.5), 4096: (339.7, 5.3)}
@@ -155,22 +152,6 @@ def credentials(bits: int, name: str = "localhost") -> Credentials:
     return generate_self_signed(name, key_size=bits)
 
 
-def openssl_speed(bits: tuple[int, ...] = BITS, seconds: int = 1) -> dict[int, tuple[float, float]]:
-    """bits -> (sign ms, verify ms) from the ``openssl speed`` CLI (the paper's tool); {} if unavailable."""
-    cmd = ["openssl", "speed", "-seconds", str(seconds), *[f"rsa{b}" for b in bits]]
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=60 + 4 * seconds * len(bits)).stdout
-    except (OSError, subprocess.SubprocessError):
-        return {}
-    result = {}
-    for line in out.splitlines():
-        parts = line.split()
-        # "rsa 2048 bits 0.000598s 0.000034s   1672.7  29068.1"
-        if len(parts) >= 5 and parts[0] == "rsa" and parts[2] == "bits" and parts[3].endswith("s"):
-            result[int(parts[1])] = (float(parts[3][:-1]) * 1e3, float(parts[4][:-1]) * 1e3)
-    return result
-
-
 def table2(quick: bool = True) -> pd.DataFrame:
     """RSA private-key (sign) and public-key (verify) operation times; ratio private / public.
 
@@ -178,7 +159,7 @@ def table2(quick: bool = True) -> pd.DataFrame:
     Python call overhead included) and ``openssl speed`` (``cli_*`` columns,
     the paper's tool, NaN if the CLI is missing).
     """
-    cli = openssl_speed(seconds=1 if quick else 3)
+    cli = openssl_speed(BITS, seconds=1 if quick else 3)
     rows = []
     for bits in BITS:
         key = rsa_key(bits)
@@ -453,44 +434,6 @@ def puzzle_costs(quick: bool = True) -> dict[str, pd.DataFrame]:
     return {"vs_k": vs_k, "vs_p": vs_p, "verify": verify}
 
 
-def _run_server_and_load(mode: str, bits: int, duration: float, concurrency: int, pool: int) -> dict[str, Any]:
-    """Server and load generator as two subprocesses (the CLIs); returns both sides' counters."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    with tempfile.TemporaryDirectory() as tmp:
-        port_file, stats_file = Path(tmp) / "port", Path(tmp) / "stats.json"
-        cmd = [sys.executable, "-m", "reverse_ssl.server", "--key-bits", str(bits), "--pool", str(pool), "--prefill",
-               "--refill-rate", "0", "--port-file", str(port_file), "--stats-json", str(stats_file),
-               "--duration", str(duration + 30.0), "--modes", "client-auth"]
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            deadline = time.monotonic() + 300
-            while not (port_file.exists() and port_file.read_text()) and time.monotonic() < deadline:
-                if proc.poll() is not None:
-                    raise RuntimeError("server exited early")
-                time.sleep(0.05)
-            client = subprocess.run(
-                [sys.executable, "-m", "reverse_ssl.client", "--port", port_file.read_text(), "--mode", mode,
-                 "--key-bits", str(bits), "--load", "--concurrency", str(concurrency), "--duration", str(duration)],
-                env=env, capture_output=True, text=True, timeout=duration + 300, check=True)
-            load = json.loads(client.stdout)
-            proc.terminate()  # SIGTERM: the server would stop by itself at --duration; do not wait for it
-            proc.wait(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        stats = json.loads(stats_file.read_text()) if stats_file.exists() else None
-    if stats is None:
-        raise RuntimeError("the server wrote no statistics")
-    done = sum(stats["handshakes"].values())
-    return {"mode": mode, "bits": bits, "concurrency": concurrency, "client_handshakes": load["handshakes"],
-            "client_errors": load["errors"], "wall_rate_hs": load["rate"], "server_handshakes": done,
-            "server_cpu_s": stats["cpu_seconds"], "server_cpu_ms_per_hs": stats["cpu_seconds"] / done * 1e3 if done else float("nan"),
-            "server_capacity_hs": done / stats["cpu_seconds"] if stats["cpu_seconds"] > 0 else float("nan"),
-            "fallback_signatures": stats["fallback_signatures"]}
-
-
 def throughput(quick: bool = True, bits: tuple[int, ...] = (2048, 4096)) -> pd.DataFrame:
     """Handshakes/s of the real asyncio server (subprocess) under closed-loop load, original vs reverse.
 
@@ -508,7 +451,7 @@ def throughput(quick: bool = True, bits: tuple[int, ...] = (2048, 4096)) -> pd.D
     rows = []
     for b in bits:
         pool = (3000 if b <= 2048 else 1000) * (1 if quick else 5)
-        rows += [_run_server_and_load(mode, b, duration, concurrency, pool) for mode in ("original", "client-auth")]
+        rows += [run_server_and_load(mode, b, duration, concurrency, pool) for mode in ("original", "client-auth")]
     df = pd.DataFrame(rows)
     base = df[df["mode"] == "original"].set_index("bits")
     df["capacity_ratio_vs_original"] = df["server_capacity_hs"].to_numpy() / base.loc[df["bits"], "server_capacity_hs"].to_numpy()
@@ -516,7 +459,7 @@ def throughput(quick: bool = True, bits: tuple[int, ...] = (2048, 4096)) -> pd.D
     return df
 
 
-def measure_costs(quick: bool = True, hs: pd.DataFrame | None = None,
+def measure_handshake_costs(quick: bool = True, hs: pd.DataFrame | None = None,
                   puzzles: dict[str, pd.DataFrame] | None = None) -> dict[str, float]:
     """The per-operation costs the DoS model needs (seconds), measured on this machine."""
     hs = handshake_cpu(quick, bits=(2048,)) if hs is None else hs
@@ -559,8 +502,9 @@ def dos_sweep(costs: dict[str, float], quick: bool = True, seed: int = 1) -> pd.
 
 
 def dos_driver_comparison(costs: dict[str, float], quick: bool = True, seed: int = 1,
-                          scripts: Scripts | None = None) -> pd.DataFrame:
-    """Old model (:mod:`reverse_ssl.dos`) vs driver (:mod:`reverse_ssl.simulate`), same sweep.
+                          scripts: Scripts | None = None,
+                          models: tuple[str, ...] = ("old", "driver")) -> pd.DataFrame:
+    """Old model (:mod:`reverse_ssl.model_dos`) vs driver (:mod:`reverse_ssl.model_dos_driver`), same sweep.
 
     One row per (``model``, ``puzzles``, attack rate).  The flood is :func:`dos_sweep`'s
     (legitimate load 30 % of the standard handshake's capacity, attack rates in multiples
@@ -569,7 +513,8 @@ def dos_driver_comparison(costs: dict[str, float], quick: bool = True, seed: int
     2 s handshake timeout (the driver moves every legitimate handshake's bytes over TCP:
     about 25 segments and their ACKs each); the full run 60 s with the default 5 s.
     ``scripts``: recorded handshakes to replay (default: recorded here with a 2048-bit
-    server key and the default 1024-bit puzzle, about a second).
+    server key and the default 1024-bit puzzle, about a second).  ``models`` picks which of the
+    two run (both by default).
 
     Extra columns: ``wall_s`` (this point's wall-clock seconds), ``simulated_connections``
     and ``simulated_legit_connections`` (expected counts: rate x duration), and the same per
@@ -587,7 +532,8 @@ def dos_driver_comparison(costs: dict[str, float], quick: bool = True, seed: int
     for puzzles in (False, True):
         for m in multiples:
             p = replace(base, attack_rate=m * capacity, puzzles=puzzles)
-            for model, run in (("old", run_dos), ("driver", lambda q: run_driver_dos(q, scripts))):
+            runs = (("old", run_dos), ("driver", lambda q: run_driver_dos(q, scripts)))
+            for model, run in (r for r in runs if r[0] in models):
                 t0 = time.perf_counter()
                 r = run(p)
                 wall = time.perf_counter() - t0
@@ -597,6 +543,23 @@ def dos_driver_comparison(costs: dict[str, float], quick: bool = True, seed: int
                              "simulated_connections": conns, "simulated_legit_connections": legit,
                              "conn_per_wall_s": conns / wall, "legit_conn_per_wall_s": legit / wall})
     return pd.DataFrame(rows)
+
+
+def dos(costs: dict[str, float], variant: str = "model", quick: bool = True, seed: int = 1,
+        scripts: Scripts | None = None) -> pd.DataFrame:
+    """The DoS figure -- legitimate success under a handshake flood, with and without puzzles.
+
+    ``variant="model"``: the hand-written SimPy model (:mod:`reverse_ssl.model_dos`) over the
+    attack rates of :func:`dos_sweep` (its DataFrame).  ``variant="driver"``: the same flood with
+    the bytes of real handshakes on the driver (:mod:`reverse_ssl.model_dos_driver`), the ``driver`` rows
+    of :func:`dos_driver_comparison` (``scripts`` as there).  ``costs`` are the measured
+    per-operation costs (:func:`measure_handshake_costs`).
+    """
+    if variant == "model":
+        return dos_sweep(costs, quick, seed)
+    if variant == "driver":
+        return dos_driver_comparison(costs, quick, seed, scripts, models=("driver",))
+    raise ValueError(f"variant must be 'model' or 'driver', not {variant!r}")
 
 
 def run_config() -> dict[str, Any]:

@@ -6,7 +6,7 @@ The expensive RSA signature is moved to *before* the message exists::
     online:   w = OTS-Sign_sk(M)                                        signature = (w, pk, W)
     verify:   RSA-Verify_PK(pk, W)  and then  OTS-Verify_pk(M, w)
 
-The server keeps a pool of offline tokens (:mod:`reverse_ssl.pool`); a
+The server keeps a pool of offline tokens (:mod:`reverse_ssl.aio.pool`); a
 handshake only pays the online step -- a few microseconds of look-ups.  When
 the pool is empty the signer falls back to a plain RSA signature over M
 (scheme ``RSA_FALLBACK``), which costs a full private-key operation; the

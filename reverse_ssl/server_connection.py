@@ -6,7 +6,7 @@ premaster secret -- one RSA private-key operation per handshake.  Reverse SSL
 or a freshly generated key that doubles as a client puzzle, Figure 2), the
 server *encrypts* the premaster secret for it -- a cheap public-key
 operation -- and authenticates itself with an online/offline signature whose
-RSA part was computed earlier (:mod:`reverse_ssl.pool`).  Online cost: one
+RSA part was computed earlier (:mod:`reverse_ssl.aio.pool`).  Online cost: one
 RSA public-key operation plus table look-ups.
 
 The class extends the core through its documented seams:
@@ -40,7 +40,6 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from tls12.buffer import Buffer
 from tls12.certs import peer_rsa_key
-from tls12.connection import HandshakeState
 from tls12.context import (
     ContextAttribute,
     FieldCodec,
@@ -50,22 +49,20 @@ from tls12.context import (
     optional,
 )
 from tls12.errors import BadCertificate, HandshakeFailure
-from tls12.handshake_table import Transition
 from tls12.messages import (
     TLS12,
     Certificate,
     ClientHello,
     HandshakeType,
-    pull_certificate,
     push_certificate,
 )
 from tls12.record import RecordWriter
 from tls12.server_connection import ServerConnection
-from tls12.state import import_connection, register_state_enum
+from tls12.state import import_connection
 from tls12.suites import SUITES, KeyExchange
 
 from . import onoff
-from .config import ReverseServerConfig, ReverseState
+from .config import ReverseServerConfig
 from .messages import (
     REVERSE_SSL_EXTENSION,
     KeyTransport,
@@ -83,15 +80,13 @@ from .puzzle import (
     PuzzleReply,
     SignaturePolicy,
     make_puzzle,
-    pull_puzzle_reply,
     pull_puzzle_request,
     push_puzzle_request,
     verify_reply,
 )
+from .state import SERVER_TRANSITIONS, ReverseState
 
 __all__ = ["ReverseServerConnection", "ReverseServerContext"]
-
-register_state_enum(ReverseState)
 
 
 def _challenge_to_json(c: PuzzleChallenge) -> dict[str, object]:
@@ -130,22 +125,7 @@ class ReverseServerContext(ServerHandshakeContext):
 class ReverseServerConnection(ServerConnection):
     """A sans-IO Reverse SSL server connection (falls back to the standard handshake)."""
 
-    TRANSITIONS = ServerConnection.TRANSITIONS.extend(
-        {
-            (ReverseState.EXPECT_CLIENT_CERTIFICATE, HandshakeType.CERTIFICATE): Transition(
-                "_handle_client_certificate", (HandshakeState.EXPECT_CHANGE_CIPHER_SPEC,), parse=pull_certificate
-            ),
-            (ReverseState.EXPECT_PUZZLE_REPLY, ReverseHandshakeType.PUZZLE_REPLY): Transition(
-                "_handle_puzzle_reply", (HandshakeState.EXPECT_CHANGE_CIPHER_SPEC,), parse=pull_puzzle_reply
-            ),
-        },
-        more_next_states={
-            (HandshakeState.EXPECT_CLIENT_HELLO, HandshakeType.CLIENT_HELLO): (
-                ReverseState.EXPECT_CLIENT_CERTIFICATE,
-                ReverseState.EXPECT_PUZZLE_REPLY,
-            )
-        },
-    )
+    TRANSITIONS = SERVER_TRANSITIONS  # the core's table widened by Reverse SSL's states (:mod:`.state`)
 
     CONTEXT = ReverseServerContext
     context: ReverseServerContext

@@ -7,16 +7,24 @@ untrusted, unmodified HTTP cache.  See ``FORMAT.md`` for the wire format.
 
 Layers (sans-IO first):
 
-* :mod:`sine.format` -- codecs of the tag, the separate tag and the Forward Authenticator;
+* :mod:`sine.format` -- codecs of the tag, the separate tag and the Forward Authenticator
+  (on :class:`tls12.buffer.Buffer`);
 * :mod:`sine.tag` -- the signer (hash chain + signature) and the stream encoder;
+* :mod:`sine.state` -- the verifier's state machine (an enum and its transition table);
 * :mod:`sine.verifier` -- the streaming verifier;
 * :mod:`sine.cache_status` -- was a response served from a cache (RFC 9211 ``Cache-Status``,
   ``X-Cache-Status``, ``X-Cache``, ``Age``);
 * :mod:`sine.links` -- ``Expected_Set(P)`` from a page's same-site links (SINEX);
+* :mod:`sine.errors` -- :class:`SineError`, the root of every exception of the package;
 * :mod:`sine.site` -- signing a document root (``python -m sine.sign``);
-* :mod:`sine.server` / :mod:`sine.client` -- asyncio + h11 origin server and verifying client
-  (``python -m sine.server``, ``python -m sine.fetch``);
-* :mod:`sine.experiments` -- Table II and Figures 4-6 as DataFrames.
+* :mod:`sine.origin` -- the origin's answers to HTTP requests, bytes out (no sockets);
+* :mod:`sine.aio` -- everything on sockets: :mod:`sine.aio.server` (asyncio origin server,
+  ``python -m sine.server``), :mod:`sine.aio.client` (verifying client, ``python -m
+  sine.fetch``), :mod:`sine.aio.runner` (``python -m sine.aio``, the link experiments' client);
+* :mod:`sine.model_latency` -- the SimPy model with hand-typed byte counts;
+  :mod:`sine.model_driver` -- the same scenario with the real objects over simulated TCP;
+* :mod:`sine.experiments` -- Table II and Figures 4-6 as DataFrames (``variant="model" |
+  "driver" | "measured"``); :mod:`sine.experiments.link` -- the measured figures.
 """
 
 from .algorithms import HashAlg, SigAlg, SigningKey, VerifyingKey

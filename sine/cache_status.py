@@ -50,6 +50,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
+from .errors import SineError
+
 __all__ = [
     "CacheEntry",
     "CacheStatusError",
@@ -62,7 +64,7 @@ __all__ = [
 ]
 
 
-class CacheStatusError(ValueError):
+class CacheStatusError(SineError, ValueError):
     """A ``Cache-Status`` value that is not a valid RFC 9211 / RFC 9651 List."""
 
 

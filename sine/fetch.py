@@ -29,8 +29,8 @@ from cryptography import x509
 
 from testbed.cli import CLIError, UsageError, load_pem_arg, output_file, run_main
 
+from .aio.client import MODES, fetch_and_report
 from .algorithms import VerifyingKey
-from .client import MODES, fetch_and_report
 from .errors import SineError
 
 __all__ = ["main", "build_parser"]

@@ -5,6 +5,11 @@ Every structure here round-trips byte-exact: ``pull_x(Buffer(push_x(m))) == m`` 
 reject trailing bytes.  ``FORMAT.md`` in this package is the normative description; this
 module is its executable form.
 
+The byte cursor is :class:`tls12.buffer.Buffer` (reads) and :class:`tls12.buffer.Writer`
+(writes), as for every codec of the testbed.  A short read there raises
+:class:`tls12.errors.DecodeError`; every ``pull_*`` here turns it into
+:class:`~sine.errors.TagFormatError` naming the block, so a SINE caller sees one error type.
+
 Structures
 ----------
 :class:`TagInfo`
@@ -22,8 +27,12 @@ Structures
 
 from __future__ import annotations
 
-import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+
+from tls12.buffer import Buffer, Writer
+from tls12.errors import DecodeError
 
 from .algorithms import HashAlg, SigAlg, digest_size, hash_new
 from .errors import TagFormatError
@@ -38,7 +47,6 @@ __all__ = [
     "MAX_SIGNATURE",
     "AT_SIGN_LABEL",
     "Y0_LABEL",
-    "Buffer",
     "TagInfo",
     "Tag",
     "SeparateTag",
@@ -71,42 +79,14 @@ def block_count(length: int, block_size: int) -> int:
     return -(-length // block_size)
 
 
-class Buffer:
-    """A read cursor over bytes; every short read raises :class:`TagFormatError` (block 0)."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = memoryview(bytes(data))
-        self.pos = 0
-
-    def remaining(self) -> int:
-        return len(self.data) - self.pos
-
-    def eof(self) -> bool:
-        return self.pos == len(self.data)
-
-    def pull_bytes(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise TagFormatError(f"need {n} bytes, {self.remaining()} left", 0)
-        out = bytes(self.data[self.pos : self.pos + n])
-        self.pos += n
-        return out
-
-    def _pull(self, fmt: str) -> int:
-        size = struct.calcsize(fmt)
-        (value,) = struct.unpack(fmt, self.pull_bytes(size))
-        return int(value)
-
-    def pull_u8(self) -> int:
-        return self._pull("!B")
-
-    def pull_u16(self) -> int:
-        return self._pull("!H")
-
-    def pull_u32(self) -> int:
-        return self._pull("!I")
-
-    def pull_u64(self) -> int:
-        return self._pull("!Q")
+@contextmanager
+def _decoding(block: int = 0) -> Iterator[None]:
+    """Turn the cursor's :class:`~tls12.errors.DecodeError` (a short read) into
+    :class:`TagFormatError` for ``block``."""
+    try:
+        yield
+    except DecodeError as exc:
+        raise TagFormatError(str(exc), block) from None
 
 
 @dataclass(frozen=True)
@@ -162,22 +142,16 @@ class TagInfo:
 
     def identity_bytes(self) -> bytes:
         """The encoding up to and including ``h_1``: what AT_sign digests (no FA)."""
-        out = bytearray(MAGIC)
-        out += struct.pack(
-            "!BBBBIQQQQ",
-            self.version,
-            self.hash_alg,
-            self.sig_alg,
-            0,
-            self.block_size,
-            self.timestamp,
-            self.expires,
-            self.content_length,
-            self.block_count,
-        )
-        path = self.path.encode()
-        out += struct.pack("!H", len(path)) + path + self.content_root
-        return bytes(out)
+        w = Writer()
+        w.push_bytes(MAGIC)
+        for value in (self.version, self.hash_alg, self.sig_alg, 0):  # 0: reserved flags
+            w.push_uint8(value)
+        w.push_uint(self.block_size, 4)
+        for value in (self.timestamp, self.expires, self.content_length, self.block_count):
+            w.push_uint(value, 8)
+        w.push_vector(2, self.path.encode())
+        w.push_bytes(self.content_root)
+        return w.getvalue()
 
     def at_sign(self) -> bytes:
         """``AT_sign = H(label || identity)``: the SINEB/SINEX digest of this document.
@@ -201,35 +175,41 @@ def _check_path(path: str) -> None:
 
 def push_tag_info(info: TagInfo) -> bytes:
     """Encode a :class:`TagInfo` (see ``FORMAT.md`` section 2)."""
-    return info.identity_bytes() + struct.pack("!I", info.fa_length) + info.fa_root
+    w = Writer()
+    w.push_bytes(info.identity_bytes())
+    w.push_uint(info.fa_length, 4)
+    w.push_bytes(info.fa_root)
+    return w.getvalue()
 
 
 def pull_tag_info(buf: Buffer) -> TagInfo:
     """Decode a :class:`TagInfo`, checking every field; errors name block 0."""
+    with _decoding():
+        return _pull_tag_info(buf)
+
+
+def _pull_tag_info(buf: Buffer) -> TagInfo:
     if buf.pull_bytes(4) != MAGIC:
         raise TagFormatError("bad magic", 0)
-    version = buf.pull_u8()
+    version = buf.pull_uint8()
     if version != VERSION:
         raise TagFormatError(f"unsupported version {version}", 0)
     try:
-        hash_alg = HashAlg(buf.pull_u8())
-        sig_alg = SigAlg(buf.pull_u8())
+        hash_alg = HashAlg(buf.pull_uint8())
+        sig_alg = SigAlg(buf.pull_uint8())
     except ValueError as exc:
         raise TagFormatError(f"unknown algorithm: {exc}", 0) from None
-    if buf.pull_u8() != 0:
+    if buf.pull_uint8() != 0:
         raise TagFormatError("reserved flags must be zero", 0)
-    block_size = buf.pull_u32()
-    timestamp = buf.pull_u64()
-    expires = buf.pull_u64()
-    length = buf.pull_u64()
-    count = buf.pull_u64()
-    path_len = buf.pull_u16()
+    block_size = buf.pull_uint(4)
+    timestamp, expires, length, count = (buf.pull_uint(8) for _ in range(4))
+    path_len = buf.pull_uint16()
     if path_len > MAX_PATH_BYTES:
         raise TagFormatError("path too long", 0)
     raw_path = buf.pull_bytes(path_len)
     hlen = digest_size(hash_alg)
     content_root = buf.pull_bytes(hlen)
-    fa_length = buf.pull_u32()
+    fa_length = buf.pull_uint(4)
     fa_root = buf.pull_bytes(hlen)
     try:
         path = raw_path.decode("utf-8", "strict")
@@ -260,23 +240,26 @@ class Tag:
 
 def push_tag(tag: Tag) -> bytes:
     """``info_len u32 | info | sig_len u16 | signature``."""
-    info = push_tag_info(tag.info)
-    return struct.pack("!I", len(info)) + info + struct.pack("!H", len(tag.signature)) + tag.signature
+    w = Writer()
+    w.push_vector(4, push_tag_info(tag.info))
+    w.push_vector(2, tag.signature)
+    return w.getvalue()
 
 
 def pull_tag(buf: Buffer) -> Tag:
     """Decode a :class:`Tag`; the info block must be consumed exactly."""
-    info_len = buf.pull_u32()
-    if info_len > MAX_TAG_INFO:
-        raise TagFormatError("tag info too long", 0)
-    inner = Buffer(buf.pull_bytes(info_len))
-    info = pull_tag_info(inner)
-    if not inner.eof():
-        raise TagFormatError("trailing bytes inside the tag info", 0)
-    sig_len = buf.pull_u16()
-    if not 0 < sig_len <= MAX_SIGNATURE:
-        raise TagFormatError("signature length out of range", 0)
-    return Tag(info, buf.pull_bytes(sig_len))
+    with _decoding():
+        info_len = buf.pull_uint(4)
+        if info_len > MAX_TAG_INFO:
+            raise TagFormatError("tag info too long", 0)
+        inner = Buffer(buf.pull_bytes(info_len))
+        info = pull_tag_info(inner)
+        if not inner.eof():
+            raise TagFormatError("trailing bytes inside the tag info", 0)
+        sig_len = buf.pull_uint16()
+        if not 0 < sig_len <= MAX_SIGNATURE:
+            raise TagFormatError("signature length out of range", 0)
+        return Tag(info, buf.pull_bytes(sig_len))
 
 
 @dataclass(frozen=True)
@@ -313,7 +296,7 @@ def pull_separate_tag(buf: Buffer, max_links: int = 1 << 22) -> SeparateTag:
     if count > max_links:
         raise TagFormatError("too many chain links", 0)
     hlen = info.digest_size
-    if buf.remaining() != count * hlen + info.fa_length:
+    if buf.remaining != count * hlen + info.fa_length:
         raise TagFormatError("separate tag has the wrong length", 0)
     links = tuple(buf.pull_bytes(hlen) for _ in range(count))
     return SeparateTag(tag, links, buf.pull_bytes(info.fa_length))
@@ -343,27 +326,30 @@ class ForwardAuthenticator:
 
 def push_forward_authenticator(fa: ForwardAuthenticator) -> bytes:
     """``count u32 | (path_len u16 | path | digest_len u8 | digest)*``."""
-    out = bytearray(struct.pack("!I", len(fa.entries)))
+    w = Writer()
+    w.push_uint(len(fa.entries), 4)
     for path, digest in fa.entries:
-        raw = path.encode()
-        out += struct.pack("!H", len(raw)) + raw + struct.pack("!B", len(digest)) + digest
-    return bytes(out)
+        w.push_vector(2, path.encode())
+        w.push_vector(1, digest)
+    return w.getvalue()
 
 
 def pull_forward_authenticator(buf: Buffer, block: int = 0) -> ForwardAuthenticator:
     """Decode a whole Forward Authenticator; rejects trailing bytes."""
     try:
-        count = buf.pull_u32()
-        if count > buf.remaining() // 4:
+        count = buf.pull_uint(4)
+        if count > buf.remaining // 4:
             raise TagFormatError("entry count exceeds the data", block)
         entries = []
         for _ in range(count):
-            path = buf.pull_bytes(buf.pull_u16()).decode("utf-8", "strict")
-            entries.append((path, buf.pull_bytes(buf.pull_u8())))
+            path = buf.pull_vector(2).decode("utf-8", "strict")
+            entries.append((path, buf.pull_vector(1)))
         if not buf.eof():
             raise TagFormatError("trailing bytes after the forward authenticator", block)
         return ForwardAuthenticator(tuple(entries))
     except TagFormatError as exc:
         raise TagFormatError(str(exc).split(": ", 1)[-1], block) from None
+    except DecodeError as exc:
+        raise TagFormatError(str(exc), block) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise TagFormatError(f"bad forward authenticator: {exc}", block) from None

@@ -2,7 +2,7 @@
 
 :func:`sine_profile` builds the Linux link-lab profile (:mod:`testbed.linux.linktestbed`) of one
 point of the sweep: the client's line of ``client_bw`` bit/s on the access hop, a ``wan_bw``
-wide-area path to the origin (defaults as ``sine.model.Scenario``).
+wide-area path to the origin (defaults as ``sine.model_latency.Scenario``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ SINE_BANDWIDTHS: tuple[float, ...] = (
 
 def sine_profile(client_bw: float, wan_bw: float = 4e6, client_delay: float = 0.0005,
                  wan_delay: float = 0.050) -> Profile:
-    """The SINE testbed (defaults as ``sine.model.Scenario``): the client's line of
+    """The SINE testbed (defaults as ``sine.model_latency.Scenario``): the client's line of
     ``client_bw`` bit/s on the access hop, a ``wan_bw`` wide-area path to the origin."""
     client = LinkShape(client_bw, client_delay)
     wan = LinkShape(wan_bw, wan_delay)

@@ -25,9 +25,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from tls12.buffer import Buffer
+
 from .algorithms import HashAlg, SigningKey
 from .format import (
-    Buffer,
     ForwardAuthenticator,
     SeparateTag,
     Tag,
@@ -107,6 +108,76 @@ def _is_html(path: str) -> bool:
     return (mimetypes.guess_type(path)[0] or "") in _HTML_TYPES
 
 
+@dataclass(frozen=True)
+class _Signing:
+    """The options of one :func:`sign_site` run that decide whether an old tag still fits."""
+
+    key: SigningKey
+    now: float
+    lifetime: int
+    block_size: int
+    hash_alg: HashAlg
+    renew_before: int
+
+
+def _identity(root: Path, path: str, how: _Signing
+              ) -> tuple[TagInfo, list[bytes], SeparateTag | None, str]:
+    """Pass one for ``path``: its identity (``h_1, n, T, E``) -- the old one if the document,
+    the options and the expiry still fit --, its hash chain, the old tag and the action."""
+    data = Path(root, path.lstrip("/")).read_bytes()
+    chain = hash_chain(data, how.block_size, how.hash_alg)
+    old = _load_quietly(root, path)
+    o = old.tag.info if old else None
+    if (
+        o is not None
+        and o.content_root == chain[0]
+        and o.content_length == len(data)
+        and o.block_size == how.block_size
+        and o.hash_alg == how.hash_alg
+        and o.sig_alg == how.key.alg
+        and o.expires - how.renew_before > how.now
+    ):
+        return o, chain, old, "unchanged"
+    timestamp = int(how.now)
+    info = TagInfo(how.hash_alg, how.key.alg, how.block_size, timestamp,
+                   timestamp + how.lifetime, len(data), path, chain[0])
+    if o is None:
+        action = "new"
+    elif o.content_root != chain[0] or o.content_length != len(data):
+        action = "content"
+    else:
+        action = "renewed"
+    return info, chain, old, action
+
+
+def _forward_authenticator(root: Path, path: str, digests: dict[str, bytes],
+                           site_origins: tuple[str, ...]) -> bytes:
+    """SINEX: the encoded Forward Authenticator of an HTML page (``b""`` if it links to no
+    signed document of the site)."""
+    html = Path(root, path.lstrip("/")).read_bytes()
+    linked = [canonical_path(p) for p in expected_set(html, path, site_origins)]
+    entries = tuple(sorted({(p, digests[p]) for p in linked if p in digests}))
+    return push_forward_authenticator(ForwardAuthenticator(entries)) if entries else b""
+
+
+def _write_tag(root: Path, path: str, ident: TagInfo, chain: list[bytes], fa_bytes: bytes,
+               key: SigningKey) -> None:
+    """Sign ``ident`` with the Forward Authenticator's length and root; write the separate tag
+    atomically (a temporary file renamed over the old one)."""
+    fa_root = hash_chain(fa_bytes, ident.block_size, ident.hash_alg)[0]
+    info = TagInfo(
+        ident.hash_alg, ident.sig_alg, ident.block_size, ident.timestamp, ident.expires,
+        ident.content_length, ident.path, ident.content_root, len(fa_bytes), fa_root,
+    )
+    tag = Tag(info, key.sign(info.signed_message()))
+    at = SeparateTag(tag, tuple(chain[1:-1]), fa_bytes)
+    file = tag_file(root, path)
+    file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = file.with_suffix(".tmp")
+    tmp.write_bytes(push_separate_tag(at))
+    tmp.replace(file)
+
+
 def sign_site(
     docroot: Path | str,
     key: SigningKey,
@@ -119,74 +190,28 @@ def sign_site(
     renew_before: int = 3600,
     site_origins: tuple[str, ...] = (),
 ) -> SignReport:
-    """(Re)sign every document under ``docroot``; write tags and the public key."""
+    """(Re)sign every document under ``docroot``; write tags and the public key.
+
+    Pass one fixes every document's identity and so its ``AT_sign`` digest; pass two builds
+    each HTML page's Forward Authenticator from those digests (SINEX, so pages may link in
+    cycles) and signs and writes every tag whose identity or Forward Authenticator changed.
+    """
     root = Path(docroot)
+    how = _Signing(key, now, lifetime, block_size, hash_alg, renew_before)
     paths = document_paths(root)
-    timestamp = int(now)
-    identities: dict[str, TagInfo] = {}
-    chains: dict[str, list[bytes]] = {}
-    old_tags: dict[str, SeparateTag | None] = {}
-    actions: dict[str, str] = {}
-    # Pass one: identities (h_1, n, T, E) and AT_sign digests.
+    first = {path: _identity(root, path, how) for path in paths}
+    actions = {path: action for path, (_, _, _, action) in first.items()}
+    digests = {path: info.at_sign() for path, (info, _, _, _) in first.items()}
     for path in paths:
-        data = Path(root, path.lstrip("/")).read_bytes()
-        chain = hash_chain(data, block_size, hash_alg)
-        chains[path] = chain
-        old = _load_quietly(root, path)
-        old_tags[path] = old
-        o = old.tag.info if old else None
-        if (
-            o is not None
-            and o.content_root == chain[0]
-            and o.content_length == len(data)
-            and o.block_size == block_size
-            and o.hash_alg == hash_alg
-            and o.sig_alg == key.alg
-            and o.expires - renew_before > now
-        ):
-            identities[path] = o
-            actions[path] = "unchanged"
-            continue
-        identities[path] = TagInfo(
-            hash_alg, key.alg, block_size, timestamp, timestamp + lifetime, len(data), path,
-            chain[0],
-        )
-        if o is None:
-            actions[path] = "new"
-        elif o.content_root != chain[0] or o.content_length != len(data):
-            actions[path] = "content"
-        else:
-            actions[path] = "renewed"
-    digests = {p: info.at_sign() for p, info in identities.items()}
-    # Pass two: Forward Authenticators and signatures.
-    existing = set(paths)
-    for path in paths:
-        fa_bytes = b""
-        if sinex and _is_html(path):
-            html = Path(root, path.lstrip("/")).read_bytes()
-            linked = [canonical_path(p) for p in expected_set(html, path, site_origins)]
-            entries = tuple(sorted({(p, digests[p]) for p in linked if p in existing}))
-            if entries:
-                fa_bytes = push_forward_authenticator(ForwardAuthenticator(entries))
-        old = old_tags[path]
+        ident, chain, old, _ = first[path]
+        fa_bytes = (_forward_authenticator(root, path, digests, site_origins)
+                    if sinex and _is_html(path) else b"")
         if actions[path] == "unchanged":
             assert old is not None
             if old.forward_authenticator == fa_bytes:
                 continue
             actions[path] = "forward-authenticator"
-        ident = identities[path]
-        fa_root = hash_chain(fa_bytes, block_size, hash_alg)[0]
-        info = TagInfo(
-            ident.hash_alg, ident.sig_alg, ident.block_size, ident.timestamp, ident.expires,
-            ident.content_length, ident.path, ident.content_root, len(fa_bytes), fa_root,
-        )
-        tag = Tag(info, key.sign(info.signed_message()))
-        at = SeparateTag(tag, tuple(chains[path][1:-1]), fa_bytes)
-        file = tag_file(root, path)
-        file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = file.with_suffix(".tmp")
-        tmp.write_bytes(push_separate_tag(at))
-        tmp.replace(file)
+        _write_tag(root, path, ident, chain, fa_bytes, key)
     pub = Path(root, STORE_DIR, "public.pem")
     pub.parent.mkdir(parents=True, exist_ok=True)
     pub.write_bytes(key.verifying_key().to_pem())

@@ -28,7 +28,9 @@ Trust anchors (block 0), tried in this order:
 Guarantees: a :class:`BlockVerified` is emitted only after ``H(B_i || h_{i+1}) == h_i`` held
 for that block; the first failing block raises a typed :class:`RemoteProtocolError` whose
 ``block`` is its index, and the verifier is closed.  Events for blocks verified earlier in the
-same :meth:`~StreamVerifier.receive_data` call travel on the exception as ``exc.events``.  Memory is bounded by one record plus the
+same :meth:`~StreamVerifier.receive_data` call travel on the exception as ``exc.events``.
+The verifier changes state only through the transition table of :mod:`sine.state`; a call
+out of order (any call after an error) raises :class:`LocalProtocolError`.  Memory is bounded by one record plus the
 chunk being fed (plus, in separate mode, the tag's link list).
 """
 
@@ -37,8 +39,9 @@ from __future__ import annotations
 import hmac
 import struct
 from dataclasses import dataclass
-from enum import Enum, auto
 from typing import Any
+
+from tls12.buffer import Buffer
 
 from .algorithms import VerifyingKey, hash_constructor
 from .errors import (
@@ -59,7 +62,6 @@ from .errors import (
 from .format import (
     MAX_SIGNATURE,
     MAX_TAG_INFO,
-    Buffer,
     ForwardAuthenticator,
     SeparateTag,
     Tag,
@@ -68,6 +70,7 @@ from .format import (
     pull_separate_tag,
     pull_tag,
 )
+from .state import Input, State, transition
 from .tag import hash_chain
 
 __all__ = [
@@ -115,32 +118,6 @@ class DocumentVerified(Event):
     """Every one of the ``n`` blocks (and the FA) verified; nothing is missing."""
 
     info: TagInfo
-
-
-class State(Enum):
-    TAG = auto()
-    CONTENT = auto()
-    FORWARD = auto()
-    DONE = auto()
-    CLOSED = auto()
-
-
-class _Input(Enum):
-    DATA = auto()
-    EOF = auto()
-
-
-# (state, input) -> allowed; anything absent is an error handled in _check().
-_TRANSITIONS: dict[tuple[State, _Input], str] = {
-    (State.TAG, _Input.DATA): "parse",
-    (State.CONTENT, _Input.DATA): "parse",
-    (State.FORWARD, _Input.DATA): "parse",
-    (State.DONE, _Input.DATA): "trailing",
-    (State.DONE, _Input.EOF): "ok",
-    (State.TAG, _Input.EOF): "truncated",
-    (State.CONTENT, _Input.EOF): "truncated",
-    (State.FORWARD, _Input.EOF): "truncated",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,8 +194,7 @@ class StreamVerifier:
         """
         if not data:
             return self.receive_eof()
-        self._check(_Input.DATA)
-        if self.state is State.DONE:
+        if self._move(Input.DATA) is State.CLOSED:
             self._fail(TrailingData("bytes after the last block", self._next_block()))
         self._fail_safe(lambda: self._process(data))
         return self._take()
@@ -226,8 +202,7 @@ class StreamVerifier:
     def receive_eof(self) -> list[Event]:
         """The body ended (same as ``receive_data(b"")``); raises :class:`TruncatedDocument`
         unless every block arrived."""
-        self._check(_Input.EOF)
-        if self.state is not State.DONE:
+        if self._move(Input.EOF) is State.CLOSED:
             self._fail(TruncatedDocument("stream ended early", self._next_block()))
         return self._take()
 
@@ -246,16 +221,28 @@ class StreamVerifier:
         events, self._events = self._events, []
         return events
 
-    def _check(self, what: _Input) -> None:
-        if self.state is State.CLOSED:
-            raise LocalProtocolError("verifier is closed after an error")
-        if (self.state, what) not in _TRANSITIONS:  # pragma: no cover - table is total
-            raise LocalProtocolError(f"{what.name} not allowed in {self.state.name}")
+    def _move(self, what: Input) -> State:
+        """Take the transition ``what`` of :data:`sine.state.TRANSITIONS`; return the next state.
+
+        A pair the table does not list closes the verifier and raises
+        :class:`LocalProtocolError`.  A next state of ``CLOSED`` (trailing bytes, early end) is
+        returned without being entered: the caller raises the remote error through
+        :meth:`_fail`, which closes.
+        """
+        try:
+            nxt = transition(self.state, what)
+        except LocalProtocolError:
+            self.state = State.CLOSED
+            self._buf.clear()
+            raise
+        if nxt is not State.CLOSED:
+            self.state = nxt
+        return nxt
 
     def _fail(self, exc: RemoteProtocolError) -> None:
         # Blocks verified earlier in the same call are still authentic: hand them over on
         # the exception (``exc.events``) so a caller can release exactly blocks < exc.block.
-        self.state = State.CLOSED
+        self.state = transition(self.state, Input.FAIL)
         self._buf.clear()
         exc.events.extend(self._take())
         raise exc
@@ -304,13 +291,13 @@ class StreamVerifier:
         self._index = 0
         self._chain = _Chain.for_info(info, 0, self._separate is not None)
         self._events.append(TagVerified(info, method, digest))
-        self.state = State.CONTENT
+        self._move(Input.TAG_OK)
         if info.block_count == 0:
             self._enter_forward()
 
     def _enter_forward(self) -> None:
         assert self.info is not None
-        self.state = State.FORWARD
+        self._move(Input.CONTENT_DONE)
         self._index = 0
         self._expected = self.info.fa_root
         self._chain = _Chain.for_info(self.info, self.info.block_count, False)
@@ -323,7 +310,7 @@ class StreamVerifier:
             fa = pull_forward_authenticator(Buffer(bytes(self._fa)), self.info.block_count + 1)
             self._events.append(ForwardAuthenticatorVerified(fa))
         self._fa.clear()
-        self.state = State.DONE
+        self._move(Input.FA_DONE)
         self._events.append(DocumentVerified(self.info))
 
     def _check_separate_fa(self) -> None:

@@ -22,7 +22,9 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
-__all__ = ["Checkpoint"]
+from .state import CheckpointLabel
+
+__all__ = ["Checkpoint", "CheckpointLabel"]
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,9 @@ class Checkpoint:
 
     conn_id: int
     number: int
-    label: str
+    label: CheckpointLabel
+    """What the update follows (:class:`sslacc_sim.state.CheckpointLabel`; a string value is
+    accepted and converted, so :meth:`decode` reads the JSON header as it is)."""
     rcv_appack: int
     out_start: int
     request_offset: int
@@ -65,6 +69,10 @@ class Checkpoint:
     buffered: int = 0
     partial: bytes = b""
     base: int = -1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.label, CheckpointLabel):
+            object.__setattr__(self, "label", CheckpointLabel(self.label))
 
     @property
     def delta(self) -> bool:

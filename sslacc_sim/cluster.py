@@ -36,12 +36,13 @@ import simpy
 
 from netsim.link import Link, LinkParams, Packet, send_on
 
+from .errors import SslaccError
 from .params import ClusterParams
 
 __all__ = ["Lan", "Node", "Cluster", "BucketChange", "ClusterError"]
 
 
-class ClusterError(RuntimeError):
+class ClusterError(SslaccError, RuntimeError):
     """Local misuse of the cluster model (unknown node, no live node left)."""
 
 

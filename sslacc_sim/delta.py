@@ -40,6 +40,8 @@ import hashlib
 import json
 from typing import Any
 
+from .errors import SslaccError
+
 __all__ = ["DeltaError", "DeltaReader", "DeltaWriter", "apply_delta", "make_delta"]
 
 _VERSION = 1
@@ -48,7 +50,7 @@ _VERSION = 1
 _STYLES: tuple[tuple[str, str], ...] = ((", ", ": "), (",", ":"))
 
 
-class DeltaError(ValueError):
+class DeltaError(SslaccError, ValueError):
     """A delta cannot be made (the document is not a JSON object this codec reproduces) or
     does not apply (another base, a damaged delta, a result that differs from the owner's)."""
 

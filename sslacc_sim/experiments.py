@@ -11,16 +11,21 @@ function                        what it models
                                 response, full vs compact updates
 :func:`failover_latency`        failure to the client's next byte vs keepalive interval, with
                                 and without the takeover's immediate resend
+:func:`failover`                the failover figure by ``variant``: ``"model"`` (the function
+                                above) or ``"measured"`` (the real failover on Linux)
 ==============================  =================================================================
 
-Everything here is **modelled**: the SimPy cluster of :mod:`sslacc_sim` runs real ``tls12``
+(``variant`` of :func:`fig28_29_point` and :func:`variant_params` is the paper's name for the
+*lines* of Figures 28/29, ``"norm"``, ``"proj"`` and ``"agg"``: all three are modelled.)
+
+Everything here but ``failover(variant="measured")`` is **modelled**: the SimPy cluster of :mod:`sslacc_sim` runs real ``tls12``
 clients and servers (the bytes, and so the update sizes, are real), with CPU costs from
 :class:`~sslacc_sim.ClusterParams` -- per-message costs of our own code: :func:`fig28_29`
 takes a measured table (``costs``; ``make reproduce`` measures one, see
 :func:`sslacc_sim.params.cluster_costs`), the other experiments use the ``ClusterParams``
 defaults (the typed-in :data:`~sslacc_sim.params.DEFAULT_CLUSTER_COSTS`) -- and the RSA card a
-rate (200 or 600 per second, the paper's cards).  The load generator is :mod:`sslacc_sim.load`; its
-:class:`~sslacc_sim.load.MulticastLan` makes every member receive and acknowledge every update,
+rate (200 or 600 per second, the paper's cards).  The load generator is :mod:`sslacc_sim.model_load`; its
+:class:`~sslacc_sim.model_load.MulticastLan` makes every member receive and acknowledge every update,
 which is what the paper's explanation of the plateau needs (see that module).
 
 **Figures 28/29: which shapes come out, and why.**  A node's CPU serves its own connections
@@ -69,7 +74,7 @@ from netsim.tcp import TcpParams
 from testbed.sweep import sweep
 
 from . import ClusterCosts, ClusterParams, FourTuple, Origin, Relay, TlsClient
-from .load import (
+from .model_load import (
     LoadError,
     bulk_load,
     client_config,
@@ -82,7 +87,7 @@ from .updates import ACK_BASE, ACK_PER_UPDATE
 
 __all__ = [
     "CARDS", "HANDSHAKE_LAN", "NODES", "PAPER_CPU_SCALE", "VARIANTS", "available_variants",
-    "cluster_bytes", "failover_latency", "fig28_29", "fig28_29_point", "run_config",
+    "cluster_bytes", "failover", "failover_latency", "fig28_29", "fig28_29_point", "run_config",
     "scaled_costs", "throughput_vs_nodes", "variant_params",
 ]
 
@@ -350,6 +355,27 @@ def _failover_row(params: ClusterParams, nodes: int, body: bytes, seed: int,
         "latency_s": (after[0] - t) if after else float("nan"),
         "rto_s": TcpParams().rto,
         "ok": client.error is None and bytes(client.response) == origin.response}
+
+
+def failover(variant: str = "model", quick: bool = True, **kwargs: Any) -> pd.DataFrame:
+    """Failover latency, ``variant="model"`` or ``"measured"``.
+
+    ``"model"``: :func:`failover_latency` (``kwargs`` go to it), the SimPy cluster with keepalive
+    detection.  ``"measured"``: :func:`sslacc_sim.aio.linux.failover.measure_failover` --
+    two real node processes in network namespaces, curl downloading, node A cut and killed,
+    node B restoring the TCP socket with ``TCP_REPAIR`` (needs Linux and root; ``kwargs`` go to
+    it, e.g. ``resume_at_ack``).  Quick: the ``transfer`` point, 4 MiB; else every point, 16 MiB.
+    """
+    if variant == "model":
+        return failover_latency(quick, **kwargs)
+    if variant == "measured":
+        from .aio.linux.failover import measure_failover  # root, namespaces, processes
+        from .aio.linux.node import POINTS
+
+        defaults: dict[str, Any] = {"points": ("transfer",) if quick else POINTS,
+                                    "size": (4 if quick else 16) << 20}
+        return measure_failover(**{**defaults, **kwargs})
+    raise ValueError(f"variant must be 'model' or 'measured', not {variant!r}")
 
 
 def run_config() -> dict[str, Any]:

@@ -4,7 +4,7 @@ Every number the model uses lives here, with its unit, so an experiment changes 
 :func:`dataclasses.replace` instead of a global.  The paper's cards do 200 or 600 RSA-1024
 private-key operations per second (``rsa_ops_per_s`` stays a parameter: the cards are not
 ours to measure).  The per-message costs are measured on our own code
-(:func:`sslacc_sim.measure.measure_cluster_costs`): :class:`ClusterCosts` holds one such
+(:func:`sslacc_sim.aio.measure.measure_cluster_costs`): :class:`ClusterCosts` holds one such
 measurement, :data:`DEFAULT_CLUSTER_COSTS` a table measured once (so that simulations are
 reproducible without timing anything), and :meth:`ClusterParams.measured` turns a table into
 parameters.  The defaults of :class:`ClusterParams` are that table's values:
@@ -15,7 +15,7 @@ parameters.  The defaults of :class:`ClusterParams` are that table's values:
   each encoded, MACed (HMAC-SHA256) and decoded by the real code;
 * every message received costs ``interrupt_cpu`` more: a UDP datagram sent and received on
   loopback, measured (the interrupt itself cannot be measured in a simulation; see
-  :mod:`sslacc_sim.measure` for what the stand-in covers);
+  :mod:`sslacc_sim.aio.measure` for what the stand-in covers);
 * a takeover costs ``import_cpu`` once (:func:`tls12.state.import_connection`, measured);
 * a handshake update sent as a delta (:mod:`sslacc_sim.delta`) costs ``delta_make_cpu`` more
   to build and ``delta_apply_cpu`` more at the mirror that rebuilds the state (measured).
@@ -39,6 +39,8 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from .errors import SslaccError
+
 __all__ = ["COSTS_COMMAND", "COSTS_FILE", "SHIPPED_COSTS_FILE", "ClusterCosts", "ClusterParams",
            "CostsWarning", "DEFAULT_CLUSTER_COSTS", "cluster_costs", "read_cluster_costs"]
 
@@ -61,7 +63,7 @@ class ClusterCosts:
     one (a Progress delta and one record size) and a ``session`` replication message.
     ``export_state`` / ``import_state``: :func:`tls12.state.export_connection` and
     :func:`~tls12.state.import_connection` alone.  ``interrupt``: per message received (see
-    :mod:`sslacc_sim.measure`).  ``source`` says how the table was made.  ``delta_make`` /
+    :mod:`sslacc_sim.aio.measure`).  ``source`` says how the table was made.  ``delta_make`` /
     ``delta_apply``: :func:`sslacc_sim.delta.make_delta` and
     :func:`~sslacc_sim.delta.apply_delta` alone, timed on a delta of ``delta_bytes`` bytes
     (zero: not measured).
@@ -134,7 +136,7 @@ DEFAULT_CLUSTER_COSTS = ClusterCosts(
 _MSG_CPU, _MSG_CPU_PER_BYTE = DEFAULT_CLUSTER_COSTS.message_line()
 
 
-class CostsWarning(UserWarning):
+class CostsWarning(SslaccError, UserWarning):
     """:func:`cluster_costs` found no measured costs file and used the typed-in table."""
 
 
@@ -296,7 +298,7 @@ class ClusterParams:
     @classmethod
     def measured(cls, costs: ClusterCosts | None = None, **changes: Any) -> ClusterParams:
         """Parameters whose message, interrupt and import costs come from ``costs`` (a
-        :func:`~sslacc_sim.measure.measure_cluster_costs` table; by default
+        :func:`~sslacc_sim.aio.measure.measure_cluster_costs` table; by default
         :data:`DEFAULT_CLUSTER_COSTS`), with ``changes`` (e.g. ``rsa_ops_per_s=600``) on top."""
         costs = DEFAULT_CLUSTER_COSTS if costs is None else costs
         fixed, per_byte = costs.message_line()

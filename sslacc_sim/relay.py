@@ -13,9 +13,12 @@ wraps it with the TCP state into a :class:`Checkpoint`, sends the checkpoint's r
 the bucket's mirror over the :class:`~sslacc_sim.cluster.Lan` and waits for the mirror's
 acknowledgement.  Only then does it release the bytes to TCP and raise the ACK it gives the
 client (``rcv_appack``) to what the checkpoint covers.  So everything the client has ever
-received or had acknowledged is reproducible by the mirror.
+received or had acknowledged is reproducible by the mirror.  Each update goes through its
+phases (prepared, sent, committed, released) and follows the handshake's order in the tables
+of :mod:`sslacc_sim.state`; a step out of order raises
+:class:`~sslacc_sim.state.UpdateOrderError`.
 
-**Takeover.**  When the master gives a dead owner's bucket to the mirror, the mirror imports
+**Takeover** (:mod:`sslacc_sim.takeover`).  When the master gives a dead owner's bucket to the mirror, the mirror imports
 its last checkpoint into a fresh ``ServerConnection``, installs the clustered TCP state
 (:meth:`~sslacc_sim.tcpside.ClusterTcpConnection.take_over`), re-sends the checkpoint's
 queued output from where the client's acknowledgements stand and carries on; the client's
@@ -43,7 +46,8 @@ costs ``ClusterParams.message_cpu(size)``, each message received an interrupt, a
 ``import_cpu``: all measured on this code (:mod:`sslacc_sim.measure`).
 
 **Records.**  Client bytes are buffered in the server (``receive_data(..., max_records=0)``)
-and consumed one whole record at a time (``receive_record()``), so ClientKeyExchange,
+and consumed one whole record at a time (``receive_record()``, which also says what the record
+was: the update's label comes from it, :func:`sslacc_sim.state.label_for_record`), so ClientKeyExchange,
 ChangeCipherSpec and Finished get the paper's three separate updates (Figure 19) even when
 they share a segment, and every checkpoint ends on a record boundary.  After the server's
 Finished has reached the client an ``established`` update follows (Figure 20).
@@ -94,26 +98,34 @@ import simpy
 from netsim.link import Link
 from tls12 import (
     ApplicationData,
-    HandshakeComplete,
     ServerConfig,
     ServerConnection,
     TLSError,
 )
 from tls12.errors import LocalProtocolError
 from tls12.record import MAX_PLAINTEXT
-from tls12.state import Progress, export_connection, import_connection
+from tls12.state import export_connection
 
 from .checkpoint import Checkpoint
-from .cluster import BucketChange, Cluster, Node
+from .cluster import Cluster, Node
 from .delta import DeltaError, DeltaReader, DeltaWriter
 from .endpoints import Origin, TlsClient
 from .sessions import ClusterSessionStore
+from .state import (
+    IDLE,
+    CheckpointLabel,
+    HandshakeProgress,
+    UpdatePhase,
+    label_for_record,
+    next_phase,
+    next_progress,
+)
+from .takeover import Takeover
 from .tcpside import (
     ClusterTcpConnection,
     FourTuple,
     Gate,
     RstGuard,
-    ack_is_fingered,
     bucket_of,
     fingered_isn,
 )
@@ -121,23 +133,13 @@ from .updates import MirrorFault, UpdateChannel
 
 __all__ = ["Checkpoint", "Origin", "Relay", "RelayConn", "TlsClient", "CheckpointHook"]
 
-#: ``hook(conn, checkpoint, phase)`` with phase "prepared" (state captured, nothing sent),
-#: "sent" (update on the LAN, not acknowledged; only with a mirror; with aggregation it may
-#: still wait in an open batch), "committed" (mirror acknowledged, output not released) or
-#: "released".
-CheckpointHook = Callable[["RelayConn", "Checkpoint", str], None]
+#: ``hook(conn, checkpoint, phase)`` with phase (:class:`~sslacc_sim.state.UpdatePhase`)
+#: "prepared" (state captured, nothing sent), "sent" (update on the LAN, not acknowledged;
+#: only with a mirror; with aggregation it may still wait in an open batch), "committed"
+#: (mirror acknowledged, output not released) or "released".
+CheckpointHook = Callable[["RelayConn", "Checkpoint", UpdatePhase], None]
 
-
-
-#: Checkpoint labels by record type (and handshake message type, in clear before CCS).
-_LABELS = {
-    b"\x16\x01": "client_hello",
-    b"\x16\x10": "client_key_exchange",
-    b"\x16": "handshake",
-    b"\x14": "change_cipher_spec",
-    b"\x17": "data",
-    b"\x15": "alert_received",
-}
+_L = CheckpointLabel
 
 
 def _fragments(n: int) -> tuple[int, ...]:
@@ -166,7 +168,7 @@ class RelayConn:
     tcp: ClusterTcpConnection
     handler: int
     inbox: simpy.Store
-    #: a copy of the client bytes buffered in ``tls`` (to label each record before reading it)
+    #: a copy of the client bytes buffered in ``tls`` (what a partial ACK clusters)
     rx: bytearray = field(default_factory=bytearray)
     #: stream offset of the end of the last client record consumed
     consumed: int = 0
@@ -182,7 +184,12 @@ class RelayConn:
     response_offset: int = 0
     closed: bool = False
     #: (time, label, bytes, node) of every update this connection sent
-    checkpoints: list[tuple[float, str, int, int]] = field(default_factory=list)
+    checkpoints: list[tuple[float, CheckpointLabel, int, int]] = field(default_factory=list)
+    #: per node, the phase of the update it is making (:data:`sslacc_sim.state.PHASE_TRANSITIONS`)
+    phases: dict[int, UpdatePhase] = field(default_factory=dict)
+    #: how far the handshake is (:data:`sslacc_sim.state.LABEL_TRANSITIONS`), and after each update
+    progress: HandshakeProgress = HandshakeProgress.START
+    progress_at: dict[int, HandshakeProgress] = field(default_factory=dict)
     mirrored: dict[int, Checkpoint] = field(default_factory=dict)
     pending: tuple[Checkpoint, bytes, simpy.Event] | None = None
     #: the node the pending update was last sent to
@@ -202,8 +209,11 @@ class RelayConn:
     readers: dict[int, DeltaReader] = field(default_factory=dict)
 
 
-class Relay:
-    """The SSL relay service on every node of ``cluster`` (see the module docstring)."""
+class Relay(Takeover):
+    """The SSL relay service on every node of ``cluster`` (see the module docstring).
+
+    What happens when a bucket changes hands (takeover, a new mirror) is
+    :class:`~sslacc_sim.takeover.Takeover`."""
 
     def __init__(self, env: simpy.Environment, cluster: Cluster, origin: Origin,
                  server_config: Callable[[int, int], ServerConfig], secret: bytes = b"cluster",
@@ -239,7 +249,7 @@ class Relay:
     def checkpoints_frame(self) -> pd.DataFrame:
         """Every cluster update sent: time, connection, label, bytes (the real message size),
         and the node that sent it."""
-        rows = [(t, c.id, label, size, node) for c in self.conns
+        rows = [(t, c.id, str(label), size, node) for c in self.conns
                 for t, label, size, node in c.checkpoints]
         return pd.DataFrame(rows, columns=["time", "conn", "label", "bytes", "node"])
 
@@ -254,9 +264,9 @@ class Relay:
         rows = []
         for conn in self.conns:
             mine = f[f["conn"] == conn.id]
-            resp = mine[mine["label"] == "response"]
-            hs = mine[mine["label"].isin(["client_hello", "client_key_exchange",
-                                          "change_cipher_spec", "finished"])]
+            resp = mine[mine["label"] == _L.RESPONSE]
+            hs = mine[mine["label"].isin([_L.CLIENT_HELLO, _L.CLIENT_KEY_EXCHANGE,
+                                          _L.CHANGE_CIPHER_SPEC, _L.FINISHED])]
             body = max(1, len(self.origin.response))
             messages, wire = shares.get(conn.id, (0.0, 0.0))
             rows.append((conn.id, len(mine), int(mine["bytes"].sum()), int(hs["bytes"].sum()),
@@ -301,35 +311,15 @@ class Relay:
         node.spawn(self._serve(conn, node, None))
         return conn
 
-    def _on_change(self, change: BucketChange) -> None:
-        for conn in self.conns:
-            if conn.bucket != change.bucket or conn.closed:
-                continue
-            for m in [m for m in conn.sent_full if m != change.mirror]:
-                del conn.sent_full[m]            # a former mirror may miss updates: no base
-            if change.owner != conn.handler:
-                new = self.cluster.node(change.owner)
-                if new.alive:
-                    self._take_over(conn, new)
-            elif conn.pending is not None and change.mirror != conn.pending_to:
-                cp, _, ack = conn.pending          # the mirror changed under a pending commit
-                if change.mirror is None:          # no mirror left: commit unmirrored
-                    conn.pending_to = None
-                    if not ack.triggered:
-                        ack.succeed()
-                    continue
-                msg, delta = self._message(conn, change.mirror, cp)
-                self._send_update(conn, self.cluster.node(conn.handler), change.mirror, cp,
-                                  msg, ack, self.params.delta_apply_cpu if delta else 0.0)
-
     # -- the owner's process ---------------------------------------------------------------
     def _serve(self, conn: RelayConn, node: Node, resume: Checkpoint | None):  # type: ignore[no-untyped-def]
         """The owner's loop: one whole client record at a time, one checkpoint per record.
 
-        Bytes of an incomplete record wait in ``conn.rx`` and are neither fed to TLS nor
+        Client bytes are only buffered in the server (and copied in ``conn.rx``) until
+        ``receive_record()`` reads one whole record and reports where it ended and what it
+        was (:class:`tls12.connection.ReceivedRecord`); bytes of an incomplete record are not
         acknowledged, so every checkpoint ends on a record boundary and a takeover restarts
-        the client's stream there (issue 11 asks tls12 for per-record consumption; framing
-        the records here needs only their 5-byte headers).
+        the client's stream there.
         """
         tls = conn.tls
         assert tls is not None
@@ -338,7 +328,7 @@ class Relay:
                 with node.cpu.request() as req:      # import the clustered state
                     yield req
                     yield self.env.timeout(self.params.import_cpu)
-                done = yield from self._checkpoint(conn, node, "takeover", resume.rcv_appack,
+                done = yield from self._checkpoint(conn, node, _L.TAKEOVER, resume.rcv_appack,
                                                    resume.out_start)
                 if done is not None:
                     yield done
@@ -383,7 +373,7 @@ class Relay:
                 break
             get.cancel()
             conn.partial_acks += 1
-            done = yield from self._checkpoint(conn, node, "partial_ack",
+            done = yield from self._checkpoint(conn, node, _L.PARTIAL_ACK,
                                                conn.consumed + len(conn.rx),
                                                conn.tcp.stream_out())
             if done is not None:
@@ -401,10 +391,9 @@ class Relay:
         p = self.params
         tls = conn.tls
         assert tls is not None
-        head = bytes(conn.rx[:6])
         try:
             if eof_at is not None:
-                events, label, appack = tls.receive_data(b""), "eof", eof_at
+                events, label, appack = tls.receive_data(b""), _L.EOF, eof_at
             else:
                 got = tls.receive_record()
                 if got is None:
@@ -412,18 +401,14 @@ class Relay:
                 events = got.events
                 del conn.rx[:got.wire_length]
                 conn.consumed += got.wire_length
-                # the message type is readable only before the client's ChangeCipherSpec
-                # (after it, byte 5 is ciphertext and matches 0x01 or 0x10 by chance)
-                clear = not any(c[1] == "change_cipher_spec" for c in conn.checkpoints)
-                key = head[:1] + head[5:6] if clear else head[:1]
-                label = _LABELS.get(key, _LABELS.get(head[:1], "record"))
+                label = label_for_record(got)        # what the core says the record was
                 appack = conn.consumed
         except TLSError:
-            events, label, appack = [], "alert", conn.consumed
+            events, label, appack = [], _L.ALERT, conn.consumed
         with node.cpu.request() as req:              # one client record read: the fixed
             yield req                                # part of a message's cost (the TLS
             yield self.env.timeout(p.msg_cpu)        # record work itself is not charged)
-        if label == "client_key_exchange":
+        if label is _L.CLIENT_KEY_EXCHANGE:
             with node.card.request() as req:        # ClientKeyExchange: one RSA operation
                 yield req
                 yield self.env.timeout(p.rsa_time)
@@ -431,14 +416,12 @@ class Relay:
             if isinstance(ev, ApplicationData):
                 self.origin.deliver(conn.id, conn.request_offset, ev.data)
                 conn.request_offset += len(ev.data)
-            elif isinstance(ev, HandshakeComplete):
-                label = "finished"
         done = yield from self._checkpoint(conn, node, label, appack, conn.tcp.stream_out())
-        if label == "finished" and done is not None:
+        if label is _L.FINISHED and done is not None:
             yield done                               # Figure 20: the server Finished arrived
-            yield from self._checkpoint(conn, node, "established", appack,
+            yield from self._checkpoint(conn, node, _L.ESTABLISHED, appack,
                                         conn.tcp.stream_out())
-        if label in ("alert", "eof"):
+        if label in (_L.ALERT, _L.EOF):
             conn.closed = True
             if not conn.tcp.b.seq.fin_sent:
                 conn.tcp.b.close()
@@ -459,7 +442,7 @@ class Relay:
             if conn.response_offset == total:
                 tls.close()
             start = conn.tcp.stream_out()
-            done = yield from self._checkpoint(conn, node, "response", _committed_in(conn),
+            done = yield from self._checkpoint(conn, node, _L.RESPONSE, _committed_in(conn),
                                                start)
             if done is not None:
                 yield done
@@ -467,13 +450,15 @@ class Relay:
             conn.tcp.b.close()
 
     # -- cluster, then commit -------------------------------------------------------------
-    def _checkpoint(self, conn: RelayConn, node: Node, label: str, appack: int,
+    def _checkpoint(self, conn: RelayConn, node: Node, label: CheckpointLabel, appack: int,
                     out_start: int):  # type: ignore[no-untyped-def]
+        conn.progress = next_progress(conn.progress, label)
         cp, out = self._capture(conn, label, appack, out_start)
+        conn.progress_at[cp.number] = conn.progress
         mirror = self.cluster.mirror[conn.bucket]
         msg, delta = self._message(conn, mirror, cp)
         conn.checkpoints.append((self.env.now, label, len(msg), node.id))
-        self._fire(conn, cp, "prepared", node)
+        self._fire(conn, cp, UpdatePhase.PREPARED, node)
         ack = self.env.event()
         p = self.params
         with node.cpu.request() as req:              # build: export, (delta,) encode, MAC
@@ -485,23 +470,23 @@ class Relay:
             conn.pending = (cp, out, ack)
             self._send_update(conn, node, mirror, cp, msg, ack,
                               p.delta_apply_cpu if delta else 0.0)
-            self._fire(conn, cp, "sent", node)
+            self._fire(conn, cp, UpdatePhase.SENT, node)
         if self.params.cluster_then_commit:
             yield from self._await_ack(conn, node, cp, ack)
-            self._fire(conn, cp, "committed", node)
+            self._fire(conn, cp, UpdatePhase.COMMITTED, node)
         conn.pending = conn.pending_to = None
         done = self._release(conn, cp, out)
-        self._fire(conn, cp, "released", node)
+        self._fire(conn, cp, UpdatePhase.RELEASED, node)
         return done
 
-    def _capture(self, conn: RelayConn, label: str, appack: int,
+    def _capture(self, conn: RelayConn, label: CheckpointLabel, appack: int,
                  out_start: int) -> tuple[Checkpoint, bytes]:
         """The update for the connection's state now, and the output it covers (taken)."""
         tls = conn.tls
         assert tls is not None
         base = (conn.id, len(conn.checkpoints), label, appack, out_start, conn.request_offset,
                 conn.response_offset)
-        if self.params.compact_updates and conn.keys is None and label == "established":
+        if self.params.compact_updates and conn.keys is None and label is _L.ESTABLISHED:
             try:
                 conn.keys = tls.export_keys()
             except LocalProtocolError:
@@ -597,88 +582,15 @@ class Relay:
         skip = tcp.stream_out() - cp.out_start
         done = tcp.b.send(out[skip:]) if len(out) > skip else None
         tcp.a.set_ack_limit(tcp.a.seq.isn + 1 + cp.rcv_appack)
-        if cp.label == "takeover" and self.params.takeover_resend:
+        if cp.label is _L.TAKEOVER and self.params.takeover_resend:
             tcp.b.resend_now()                       # do not wait for the dead node's timer
         return done
 
-    def _fire(self, conn: RelayConn, cp: Checkpoint, phase: str, node: Node) -> None:
+    def _fire(self, conn: RelayConn, cp: Checkpoint, phase: UpdatePhase, node: Node) -> None:
+        """Enter ``phase`` (in the table's order, else :class:`~sslacc_sim.state.UpdateOrderError`),
+        tell the hook, and stop here if the hook killed the node."""
+        conn.phases[node.id] = next_phase(conn.phases.get(node.id, IDLE), phase)
         if self.hook is not None:
             self.hook(conn, cp, phase)
         if not node.alive:
             raise _NodeDied
-
-    # -- takeover ---------------------------------------------------------------------------
-    def _take_over(self, conn: RelayConn, node: Node) -> None:
-        cp = conn.mirrored.get(node.id)
-        conn.handler = node.id
-        conn.inbox = simpy.Store(self.env)
-        conn.rx = bytearray()                    # the dead node's partial record is gone
-        conn.piece, conn.carry = None, []
-        conn.sent_full = {}                      # the new owner has sent no mirror anything
-        guard = self.guards.setdefault(node.id, RstGuard(self.env, self.params.msl))
-        guard.took_over(conn.bucket)
-        tls = ServerConnection(self.server_config(node.id, conn.id))
-        if cp is not None:
-            if cp.compact:
-                self._restore_compact(conn, tls, cp, node)
-            else:
-                import_connection(tls, cp.tls_state)
-            conn.request_offset, conn.response_offset = cp.request_offset, cp.response_offset
-            conn.consumed, conn.skip_in = cp.rcv_appack - len(cp.partial), cp.buffered
-            conn.tcp.take_over(cp.rcv_appack, cp.out_start)
-            if self.params.takeover_resend:
-                conn.tcp.announce()
-            how = f"checkpoint {cp.number} ({cp.label})"
-        elif ack_is_fingered(self.secret, conn.four_tuple, conn.tcp.client_ack):
-            conn.request_offset = conn.response_offset = conn.consumed = 0
-            conn.tcp.take_over(0, 0)
-            cp = Checkpoint(conn.id, -1, "fingered", 0, 0, 0, 0, b"")
-            how = "fingered ACK"
-        else:
-            conn.takeovers.append((self.env.now, node.id, "unknown connection"))
-            conn.ready = True
-            node.spawn(self._reset_later(conn, node, guard))
-            return
-        conn.tls = tls
-        conn.ready = True
-        conn.takeovers.append((self.env.now, node.id, how))
-        node.spawn(self._serve(conn, node, cp))
-
-    def _restore_compact(self, conn: RelayConn, tls: ServerConnection, cp: Checkpoint,
-                         node: Node) -> None:
-        """Keys, then re-seal the checkpoint's queued records from the origin (module doc)."""
-        keys = conn.mirror_keys[node.id]
-        import_connection(tls, keys)
-        conn.keys, conn.keys_at = keys, {node.id}
-        final = Progress.from_bytes(cp.progress)
-        if cp.rewind:
-            total = cp.response_offset - cp.plain_start
-            if cp.sizes is not None:
-                sizes = cp.sizes
-            else:                                # no pre-write: the mirror's own reads
-                step = max(1, self.params.response_piece // 4)
-                sizes = tuple(min(step, total - i) for i in range(0, total, step))
-            tls.import_progress(Progress(final.read_seq,
-                                         final.write_seq - cp.rewind - cp.raw_records,
-                                         close_received=final.close_received))
-            at = cp.plain_start
-            for n in sizes:
-                tls.send_data(self.origin.read(at, n))
-                at += n
-            conn.piece = (cp.plain_start, sizes)
-        conn.carry = [(cp.raw, cp.raw_records)] if cp.raw else []
-        tls.import_progress(final)               # the re-sealed records stay queued
-        if cp.partial:                           # a partially ACKed record: read on from there
-            tls.receive_data(cp.partial, max_records=0)
-            conn.rx = bytearray(cp.partial)
-
-    def _reset_later(self, conn: RelayConn, node: Node, guard: RstGuard):  # type: ignore[no-untyped-def]
-        """An unknown connection: silent for 2MSL after the takeover, then a RST."""
-        try:
-            while not guard.may_reset(conn.bucket):
-                yield self.env.timeout(2 * self.params.msl)
-            conn.closed = True
-            self.resets.append((self.env.now, conn.id))
-            conn.tcp.b.abort()
-        except simpy.Interrupt:
-            return

@@ -206,7 +206,7 @@ class ClusterSendHalf(HalfConnection):
         timer (the fixed ``TcpParams.rto``): it starts again from the client's ACK, with the
         initial congestion window of a fresh socket (no congestion state survives a node).
         The real failover does the same (a window probe, then the socket rebased at the
-        client's ACK; :mod:`sslacc_sim.linux`).  Segments the client has already are
+        client's ACK; :mod:`sslacc_sim.aio.linux`).  Segments the client has already are
         harmless: its receiver drops them and answers with its ACK.
         """
         st = self.seq

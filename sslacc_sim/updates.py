@@ -44,39 +44,50 @@ from dataclasses import dataclass, field
 import pandas as pd
 import simpy
 
-from .cluster import Cluster, Node
+from tls12.buffer import Buffer, Writer
 
-__all__ = ["MirrorFault", "UpdateChannel", "decode_batch", "encode_batch"]
+from .cluster import Cluster, Node
+from .errors import SslaccError
+
+__all__ = ["BatchError", "MirrorFault", "UpdateChannel", "decode_batch", "encode_batch"]
 
 #: Bytes of an acknowledgement message: a header word plus (connection, number) per update.
 ACK_BASE, ACK_PER_UPDATE = 8, 8
 
 
+class BatchError(SslaccError, ValueError):
+    """A batch of updates cannot be encoded (no update, too many) or decoded (malformed)."""
+
+
 def encode_batch(messages: list[bytes]) -> bytes:
     """Several updates in one message: a 2-byte count, then each with a 4-byte length."""
     if not 0 < len(messages) < 1 << 16:
-        raise ValueError(f"a batch holds 1 to 65535 updates, not {len(messages)}")
-    out = bytearray(len(messages).to_bytes(2, "big"))
+        raise BatchError(f"a batch holds 1 to 65535 updates, not {len(messages)}")
+    out = Writer()
+    out.push_uint16(len(messages))
     for msg in messages:
-        out += len(msg).to_bytes(4, "big") + msg
-    return bytes(out)
+        out.push_vector(4, msg)
+    return out.getvalue()
 
 
 def decode_batch(data: bytes) -> list[bytes]:
-    """Inverse of :func:`encode_batch`; ``ValueError`` on a short or over-long message."""
-    if len(data) < 2:
-        raise ValueError("batch shorter than its count")
-    count, at, out = int.from_bytes(data[:2], "big"), 2, []
+    """Inverse of :func:`encode_batch`; :class:`BatchError` (a ``ValueError``) on a short or
+    over-long message, naming what is missing or left over."""
+    buf = Buffer(data)
+    if buf.remaining < 2:
+        raise BatchError("batch shorter than its count")
+    count, out = buf.pull_uint16(), []
     for _ in range(count):
-        if at + 4 > len(data):
-            raise ValueError("batch truncated in a length")
-        n = int.from_bytes(data[at:at + 4], "big")
-        if at + 4 + n > len(data):
-            raise ValueError("batch truncated in an update")
-        out.append(data[at + 4:at + 4 + n])
-        at += 4 + n
-    if at != len(data) or count == 0:
-        raise ValueError("trailing bytes after the batch" if count else "empty batch")
+        if buf.remaining < 4:
+            raise BatchError("batch truncated in a length")
+        n = buf.pull_uint(4)
+        if n > buf.remaining:
+            raise BatchError("batch truncated in an update")
+        out.append(buf.pull_bytes(n))
+    if count == 0:
+        raise BatchError("empty batch")
+    if not buf.eof():
+        raise BatchError("trailing bytes after the batch")
     return out
 
 

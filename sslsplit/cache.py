@@ -25,13 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from .errors import CacheMiss
 from .wire import IDEncoding, check_payload
 
 __all__ = ["LocalCache", "PayloadSource", "MemoryCache", "DiskCache", "CacheHierarchy", "CacheMiss", "HierarchyStats"]
-
-
-class CacheMiss(LookupError):
-    """No level of the hierarchy, origin included, had a valid payload for an id."""
 
 
 class PayloadSource(Protocol):

@@ -16,10 +16,10 @@ This module keeps every parameter in one place:
 * :class:`WireParams` — the protocol facts (MSS, header sizes, handshake bytes, record size,
   stub size...) from which :class:`WireModel` computes bytes *structurally*, packet by packet
   and record by record (vectorised numpy);
-* :class:`LinearCost` / :class:`CostModel` — the paper-style (piecewise) linear model, either
-  fitted to a :class:`WireModel` by least squares (:meth:`CostModel.fit`), taken from the
+* :class:`LinearCost` / :class:`SplittingCostModel` — the paper-style (piecewise) linear model, either
+  fitted to a :class:`WireModel` by least squares (:meth:`SplittingCostModel.fit`), taken from the
   paper's published marginals (:func:`paper_model`), or fitted to bytes measured on the real
-  implementation (:meth:`CostModel.from_table`, used by :func:`sslsplit.experiments.calibrated_model`).
+  implementation (:meth:`SplittingCostModel.from_table`, used by :func:`sslsplit.experiments.calibrated_model`).
 
 **Validation.** A linear model fitted to :class:`WireModel` agrees with it by construction, so
 comparing the two is only an internal consistency check of the fit. The model is validated
@@ -49,7 +49,7 @@ __all__ = [
     "WireParams",
     "WireModel",
     "LinearCost",
-    "CostModel",
+    "SplittingCostModel",
     "paper_model",
     "SIZE_SWEEP",
 ]
@@ -211,8 +211,9 @@ class LinearCost:
 
 
 @dataclass(frozen=True)
-class CostModel:
-    """One :class:`LinearCost` per :class:`Protocol`, plus round trips per request."""
+class SplittingCostModel:
+    """The server's bytes per request under each protocol (§6.3): one :class:`LinearCost` per
+    :class:`Protocol`, plus round trips per request."""
 
     costs: Mapping[Protocol, LinearCost]
     round_trips: Mapping[Protocol, int]
@@ -234,7 +235,7 @@ class CostModel:
 
     @classmethod
     def fit(cls, wire: WireModel | None = None, sizes: np.ndarray = SIZE_SWEEP,
-            name: str = "fitted to wire model") -> CostModel:
+            name: str = "fitted to wire model") -> SplittingCostModel:
         """The paper's procedure -- fit linear models to a single-file size sweep -- applied to
         the structural model's byte counts instead of measurements (no validation: see the
         module docstring)."""
@@ -251,7 +252,7 @@ class CostModel:
     def from_table(cls, sizes: np.ndarray, measured: Mapping[Protocol | str, np.ndarray],
                    round_trips: Mapping[Protocol | str, int] | None = None,
                    header_split_bytes: int = 4_000, large_file_bytes: int = 1 << 22,
-                   name: str = "measured") -> CostModel:
+                   name: str = "measured") -> SplittingCostModel:
         """Fit from measured bytes per size (e.g. produced by the real implementation)."""
         costs = {}
         for key, nbytes in measured.items():
@@ -263,21 +264,21 @@ class CostModel:
         rt = {pr: rt.get(pr, WireModel().round_trips(pr)) for pr in Protocol}
         return cls(costs, rt, name)
 
-    def with_cost(self, protocol: Protocol | str, cost: LinearCost) -> CostModel:
+    def with_cost(self, protocol: Protocol | str, cost: LinearCost) -> SplittingCostModel:
         """A copy with one protocol's cost replaced."""
         costs = dict(self.costs)
         costs[Protocol(protocol)] = cost
         return replace(self, costs=costs)
 
 
-def paper_model(wire: WireModel | None = None) -> CostModel:
+def paper_model(wire: WireModel | None = None) -> SplittingCostModel:
     """The model of §6.3: linear fits, with the paper's cached-splitting marginals.
 
     Fixed costs come from the structural model (the paper prints no numbers for them); the
     cached-splitting marginal is set to the published ≈1/250 above 4,000 B and ≈1/120 above
     2^22 B, keeping the fitted fixed cost of those pieces.
     """
-    fitted = CostModel.fit(wire, name="paper (§6.3 marginals)")
+    fitted = SplittingCostModel.fit(wire, name="paper (§6.3 marginals)")
     hit = fitted.costs[Protocol.SPLIT_HIT]
     cost = LinearCost(hit.starts, hit.fixed, (hit.marginal[0], 1 / 250, 1 / 120))
     return replace(fitted.with_cost(Protocol.SPLIT_HIT, cost), name="paper (§6.3 marginals)")

@@ -35,14 +35,14 @@ Quantities (the ``quantity`` column):
 
 ``paper_trace`` names the paper's data: ``single file`` (the §6.2 microbenchmark), ``www.lcs``
 or ``amsterdam``. Our stand-ins for the two (non-public) traces are the synthetic traces of
-:mod:`sslsplit.trace_experiments` (:data:`OUR_TRACE`).
+:mod:`sslsplit.experiments.traces` (:data:`OUR_TRACE`).
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from .trace_experiments import SYNTHETIC, SYNTHETIC_AMSTERDAM
+from .synth import SYNTHETIC, SYNTHETIC_AMSTERDAM
 
 __all__ = ["PAPER_POINTS", "SOURCES", "OUR_TRACE", "DEVIATION_NOTES", "paper_bandwidth"]
 

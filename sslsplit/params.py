@@ -14,7 +14,7 @@ from __future__ import annotations
 from netsim.link import LAN, LinkParams
 from testbed.linux.linktestbed import LinkShape, Profile
 
-__all__ = ["ADSL_UP", "ADSL_DOWN", "LAN", "ADSL_PROFILE", "PROFILES"]
+__all__ = ["ADSL_UP", "ADSL_DOWN", "LAN", "ADSL_PROFILE", "PROFILES", "CHUNK_BYTES"]
 
 #: The paper's server line: residential ADSL, 160 kbit/s upstream (server → Internet).
 ADSL_UP = LinkParams(bandwidth=160e3, delay=0.010, queue=64)
@@ -36,3 +36,6 @@ ADSL_PROFILE = Profile(
 
 #: Profiles by name for ``python -m testbed.linux.linktestbed --profiles-from sslsplit.params``.
 PROFILES: dict[str, Profile] = {"adsl": ADSL_PROFILE}
+
+#: Transfer volume of the paper's replay chunks (§6.3: "approximately 10 MB of transfers"), bytes.
+CHUNK_BYTES = 10_000_000

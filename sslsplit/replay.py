@@ -31,7 +31,7 @@ from tqdm import tqdm
 
 from netsim.cache import LRUCache
 
-from .costmodel import CostModel, Protocol
+from .costmodel import Protocol, SplittingCostModel
 
 __all__ = ["hits_unbounded", "hits_lru", "split_bytes", "replay", "CACHE_STATES"]
 
@@ -66,13 +66,13 @@ def hits_lru(obj: np.ndarray, sizes: np.ndarray, capacity: int, progress: bool =
     return out
 
 
-def split_bytes(model: CostModel, sizes: np.ndarray, hit: np.ndarray) -> np.ndarray:
+def split_bytes(model: SplittingCostModel, sizes: np.ndarray, hit: np.ndarray) -> np.ndarray:
     """Server bytes per request for SSL splitting given per-request hit flags."""
     return np.where(hit, model.bytes(Protocol.SPLIT_HIT, sizes),
                     model.bytes(Protocol.SPLIT_MISS, sizes))
 
 
-def replay(work: pd.DataFrame, model: CostModel, preload: pd.DataFrame | None = None,
+def replay(work: pd.DataFrame, model: SplittingCostModel, preload: pd.DataFrame | None = None,
            cache_bytes: int | None = None, progress: bool = False) -> pd.DataFrame:
     """Total server bytes of a workload for HTTP, HTTPS, split cold, split warm and ideal.
 

@@ -28,6 +28,9 @@ emits :class:`PayloadNeeded`; the messages after it wait until :meth:`Splicer.su
 :meth:`Splicer.resume` with a record built by the caller) gives it the stub's record. End of
 stream: ``receive_data(b"")`` returns :class:`StreamEnded` at a message boundary (after the
 pending stub, if any, is supplied) and raises :class:`TruncatedMessage` inside a message.
+Which call is allowed when is a transition table (:mod:`sslsplit.state`, :attr:`Splicer.state`):
+bytes after the end raise :class:`~sslsplit.errors.DataAfterEnd` (a DecodeError), ``supply()``
+or ``resume()`` with nothing pending :class:`~sslsplit.errors.SplicerMisuse` (a ValueError).
 
 The message-level calls underneath (:meth:`~Splicer.feed`, :meth:`~Splicer.next_message`,
 :meth:`~Splicer.handle`, :meth:`~Splicer.rebuild`) stay available for callers that drive the
@@ -42,6 +45,8 @@ from dataclasses import dataclass
 from tls12.errors import DecodeError, IllegalParameter
 from tls12.recordcrypto import RecordCipher
 
+from .errors import PayloadMismatch, SplicerMisuse, TruncatedMessage
+from .state import SplicerInput, SplicerState, advance
 from .wire import (
     IDEncoding,
     KeyExpose,
@@ -54,23 +59,10 @@ from .wire import (
 )
 
 __all__ = ["Splicer", "SplicerStats", "PayloadMismatch", "TruncatedMessage", "SplicerEvent",
-           "PayloadNeeded", "StreamEnded"]
+           "PayloadNeeded", "StreamEnded", "SplicerState"]
 
 _CIPHER_BY_KEY_LENGTH = {0: "null", 16: "aes-128-cbc", 32: "aes-256-cbc"}
 _MAC_BY_LENGTH = {20: "sha1", 32: "sha256"}
-
-
-class PayloadMismatch(ValueError):
-    """A payload from a cache does not match the stub's digest id (a poisoned cache entry)."""
-
-
-class TruncatedMessage(DecodeError):
-    """The server's stream ended inside a message; ``pending`` bytes of it had arrived."""
-
-    def __init__(self, message: str, pending: int) -> None:
-        super().__init__(message)
-        self.pending = pending
-        self.events = []
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,8 +102,7 @@ class Splicer:
         self.stats = SplicerStats()
         self._out = bytearray()
         self._waiting: Stub | None = None
-        self._eof = False
-        self._ended = False
+        self._state = SplicerState.OPEN
 
     # --- sans-IO API ------------------------------------------------------------------
 
@@ -122,26 +113,30 @@ class Splicer:
         stream inside a message.
         """
         if data:
-            if self._eof:
-                raise DecodeError("data after the end of the server's stream")
+            self._state = advance(self._state, SplicerInput.DATA)  # DataAfterEnd once ended
             self._reader.feed(data)
         else:
-            self._eof = True
+            self._state = advance(self._state, SplicerInput.EOF)
         return self._drain()
 
     def supply(self, stub: Stub, payload: bytes, *, checked: bool = False) -> list[SplicerEvent]:
         """The payload for the stub of the last :class:`PayloadNeeded`; splicing goes on."""
         if stub is not self._waiting:
-            raise ValueError("supply() answers the pending PayloadNeeded, for that stub")
+            raise SplicerMisuse("supply() answers the pending PayloadNeeded, for that stub",
+                                self._state, SplicerInput.PAYLOAD)
         return self.resume(self.rebuild(stub, payload, checked=checked))
 
     def resume(self, record: bytes) -> list[SplicerEvent]:
         """Like :meth:`supply`, with the client record already built (e.g. by :meth:`rebuild`)."""
-        if self._waiting is None:
-            raise ValueError("no PayloadNeeded is pending")
+        self._state = advance(self._state, SplicerInput.PAYLOAD)  # SplicerMisuse if none pending
         self._waiting = None
         self._out += record
         return self._drain()
+
+    @property
+    def state(self) -> SplicerState:
+        """Where the splicer is (:mod:`sslsplit.state` has the transition table)."""
+        return self._state
 
     @property
     def waiting(self) -> Stub | None:
@@ -155,20 +150,21 @@ class Splicer:
         return out
 
     def _drain(self) -> list[SplicerEvent]:
-        if self._waiting is not None or self._ended:
-            return []
+        if self._state not in (SplicerState.OPEN, SplicerState.CLOSING):
+            return []  # waiting for a payload, or every record is out
         while (msg := self.next_message()) is not None:
             record = self.handle(msg)
             if record is None:
                 assert isinstance(msg, Stub)
+                self._state = advance(self._state, SplicerInput.STUB)
                 self._waiting = msg
                 return [PayloadNeeded(msg)]
             self._out += record
-        if self._eof:
+        if self._state is SplicerState.CLOSING:
             if self.pending:
                 raise TruncatedMessage(f"stream ended inside a message ({self.pending} B of it)",
                                        self.pending)
-            self._ended = True
+            self._state = advance(self._state, SplicerInput.END)
             return [StreamEnded()]
         return []
 

@@ -41,7 +41,13 @@ from tqdm import tqdm
 
 from testbed.traces.workload import DAY
 
-__all__ = ["SynthParams", "LCS_LIKE", "AMSTERDAM_LIKE", "generate", "fit_params", "scaled"]
+__all__ = ["SynthParams", "LCS_LIKE", "AMSTERDAM_LIKE", "SYNTHETIC", "SYNTHETIC_AMSTERDAM",
+           "generate", "fit_params", "scaled"]
+
+#: Name of the synthetic www.lcs-like trace in the DataFrames.
+SYNTHETIC = "synthetic-lcs"
+#: Name of the synthetic amsterdam-like trace.
+SYNTHETIC_AMSTERDAM = "synthetic-amsterdam"
 
 #: Start time of synthetic traces (local wall clock): 1 Sep 2002, 00:00.
 EPOCH = int(pd.Timestamp("2002-09-01").timestamp())
@@ -137,18 +143,7 @@ def generate(params: SynthParams = LCS_LIKE, progress: bool = False) -> pd.DataF
     """A synthetic workload with columns ``time``, ``url`` (int), ``size``, ``obj``."""
     p = params
     rng = np.random.default_rng(p.seed)
-    n = p.n_objects
-    base_size = _sizes(p, rng, n)
-    zipf_w = 1.0 / np.arange(1, n + 1, dtype=np.float64) ** p.zipf_alpha
-    zipf_w = zipf_w[rng.permutation(n)]
-    born = np.where(rng.random(n) < p.initial_fraction, -1.0, rng.uniform(0, p.days, n))
-    dynamic = rng.random(n) < p.dynamic_fraction
-    size_bias = (base_size / np.median(base_size)) ** p.hot_size_bias
-    period = rng.exponential(p.change_days, n) + 0.5
-    phase = rng.uniform(0, 1, n) * period
-
-    order = np.argsort(born, kind="stable")
-    born_sorted = born[order]
+    objs = _Objects.draw(p, rng)
     n_days = int(math.ceil(p.days))
     counts = rng.poisson(p.requests_per_day * np.minimum(1.0, p.days - np.arange(n_days)))
     times_parts, file_parts = [], []
@@ -159,43 +154,79 @@ def generate(params: SynthParams = LCS_LIKE, progress: bool = False) -> pd.DataF
         k = int(counts[day])
         if k == 0:
             continue
-        t = day + _day_times(p, rng, k) / DAY          # in days
-        alive = order[: int(np.searchsorted(born_sorted, day + 1.0, side="right"))]
+        times_parts.append(day + _day_times(p, rng, k) / DAY)          # in days
+        file_parts.append(objs.pick(p, rng, day, k))
+    if not times_parts:
+        return pd.DataFrame({"time": np.empty(0, np.int64), "url": np.empty(0, np.int64),
+                             "size": np.empty(0, np.int64), "obj": np.empty(0, np.int64)})
+    return objs.requests(np.concatenate(times_parts), np.concatenate(file_parts))
+
+
+@dataclass(frozen=True)
+class _Objects:
+    """The files of a synthetic site, drawn once: size, popularity, birth, how they change."""
+
+    base_size: np.ndarray
+    zipf_w: np.ndarray       #: Zipf popularity weight, in a random order over the files
+    born: np.ndarray         #: birth day (-1: there from the start)
+    dynamic: np.ndarray      #: changes every ``period`` days (a new version, a new size)
+    size_bias: np.ndarray    #: weight of large files among the hot picks
+    period: np.ndarray
+    phase: np.ndarray
+    order: np.ndarray        #: files by birth
+    born_sorted: np.ndarray
+
+    @classmethod
+    def draw(cls, p: SynthParams, rng: np.random.Generator) -> _Objects:
+        n = p.n_objects
+        base_size = _sizes(p, rng, n)
+        zipf_w = 1.0 / np.arange(1, n + 1, dtype=np.float64) ** p.zipf_alpha
+        zipf_w = zipf_w[rng.permutation(n)]
+        born = np.where(rng.random(n) < p.initial_fraction, -1.0, rng.uniform(0, p.days, n))
+        dynamic = rng.random(n) < p.dynamic_fraction
+        size_bias = (base_size / np.median(base_size)) ** p.hot_size_bias
+        period = rng.exponential(p.change_days, n) + 0.5
+        phase = rng.uniform(0, 1, n) * period
+        order = np.argsort(born, kind="stable")
+        return cls(base_size, zipf_w, born, dynamic, size_bias, period, phase, order, born[order])
+
+    def pick(self, p: SynthParams, rng: np.random.Generator, day: int, k: int) -> np.ndarray:
+        """The files of ``k`` requests on ``day``: Zipf over the live files, and a hot fraction
+        drawn among recent births (decaying over ``hot_days``, biased to large files)."""
+        alive = self.order[: int(np.searchsorted(self.born_sorted, day + 1.0, side="right"))]
         hot = rng.random(k) < p.hot_fraction
         files = np.empty(k, dtype=np.int64)
-        w_all = zipf_w[alive]
-        cum = np.cumsum(w_all)
+        cum = np.cumsum(self.zipf_w[alive])
         files[~hot] = alive[np.searchsorted(cum, rng.uniform(0, cum[-1], int((~hot).sum())))]
-        lo = int(np.searchsorted(born_sorted, day - 8 * p.hot_days, side="left"))
-        recent = order[lo: len(alive)]
+        lo = int(np.searchsorted(self.born_sorted, day - 8 * p.hot_days, side="left"))
+        recent = self.order[lo: len(alive)]
         if hot.any() and len(recent):
-            age = np.maximum(day + 0.5 - born[recent], 0.0)
-            w = zipf_w[recent] * np.exp(-age / p.hot_days) * size_bias[recent]
+            age = np.maximum(day + 0.5 - self.born[recent], 0.0)
+            w = self.zipf_w[recent] * np.exp(-age / p.hot_days) * self.size_bias[recent]
             cum_h = np.cumsum(w)
             files[hot] = recent[np.searchsorted(cum_h, rng.uniform(0, cum_h[-1], int(hot.sum())))]
         elif hot.any():
             files[hot] = alive[np.searchsorted(cum, rng.uniform(0, cum[-1], int(hot.sum())))]
-        times_parts.append(t)
-        file_parts.append(files)
-    if not times_parts:
-        return pd.DataFrame({"time": np.empty(0, np.int64), "url": np.empty(0, np.int64),
-                             "size": np.empty(0, np.int64), "obj": np.empty(0, np.int64)})
-    t = np.concatenate(times_parts)
-    f = np.concatenate(file_parts)
-    # requests to a file before its birth (hot picks near birth) are moved to its birth time
-    t = np.maximum(t, born[f])
-    version = np.where(dynamic[f], np.floor((t + phase[f]) / period[f]), 0).astype(np.int64)
-    size = base_size[f] + np.where(dynamic[f], (version * 7919) % 251, 0)
-    order_t = np.argsort(t, kind="stable")
-    t, f, size, version = t[order_t], f[order_t], size[order_t], version[order_t]
-    key = f * (int(version.max()) + 1) + version
-    obj, _ = pd.factorize(key, sort=False)
-    return pd.DataFrame({
-        "time": (EPOCH + np.floor(t * DAY)).astype(np.int64),
-        "url": f,
-        "size": size.astype(np.int64),
-        "obj": obj.astype(np.int64),
-    })
+        return files
+
+    def requests(self, t: np.ndarray, f: np.ndarray) -> pd.DataFrame:
+        """Requests at times ``t`` (days) for files ``f`` as the workload table, by time."""
+        # requests to a file before its birth (hot picks near birth) are moved to its birth time
+        t = np.maximum(t, self.born[f])
+        dynamic = self.dynamic[f]
+        version = np.where(dynamic, np.floor((t + self.phase[f]) / self.period[f]), 0
+                           ).astype(np.int64)
+        size = self.base_size[f] + np.where(dynamic, (version * 7919) % 251, 0)
+        order_t = np.argsort(t, kind="stable")
+        t, f, size, version = t[order_t], f[order_t], size[order_t], version[order_t]
+        key = f * (int(version.max()) + 1) + version
+        obj, _ = pd.factorize(key, sort=False)
+        return pd.DataFrame({
+            "time": (EPOCH + np.floor(t * DAY)).astype(np.int64),
+            "url": f,
+            "size": size.astype(np.int64),
+            "obj": obj.astype(np.int64),
+        })
 
 
 def fit_params(work: pd.DataFrame, seed: int = 1) -> SynthParams:

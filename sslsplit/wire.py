@@ -50,6 +50,7 @@ __all__ = [
     "MAX_FIELD",
     "MAX_MESSAGE_BODY",
     "payload_id",
+    "payload_path",
     "check_payload",
     "push_message",
     "pull_message",
@@ -71,6 +72,12 @@ class IDEncoding(IntEnum):
     @property
     def digest_name(self) -> str | None:
         return {IDEncoding.DIGEST: "sha1", IDEncoding.DIGEST_SHA256: "sha256"}.get(self)
+
+
+def payload_path(encoding: IDEncoding, ident: bytes) -> str:
+    """The cache-miss protocol's request target for a payload: ``/payload/<encoding>/<hex id>``
+    (paper §3.5; served by :func:`sslsplit.aio.payloads.serve_payloads`)."""
+    return f"/payload/{int(encoding)}/{ident.hex()}"
 
 
 def payload_id(encoding: IDEncoding, payload: bytes) -> bytes:

@@ -24,13 +24,39 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tls12.buffer import Buffer
 from tls12.messages import HandshakeType
 from tls12.record import ContentType, OutgoingRecord, RecordWriter, WriteProtection
+from tls12.suites import SUITES, CipherSuite
 
 from .store import RecordStore
 from .wire import IDEncoding, KeyExpose, Stub, Verbatim, payload_id, push_message
 
-__all__ = ["SplittingRecordWriter", "WriterStats", "is_http_head"]
+__all__ = ["SplittingRecordWriter", "WriterStats", "is_http_head", "MODES", "NULL_SUITES",
+           "ENCRYPTING_SUITES", "suites_for_mode"]
+
+NULL_SUITES = tuple(s for s, p in SUITES.items() if p.cipher == "null")
+ENCRYPTING_SUITES = (
+    CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA,
+    CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA256,
+    CipherSuite.TLS_RSA_WITH_AES_256_CBC_SHA,
+    CipherSuite.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256,
+    CipherSuite.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA,
+)
+MODES = ("auto", "null", "key-expose")
+"""The server's splitting modes: NULL suites only, key exposure (CBC suites) or both."""
+
+
+def suites_for_mode(mode: str) -> tuple[CipherSuite, ...]:
+    """The cipher suites a server in ``mode`` offers: NULL suites need no key exposure,
+    CBC suites can be split once the key is exposed; AEAD suites never can (module docstring)."""
+    if mode == "null":
+        return NULL_SUITES
+    if mode == "key-expose":
+        return ENCRYPTING_SUITES
+    if mode == "auto":
+        return NULL_SUITES + ENCRYPTING_SUITES
+    raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
 
 
 def is_http_head(payload: bytes) -> bool:
@@ -90,19 +116,22 @@ class SplittingRecordWriter(RecordWriter):
         """Cut a plaintext handshake record at message boundaries; the Certificate gets a digest."""
         data = record.plaintext
         pieces: list[tuple[bytes, bool]] = []
-        pos = 0
-        while pos + 4 <= len(data):
-            end = pos + 4 + int.from_bytes(data[pos + 1 : pos + 4], "big")
-            if end > len(data):
+        buf = Buffer(data)
+        whole_messages = True
+        while buf.remaining >= 4:  # a handshake header: uint8 type, uint24 length
+            start = len(data) - buf.remaining
+            msg_type, length = buf.pull_uint8(), buf.pull_uint24()
+            if length > buf.remaining:
+                whole_messages = False
                 break
-            cacheable = self.cache_certificate and data[pos] == HandshakeType.CERTIFICATE
+            message = data[start : start + 4] + buf.pull_bytes(length)
+            cacheable = self.cache_certificate and msg_type == HandshakeType.CERTIFICATE
             if not cacheable and pieces and not pieces[-1][1]:
-                pieces[-1] = (pieces[-1][0] + data[pos:end], False)
+                pieces[-1] = (pieces[-1][0] + message, False)
             else:
-                pieces.append((data[pos:end], cacheable))
-            pos = end
-        if pos != len(data):  # a message continues in the next record: keep this record whole
-            pieces = [(data, False)]
+                pieces.append((message, cacheable))
+        if not (whole_messages and buf.eof()):  # a message continues in the next record:
+            pieces = [(data, False)]               # keep this record whole
         return b"".join(self._stub(record, p, b"", c) for p, c in pieces)
 
     def write_records(self, records: list[OutgoingRecord], protection: WriteProtection) -> bytes:

@@ -213,6 +213,27 @@ def _client(scheduler: str | None, workers: int | None) -> tuple[Any, Any]:
     return Client(scheduler_arg(scheduler)), None
 
 
+def _checked_points(points: Sequence[Mapping[str, Any]] | Mapping[str, Iterable],
+                    constants: Mapping[str, Any] | None, placement: str
+                    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The grid's points and the constants, after the checks :func:`sweep` documents."""
+    pts = grid(**points) if isinstance(points, Mapping) else [dict(p) for p in points]
+    if not pts:
+        raise SweepError("the sweep grid is empty")
+    keys = set(pts[0])
+    for p in pts:
+        if set(p) != keys:
+            raise SweepError(f"every point needs the same parameters: {sorted(keys)} vs "
+                             f"{sorted(p)}")
+    consts = dict(constants or {})
+    clash = keys & set(consts)
+    if clash:
+        raise SweepError(f"parameters also given as constants: {sorted(clash)}")
+    if placement not in PLACEMENTS:
+        raise SweepError(f"placement must be one of {', '.join(PLACEMENTS)}, got {placement!r}")
+    return pts, consts
+
+
 def sweep(fn: Callable[..., Any], points: Sequence[Mapping[str, Any]] | Mapping[str, Iterable],
           *, scheduler: str | None = None, workers: int | None = None, progress: bool = True,
           metadata: Mapping[str, Any] | None = None, constants: Mapping[str, Any] | None = None,
@@ -236,20 +257,7 @@ def sweep(fn: Callable[..., Any], points: Sequence[Mapping[str, Any]] | Mapping[
     :class:`SweepError` for an empty grid, points with differing parameter names or an unknown
     ``placement``.
     """
-    pts = grid(**points) if isinstance(points, Mapping) else [dict(p) for p in points]
-    if not pts:
-        raise SweepError("the sweep grid is empty")
-    keys = set(pts[0])
-    for p in pts:
-        if set(p) != keys:
-            raise SweepError(f"every point needs the same parameters: {sorted(keys)} vs "
-                             f"{sorted(p)}")
-    consts = dict(constants or {})
-    clash = keys & set(consts)
-    if clash:
-        raise SweepError(f"parameters also given as constants: {sorted(clash)}")
-    if placement not in PLACEMENTS:
-        raise SweepError(f"placement must be one of {', '.join(PLACEMENTS)}, got {placement!r}")
+    pts, consts = _checked_points(points, constants, placement)
     if scheduler is not None and scheduler_arg(scheduler) == SERIAL:
         serial = True
 

@@ -20,13 +20,12 @@ modules still answer ``--help``.
 (about 250) run as processes forked from one interpreter that has imported the programs'
 dependencies (``cli_forkserver.py``): each still executes the program as ``__main__`` in a
 process of its own, with its own exit status and stderr, but without paying a second of
-interpreter start and imports each, so the sweep takes seconds on two cores.  The module also
-checks the argument parsers of :mod:`testbed.cli` with Hypothesis.
+interpreter start and imports each, so the sweep takes seconds on two cores.  The argument parsers of :mod:`testbed.cli` are
+fuzzed in ``tests/testbed/test_cli_parsers.py``.
 """
 
 from __future__ import annotations
 
-import argparse
 import ast
 import fcntl
 import json
@@ -43,12 +42,9 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from hypothesis import given
-from hypothesis import strategies as st
 
 from sine.algorithms import SigAlg, SigningKey
 from sine.site import sign_site
-from testbed import cli
 from tls12.certs import generate_self_signed, write_credentials
 
 REPO = Path(__file__).resolve().parent.parent
@@ -69,7 +65,7 @@ MODULES = (
     "tls12.handshake_docs",
     "testbed.linux.linktestbed",
     "sslacc_sim.measure",
-    "sslacc_sim.linux.node",
+    "sslacc_sim.aio.linux.node",
     "sslsplit.barnraising.broker",
     "webalps_sim.host",
     "webalps_sim.guardian",
@@ -88,7 +84,7 @@ FEW_CASES = {
 EXEMPT = {
     "testbed.apps.demo": "the body of testbed.demo (a shim that calls it), swept under that name",
     "testbed.apps.https_cli": "the body of testbed.https_server (a shim), swept under that name",
-    "sine.aio": "internal worker: sine.linkexperiments.measure runs its run-plan "
+    "sine.aio": "internal worker: sine.experiments.link.measure runs its run-plan "
                             "subcommand inside the link testbed's client namespace",
 }
 #: The packages whose programs the sweep must know about (see test_every_program_is_swept).
@@ -107,7 +103,7 @@ REQUIRED = {
     "sine.fetch": "http://127.0.0.1:1/",
     "reverse_ssl.client": "--port 1",
     "testbed.linux.linktestbed": "profiles",
-    "sslacc_sim.linux.node": "sniff --src 10.0.0.1 --out {scratch}/sniff.json",
+    "sslacc_sim.aio.linux.node": "sniff --src 10.0.0.1 --out {scratch}/sniff.json",
     "webalps_sim.host": "--mode http --docroot {docroot}",
     "webalps_sim.guardian": "--state-dir {scratch}/guardian",
     "webalps_sim.ca": "init --dir {scratch}/ca",
@@ -311,19 +307,19 @@ CASES: tuple[Case, ...] = (
     case("sslsplit.barnraising.broker", "--lease 0", 2, "--lease", "0"),
     case("sslsplit.barnraising.broker", "--site a/b --server 127.0.0.1:1 --store 127.0.0.1:2 --db {docroot}", 1, "cannot open database"),
     case("sslsplit.barnraising.broker", "--site a/b --server 127.0.0.1:1 --store 127.0.0.1:2 --db {scratch}/broker.db --listen 127.0.0.1:{busy}", 1, "address already in use"),
-    # sslacc_sim.linux.node (run as root in namespaces by sslacc_sim.linux.failover; every case
+    # sslacc_sim.aio.linux.node (run as root in namespaces by sslacc_sim.aio.linux.failover; every case
     # fails before the node binds, listens or opens a raw socket)
-    case("sslacc_sim.linux.node", "", 2, "required", "role"),
-    case("sslacc_sim.linux.node", "primary", 2, "required", "--file", "--vip", "--mirror"),
-    case("sslacc_sim.linux.node", "primary --file {text} --vip 127.0.0.1 --mirror 127.0.0.1", 2, "--cert", "--plain"),
-    case("sslacc_sim.linux.node", "primary --plain --file {missing} --vip 127.0.0.1 --mirror 127.0.0.1", 2, "--file", "no such file"),
-    case("sslacc_sim.linux.node", "primary --plain --file {docroot} --vip 127.0.0.1 --mirror 127.0.0.1", 2, "--file", "not a file"),
-    case("sslacc_sim.linux.node", "primary --plain --file {text} --vip 127.0.0.1 --mirror 127.0.0.1 --port 70000", 2, "--port", "70000"),
-    case("sslacc_sim.linux.node", "primary --plain --file {text} --vip 127.0.0.1 --mirror 127.0.0.1 --die-at nowhere", 2, "--die-at", "invalid choice"),
-    case("sslacc_sim.linux.node", "backup --file {text} --vip 127.0.0.1 --mirror 127.0.0.1 --cert {cert} --key {pub}", 2, "--key", "private key", "public key"),
-    case("sslacc_sim.linux.node", "backup --file {text} --vip 127.0.0.1 --mirror 127.0.0.1 --cert {cert} --key {rsa} --suite NO-SUCH-SUITE", 2, "--suite", "no-such-suite"),
-    case("sslacc_sim.linux.node", "sniff --src 10.0.0.1 --out {scratch}/sniff.json --dev no-such-dev", 2, "--dev", "no such network interface"),
-    case("sslacc_sim.linux.node", "primary --plain --file {text} --vip 127.0.0.1 --mirror 127.0.0.1 --mirror-port {closed}", 1, "refused"),
+    case("sslacc_sim.aio.linux.node", "", 2, "required", "role"),
+    case("sslacc_sim.aio.linux.node", "primary", 2, "required", "--file", "--vip", "--mirror"),
+    case("sslacc_sim.aio.linux.node", "primary --file {text} --vip 127.0.0.1 --mirror 127.0.0.1", 2, "--cert", "--plain"),
+    case("sslacc_sim.aio.linux.node", "primary --plain --file {missing} --vip 127.0.0.1 --mirror 127.0.0.1", 2, "--file", "no such file"),
+    case("sslacc_sim.aio.linux.node", "primary --plain --file {docroot} --vip 127.0.0.1 --mirror 127.0.0.1", 2, "--file", "not a file"),
+    case("sslacc_sim.aio.linux.node", "primary --plain --file {text} --vip 127.0.0.1 --mirror 127.0.0.1 --port 70000", 2, "--port", "70000"),
+    case("sslacc_sim.aio.linux.node", "primary --plain --file {text} --vip 127.0.0.1 --mirror 127.0.0.1 --die-at nowhere", 2, "--die-at", "invalid choice"),
+    case("sslacc_sim.aio.linux.node", "backup --file {text} --vip 127.0.0.1 --mirror 127.0.0.1 --cert {cert} --key {pub}", 2, "--key", "private key", "public key"),
+    case("sslacc_sim.aio.linux.node", "backup --file {text} --vip 127.0.0.1 --mirror 127.0.0.1 --cert {cert} --key {rsa} --suite NO-SUCH-SUITE", 2, "--suite", "no-such-suite"),
+    case("sslacc_sim.aio.linux.node", "sniff --src 10.0.0.1 --out {scratch}/sniff.json --dev no-such-dev", 2, "--dev", "no such network interface"),
+    case("sslacc_sim.aio.linux.node", "primary --plain --file {text} --vip 127.0.0.1 --mirror 127.0.0.1 --mirror-port {closed}", 1, "refused"),
     # webalps_sim.host
     case("webalps_sim.host", "", 2, "required", "--mode", "--docroot"),
     case("webalps_sim.host", "--mode http --docroot {missing}", 2, "--docroot", "not a directory"),
@@ -569,52 +565,3 @@ def test_module_errors_are_prefixed_with_the_program(sweep: Sweep, program: str)
     prefix = re.compile(rf"python -m {re.escape(program)}( [a-z]+)?: error: ")
     for out in outs:
         assert prefix.match(_last_line(out.stderr)), out.stderr
-
-
-# -- the shared argument types, with Hypothesis -------------------------------------------------
-
-
-@given(st.integers(0, 65535))
-def test_port_accepts_every_port(n: int) -> None:
-    assert cli.port(str(n)) == n
-
-
-@given(st.text(max_size=12))
-def test_port_rejects_everything_else_with_a_message(text: str) -> None:
-    try:
-        value = cli.port(text)
-    except argparse.ArgumentTypeError as exc:
-        assert repr(text) in str(exc)
-    else:
-        assert 0 <= value <= 65535 and int(text) == value
-
-
-@given(st.sampled_from(["127.0.0.1", "localhost", "::1", "example.org", ""]),
-       st.integers(1, 65535))
-def test_hostport_round_trips(host: str, port: int) -> None:
-    text = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    assert cli.hostport(text) == (host or "127.0.0.1", port)
-
-
-@given(st.text(max_size=24))
-def test_hostport_never_crashes(text: str) -> None:
-    try:
-        host, port = cli.hostport(text)
-    except argparse.ArgumentTypeError as exc:
-        assert "HOST:PORT" in str(exc)
-    else:
-        assert host and 1 <= port <= 65535 and int(text.rpartition(":")[2]) == port
-
-
-@given(st.binary(max_size=200))
-def test_pem_kind_never_crashes(data: bytes) -> None:
-    assert isinstance(cli.pem_kind(data), str)
-
-
-def test_pem_kind_names_the_block() -> None:
-    assert cli.pem_kind(b"-----BEGIN PUBLIC KEY-----\n") == "a public key"
-    assert cli.pem_kind(b"x\n-----BEGIN RSA PRIVATE KEY-----\n") == "a private key"
-    assert cli.pem_kind(b"-----BEGIN ENCRYPTED PRIVATE KEY-----\n") == "an encrypted private key"
-    assert cli.pem_kind(b"-----BEGIN CERTIFICATE-----\n") == "a certificate"
-    assert cli.pem_kind(b"-----BEGIN X509 CRL-----\n") == "a PEM 'X509 CRL' block"
-    assert cli.pem_kind(b"hello") == "no PEM data"

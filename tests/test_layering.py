@@ -1,29 +1,39 @@
-"""Every file in its layer, checked from the source (``ast``), never by importing it.
+"""Every file in its room, the room read from its path, checked from the source (``ast``).
 
-Three rules from the architecture (shared building blocks below, paper packages above):
+The layout (``docs/architecture.md`` has it as one table) is four floors, each importing only
+from its own floor and the floors below:
 
-(a) **Sans-IO cores do no I/O and read no clock.** The protocol cores of ``tls12``,
-    ``sslsplit``, ``sine`` and ``reverse_ssl`` take bytes (and ``now``) and return events and
-    bytes, so they import none of asyncio, socket, selectors, time, threading or subprocess,
-    nor the global ``random`` (an RNG is injected). The SimPy models run in simulated time and
-    obey the same rule, except that they own one seeded ``random.Random``. Every module of
-    these packages is listed below as a core, a model or an excluded adapter / CLI /
-    application / experiment with the reason, so a new module forces a decision.
-(b) **No arrow from the shared layers to a paper.** ``tls12`` and ``netsim`` import no
-    protocol package (sslsplit, sine, reverse_ssl, sslacc_sim, webalps_sim), and no paper
-    package imports another paper's.
-(c) **netsim sits above tls12, and only two of its modules know TLS.** ``tls12`` imports
-    nothing from ``netsim``; inside ``netsim`` only the driver (``netsim/drive.py``: it
-    recognises tls12's events) and the CPU cost table (``netsim/cpu.py``: it times the real
-    tls12 operations) import ``tls12``; links, TCP, hosts, caches and workloads stay
-    protocol-agnostic.
+====== ============ ==========================================================================
+floor  package      what lives there
+====== ============ ==========================================================================
+0      ``tls12``    the TLS 1.2 protocol core (sans-IO) and its one asyncio adapter ``aio.py``
+1      ``netsim``   SimPy building blocks and the generic driver of sans-IO objects
+2      ``testbed``  programs, command-line plumbing, run tooling, traces, the Linux lab
+3      the papers   ``sslsplit`` (with ``barnraising``), ``sine``, ``reverse_ssl``,
+                    ``sslacc_sim``, ``webalps_sim``; none imports another
+====== ============ ==========================================================================
 
-A failure names the file, the line and the offending import.
+Inside a paper package a module's room follows from its path:
+
+* ``aio/**`` — adapters: sockets, threads, subprocesses, asyncio (anything goes);
+* ``experiments.py`` or ``experiments/**`` — experiments (anything goes);
+* ``model*.py`` or ``models/**`` — SimPy models: simulated time only, one seeded
+  ``random.Random`` allowed, no I/O, no clock;
+* everything else — the sans-IO core: no I/O, no clock, no global ``random`` (an RNG is
+  injected); ``state.py`` (the package's state machine, an enum and a table) is one of them.
+
+:data:`DEFAULT_ROOM` changes the "everything else" room of a package whose core *is* a model
+(SSLACC's cluster runs in simulated time throughout); :data:`ROOM_EXCEPTIONS` lists the few
+modules outside ``aio/`` that may do I/O, each with the reason. In the shared floors, ``tls12``
+is core except ``aio.py``; ``netsim`` is models; ``testbed`` is the I/O floor. No paper
+constant (a module-level constant whose comment or value names a paper) lives outside its
+paper's package. A failure names the file, the line and the offending import.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,114 +41,37 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: Modules nothing above the shared layers may depend on from below.
-PROTOCOL_PACKAGES = ("sslsplit", "sine", "reverse_ssl", "sslacc_sim", "webalps_sim")
-SHARED_PACKAGES = ("tls12", "netsim", "testbed")
+PAPERS = ("sslsplit", "sine", "reverse_ssl", "sslacc_sim", "webalps_sim")
+#: Floor of each top-level package; a module may import its own floor and those below.
+FLOORS: dict[str, int] = {"tls12": 0, "netsim": 1, "testbed": 2, **dict.fromkeys(PAPERS, 3)}
+SHARED = ("tls12", "netsim", "testbed")
 #: What a core may not import (top-level module names).
 IO_AND_CLOCK = frozenset({"asyncio", "socket", "selectors", "time", "threading", "subprocess"})
 CORE_FORBIDDEN = IO_AND_CLOCK | {"random"}
 MODEL_FORBIDDEN = IO_AND_CLOCK  # a SimPy model owns one random.Random(seed)
 
-#: Sans-IO protocol cores, per package (paths relative to the repository root).
-CORES: dict[str, tuple[str, ...]] = {
-    "tls12": (
-        "__init__.py", "_recordcrypto_py.py", "aead.py", "buffer.py", "certs.py",
-        "client_connection.py", "config.py", "connection.py", "context.py", "delegate.py", "ecdhe.py",
-        "errors.py", "keyjson.py", "events.py", "handshake_docs.py", "handshake_table.py", "keys.py",
-        "messages.py", "prf.py", "record.py", "recordcrypto.py", "server_connection.py",
-        "session.py", "state.py", "suites.py", "testing.py",
-    ),
-    "sslsplit": (
-        "__init__.py", "cache.py", "costmodel.py", "paper_points.py", "replay.py",
-        "splicer.py", "store.py", "wire.py", "writer.py", "barnraising/uri.py",
-        "barnraising/__init__.py", "barnraising/protocol.py", "barnraising/ratelimit.py",
-        "barnraising/zone.py", "barnraising/ring.py", "barnraising/feedback.py",
-        "barnraising/errors.py", "barnraising/service.py", "barnraising/peers.py",
-        "params.py", "synth.py",
-    ),
-    "sine": (
-        "__init__.py", "algorithms.py", "cache_status.py", "errors.py", "format.py", "links.py",
-        "tag.py", "verifier.py", "params.py",
-    ),
-    "reverse_ssl": (
-        "__init__.py", "client_connection.py", "config.py", "errors.py", "messages.py",
-        "onoff.py", "ots.py", "primes.py", "puzzle.py", "server_connection.py",
-    ),
-    "sslacc_sim": (),  # all SimPy models, see MODELS
-    "webalps_sim": ("__init__.py", "app.py", "protocol.py", "router.py", "service.py"),
-}  # fmt: skip
+#: The room of a paper module that is neither in aio/, nor an experiment, nor a model by name.
+DEFAULT_ROOM: dict[str, str] = {"sslacc_sim": "model"}
 
-#: SimPy models (simulated time only).
-MODELS: dict[str, tuple[str, ...]] = {
-    "sslsplit": ("latency.py", "simulate.py", "barnraising/model.py"),
-    "reverse_ssl": ("dos.py", "simulate.py"),
-    "sine": ("simulate.py",),
-    "webalps_sim": ("model.py",),
-    "sslacc_sim": ("__init__.py", "checkpoint.py", "cluster.py", "endpoints.py", "params.py",
-                   "relay.py", "sessions.py", "tcpside.py", "updates.py", "load.py",
-                   "delta.py"),
+#: Modules outside ``aio/`` that may do I/O, with the reason (path from the repository root).
+ROOM_EXCEPTIONS: dict[str, str] = {
+    "netsim/cpu.py": "measures the per-operation CPU costs of the real tls12 code (perf_counter)",
+    "netsim/drive.py": "reports the wall time a simulation took (perf_counter), for the benchmark",
+    "sine/sign.py": "command line: signs a document root on disk and reports how long it took",
+    "webalps_sim/evoting.py": "guardian application: its tally lock serialises the guardian's "
+                              "request threads (the sealed files are written under it)",
 }
 
-#: Modules that are not cores, with the reason. ``apps/`` folders are excluded as a whole.
-EXCLUDED: dict[str, dict[str, str]] = {
-    "sslacc_sim": {
-        "measure.py": "times the real code (perf_counter, a loopback UDP socket pair)",
-        "experiments.py": "experiments: sweeps of the model (testbed.sweep, Dask) to DataFrames",
-        "linux/": "real failover adapters: namespaces, TCP_REPAIR sockets, node processes",
-    },
-    "webalps_sim": {
-        "costmodel.py": "coprocessor cost model: sleeps the modelled time, writes counters",
-        "evoting.py": "guardian application: password directory and sealed tally (file I/O, lock)",
-        "experiments.py": "experiments: start host and guardian processes, time real runs",
-        "load.py": "closed-loop load generator: sockets, threads, wall-clock timing",
-        "sealed.py": "sealed storage: AES-GCM blobs and a rollback counter on disk (fsync)",
-        "ca.py": "WebALPS CA and its command line: keys and certificates on disk",
-        "guardian.py": "guardian process: asyncio Unix-socket server, state directory, CLI",
-        "host.py": "untrusted host: asyncio HTTP/HTTPS/WebALPS servers and their CLI",
-        "measure.py": "measures the guardian program: reads and hashes its source files",
-        "remote.py": "host end of the guardian channel: a blocking Unix socket",
-    },
-    "tls12": {
-        "aio.py": "asyncio adapter around the sans-IO connections",
-    },
-    "sslsplit": {
-        "aio.py": "asyncio adapter (connections, background loop, payload client)",
-        "cli.py": "command line of the server and proxy",
-        "proxy.py": "asyncio proxy: sockets around the splicer",
-        "server.py": "asyncio SSL-splitting server: sockets around the writer",
-        "server_upstream.py": "asyncio client of the origin the server fronts",
-        "testbed.py": "loopback testbed: real servers, proxies and clients on sockets",
-        "experiments.py": "experiments: drive the testbed and time real runs",
-        "calibration.py": "experiments: fit and compare the measured tables (from experiments.py)",
-        "trace_experiments.py": "experiments: load traces from disk, run the models",
-        "linkexperiments.py": "experiments: real programs timed on the namespace link testbed",
-        "barnraising/registry.py": "Barnraising volunteer database in SQLite (file I/O)",
-        "barnraising/broker.py": "command line of the broker (a shim around barnraising/aio/broker.py)",
-        "barnraising/aio/": "asyncio adapters: sockets around the service, zone, peers and feedback cores",
-        "barnraising/cli.py": "command-line start-up shared by the broker and the volunteer",
-        "barnraising/client.py": "asyncio join-protocol client of the broker",
-        "volunteer.py": "asyncio Barnraising volunteer and its command line",
-        "barnraising/experiments.py": "experiments: load traces from disk, run the model",
-    },
-    "sine": {
-        "client.py": "asyncio verifying client",
-        "server.py": "asyncio origin server",
-        "fetch.py": "command line: fetch and verify documents",
-        "sign.py": "command line: sign a document root",
-        "site.py": "signs a document root on disk (file I/O)",
-        "model.py": "SimPy model plus measure_costs, which times the real code",
-        "experiments.py": "experiments: real loopback runs and timings",
-        "linkexperiments.py": "experiments: real programs timed on the namespace link testbed",
-        "aio.py": "asyncio runner of the SINE client for the link experiments, its command line",
-    },
-    "reverse_ssl": {
-        "aio.py": "asyncio adapter",
-        "client.py": "asyncio client and load generator",
-        "server.py": "asyncio server",
-        "pool.py": "offline-signing pool refilled by a background thread",
-        "experiments.py": "experiments: timings, subprocess servers",
-    },
+#: The netsim modules that may import tls12, each with the reason.
+NETSIM_KNOWS_TLS = {
+    "netsim/drive.py": "moves the bytes of tls12 connections and recognises their events",
+    "netsim/cpu.py": "measures the per-operation CPU costs of the real tls12 code",
 }
+
+#: Words that make a module-level constant a paper's (in its ``#:`` comment or its value).
+PAPER_WORDS = re.compile(
+    r"\b(paper|papers|ssl[- ]splitting|barnraising|sine|sineb|sinex|reverse ssl|sslacc|"
+    r"webalps|www\.lcs|amsterdam)\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -156,7 +89,7 @@ class Import:
 
 
 def _package_of(path: Path) -> list[str]:
-    """Dotted package of a module file, e.g. ``testbed/apps/x.py`` -> ``["tls12", "apps"]``."""
+    """Dotted package of a module file, e.g. ``testbed/apps/x.py`` -> ``["testbed", "apps"]``."""
     return list(path.relative_to(ROOT).parent.parts)
 
 
@@ -205,81 +138,136 @@ def _modules(package: str) -> list[Path]:
     return sorted((ROOT / package).rglob("*.py"))
 
 
-@pytest.mark.parametrize("package", sorted(CORES))
-def test_every_module_is_classified(package: str) -> None:
-    listed = set(CORES[package]) | set(MODELS.get(package, ())) | set(EXCLUDED[package])
-    unlisted = []
-    for path in _modules(package):
-        rel = path.relative_to(ROOT / package).as_posix()
-        if rel not in listed and not any(rel.startswith(d) for d in listed if d.endswith("/")):
-            unlisted.append(rel)
-    missing = [m for m in listed if not (ROOT / package / m).exists()]
-    assert not unlisted, (
-        f"{package}: classify {unlisted} in tests/test_layering.py as a core, a model or an "
-        "excluded adapter/CLI/application with the reason"
-    )
-    assert not missing, f"{package}: {missing} listed in tests/test_layering.py but absent"
+def room(path: Path) -> str:
+    """``core``, ``model``, ``adapter``, ``experiment`` or ``io`` (the testbed floor), from the
+    path alone (plus :data:`ROOM_EXCEPTIONS`)."""
+    rel = path.relative_to(ROOT)
+    parts = rel.parts
+    if rel.as_posix() in ROOM_EXCEPTIONS:
+        return "exception"
+    package, inner = parts[0], parts[1:]
+    if package == "testbed":
+        return "io"
+    if package == "tls12":
+        return "adapter" if inner == ("aio.py",) else "core"
+    if package == "netsim":
+        return "model"
+    if "aio" in inner[:-1]:
+        return "adapter"
+    name = inner[-1]
+    if name == "experiments.py" or "experiments" in inner[:-1]:
+        return "experiment"
+    if name.startswith("model") or "models" in inner[:-1]:
+        return "model"
+    return DEFAULT_ROOM.get(package, "core")
 
 
-@pytest.mark.parametrize("package", sorted(CORES))
+def test_rooms_are_read_from_paths() -> None:
+    assert room(ROOT / "tls12" / "record.py") == "core"
+    assert room(ROOT / "tls12" / "aio.py") == "adapter"
+    assert room(ROOT / "sine" / "aio" / "server.py") == "adapter"
+    assert room(ROOT / "sslsplit" / "barnraising" / "aio" / "dns.py") == "adapter"
+    assert room(ROOT / "sine" / "verifier.py") == "core"
+    assert room(ROOT / "sine" / "experiments.py") == "experiment"
+    assert room(ROOT / "reverse_ssl" / "model_dos.py") == "model"
+    assert room(ROOT / "sslacc_sim" / "cluster.py") == "model"
+    assert room(ROOT / "testbed" / "linux" / "netns.py") == "io"
+
+
+@pytest.mark.parametrize("package", sorted(FLOORS))
 def test_cores_and_models_do_no_io_and_read_no_clock(package: str) -> None:
     offenders = []
-    for names, forbidden in ((CORES[package], CORE_FORBIDDEN),
-                             (MODELS.get(package, ()), MODEL_FORBIDDEN)):
-        for name in names:
-            offenders += [str(i) for i in imports(ROOT / package / name)
+    for path in _modules(package):
+        forbidden = {"core": CORE_FORBIDDEN, "model": MODEL_FORBIDDEN}.get(room(path))
+        if forbidden:
+            offenders += [f"{i} [{room(path)}]" for i in imports(path)
                           if _top(i.module) in forbidden]
-    assert not offenders, "sans-IO core or model does I/O or reads a clock:\n" + "\n".join(
-        offenders
-    )
+    assert not offenders, (
+        "a sans-IO core or a model does I/O or reads a clock (move it into aio/, or list it in "
+        "ROOM_EXCEPTIONS with the reason):\n" + "\n".join(offenders))
 
 
-def test_shared_layers_never_import_a_protocol_package() -> None:
-    offenders = [str(i) for package in SHARED_PACKAGES for path in _modules(package)
-                 for i in imports(path) if _top(i.module) in PROTOCOL_PACKAGES]
-    assert not offenders, "a shared layer depends on a paper's package:\n" + "\n".join(offenders)
+def test_room_exceptions_exist() -> None:
+    missing = [p for p in ROOM_EXCEPTIONS if not (ROOT / p).is_file()]
+    assert not missing, f"ROOM_EXCEPTIONS names files that are gone: {missing}"
 
 
-def test_no_paper_package_imports_another() -> None:
+@pytest.mark.parametrize("package", PAPERS)
+def test_every_paper_package_has_the_same_rooms(package: str) -> None:
+    base = ROOT / package
+    shape = {"state.py": (base / "state.py").is_file(),
+             "aio/": (base / "aio" / "__init__.py").is_file(),
+             "experiments": (base / "experiments.py").is_file()
+             or (base / "experiments" / "__init__.py").is_file()}
+    assert all(shape.values()), f"{package} lacks {[k for k, v in shape.items() if not v]}"
+
+
+def test_no_import_runs_upward_and_no_paper_imports_another() -> None:
     offenders = []
-    for package in PROTOCOL_PACKAGES:
-        for path in _modules(package) if (ROOT / package).is_dir() else ():
-            offenders += [str(i) for i in imports(path)
-                          if _top(i.module) in PROTOCOL_PACKAGES and _top(i.module) != package]
-    assert not offenders, "one paper's package imports another's:\n" + "\n".join(offenders)
+    for package, floor in FLOORS.items():
+        for path in _modules(package):
+            for i in imports(path):
+                target = _top(i.module)
+                if target not in FLOORS or target == package:
+                    continue
+                if FLOORS[target] > floor or (FLOORS[target] == floor == 3):
+                    offenders.append(f"{i} (floor {floor} -> {FLOORS[target]})")
+    assert not offenders, "an import runs upward or across papers:\n" + "\n".join(offenders)
 
 
-#: The netsim modules that may import tls12, each with the reason.
-NETSIM_KNOWS_TLS = {
-    "drive.py": "moves the bytes of tls12 connections and recognises their events",
-    "cpu.py": "measures the per-operation CPU costs of the real tls12 code",
-}
+def test_netsim_knows_no_paper_and_nothing_of_the_linux_lab() -> None:
+    offenders = [str(i) for path in _modules("netsim") for i in imports(path)
+                 if _top(i.module) in PAPERS or i.module.startswith("testbed")]
+    assert not offenders, "\n".join(offenders)
 
 
 def test_only_the_driver_and_cpu_costs_in_netsim_import_tls12() -> None:
     offenders = []
     for path in _modules("netsim"):
-        if path.parent.name == "netsim" and path.name in NETSIM_KNOWS_TLS:
+        if path.relative_to(ROOT).as_posix() in NETSIM_KNOWS_TLS:
             continue
         offenders += [str(i) for i in imports(path) if _top(i.module) == "tls12"]
     assert not offenders, (
-        "only " + ", ".join(f"netsim/{n}" for n in NETSIM_KNOWS_TLS)
-        + " may import tls12:\n" + "\n".join(offenders)
-    )
+        "only " + ", ".join(NETSIM_KNOWS_TLS) + " may import tls12:\n" + "\n".join(offenders))
 
 
-def test_tls12_and_netsim_do_not_import_the_testbed_floor() -> None:
-    """``testbed`` (programs, run tooling, traces, the Linux lab) sits above both."""
-    offenders = [str(i) for package in ("tls12", "netsim") for path in _modules(package)
-                 for i in imports(path) if _top(i.module) == "testbed"]
-    assert not offenders, "tls12 and netsim are below testbed:\n" + "\n".join(offenders)
+def paper_constants(path: Path, source: str | None = None) -> list[str]:
+    """Module-level UPPER_CASE constants of ``path`` whose ``#:`` comment or value names a
+    paper, as ``file:line NAME``."""
+    text = path.read_text() if source is None else source
+    lines = text.splitlines()
+    found = []
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.Assign):
+            names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names = [node.target.id]
+        else:
+            continue
+        names = [n for n in names if n.lstrip("_").isupper()]
+        comment, i = [], node.lineno - 2
+        while i >= 0 and lines[i].lstrip().startswith("#"):
+            comment.append(lines[i])
+            i -= 1
+        value = "\n".join(lines[node.lineno - 1:node.end_lineno])
+        if names and PAPER_WORDS.search("\n".join(comment) + "\n" + value):
+            found += [f"{path.relative_to(ROOT)}:{node.lineno} {n}" for n in names]
+    return found
 
 
-def test_tls12_does_not_import_netsim() -> None:
-    offenders = [
-        str(i) for path in _modules("tls12") for i in imports(path) if _top(i.module) == "netsim"
-    ]
-    assert not offenders, "tls12 is below netsim and must not import it:\n" + "\n".join(offenders)
+def test_paper_constants_live_in_their_paper() -> None:
+    offenders = [c for package in SHARED for path in _modules(package)
+                 for c in paper_constants(path)]
+    assert not offenders, (
+        "a paper's constant in a shared floor (move it to the paper's params.py):\n"
+        + "\n".join(offenders))
+
+
+def test_the_constant_rule_sees_comments_and_values() -> None:
+    source = ('#: The paper\'s server line.\nADSL_UP = 160e3\n'
+              'LAN = 100e6\nNAME = "sslacc cluster"\n_private = 1\n')
+    found = paper_constants(ROOT / "netsim" / "sample.py", source)
+    assert found == ["netsim/sample.py:2 ADSL_UP", "netsim/sample.py:4 NAME"]
 
 
 def test_the_scanner_sees_relative_type_checking_and_function_imports() -> None:

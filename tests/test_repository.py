@@ -7,7 +7,8 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ["tls12", "netsim", "sslsplit", "sine", "reverse_ssl"]
+PACKAGES = ["tls12", "netsim", "testbed", "sslsplit", "sine", "reverse_ssl", "sslacc_sim",
+            "webalps_sim", "mutation", "docs"]
 
 
 def test_notebooks_are_committed_without_outputs() -> None:
@@ -29,3 +30,25 @@ def test_no_machine_paths_in_sources() -> None:
                 if pattern.search(path.read_text(errors="replace")):
                     offenders.append(str(path.relative_to(ROOT)))
     assert offenders == []
+
+
+def _layout_table(text: str) -> str:
+    start = text.index("## Layout")
+    table = text[text.index("| floor | where |", start):]
+    return table[:table.index("\n\n")]
+
+
+def test_readme_and_architecture_notes_show_one_layout_table() -> None:
+    """The README's layout table is the architecture notes' table, and it names every paper
+    package and every room the layering test reads from paths."""
+    readme = _layout_table((ROOT / "README.md").read_text())
+    notes = _layout_table((ROOT / "docs" / "architecture.md").read_text())
+    assert readme == notes
+    for room in ("`tls12/`", "`netsim/`", "`testbed/`", "`<paper>/state.py`", "`<paper>/aio/`",
+                 "`<paper>/model_*.py`", "`<paper>/experiments.py` or `experiments/`",
+                 "`<paper>/params.py`", "`<paper>/errors.py`"):
+        assert room in readme, room
+    arch = (ROOT / "docs" / "architecture.md").read_text()
+    for package in ("sslsplit/", "sslsplit/barnraising/", "sine/", "reverse_ssl/", "sslacc_sim/",
+                    "webalps_sim/"):
+        assert f"`{package}`" in arch and (ROOT / package).is_dir(), package

@@ -256,7 +256,7 @@ def _fig28_snapshot(tmp_path: Path, costs_source: str | None) -> tuple[Path, dic
     ``costs_source`` (``None``: the costs file's own)."""
     import shutil
 
-    from sslacc_sim.measure import write_costs
+    from sslacc_sim.aio.measure import write_costs
 
     snap = tmp_path / "results"
     shutil.copytree(SNAPSHOT, snap)

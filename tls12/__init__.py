@@ -5,6 +5,8 @@ Server and client connections take bytes and return events (see
 that the testbed's protocols use are documented in :mod:`tls12.keys` (private
 key operations), :mod:`tls12.record` (record writer), :mod:`tls12.state`
 (export/import) and the handshake modules (customisation points).
+:mod:`tls12.trace` is what a connection reports it did (a qlog-like event log, and
+the same view of bare record bytes for parties without a connection);
 :mod:`tls12.testing` connects two connections in memory for tests and teaching;
 the programs built on the library (the HTTPS file server, the demo) live in
 :mod:`testbed.apps`.

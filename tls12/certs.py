@@ -51,13 +51,21 @@ class Credentials:
 def self_signed_certificate(key, common_name: str = "localhost", days: int = 365) -> x509.Certificate:  # type: ignore[no-untyped-def]
     """A self-signed certificate for ``key`` (RSA or EC) naming ``common_name``, localhost, 127.0.0.1.
 
+    ``common_name`` goes into the subject alternative names as an IP address when it is one
+    (a client checking ``https://10.77.2.2/`` looks for an IP-address SAN), else as a DNS name.
     Valid from five minutes ago (clock skew between processes) for ``days`` days, SHA-256
     signature, CA:true so that clients given it as their trust anchor accept it.
     """
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     now = datetime.datetime.now(datetime.UTC)
-    sans: list[x509.GeneralName] = [x509.DNSName(common_name), x509.DNSName("localhost")]
-    sans.append(x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
+    try:
+        own: x509.GeneralName = x509.IPAddress(ipaddress.ip_address(common_name))
+    except ValueError:
+        own = x509.DNSName(common_name)
+    sans: list[x509.GeneralName] = [own]
+    for other in (x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))):
+        if other not in sans:
+            sans.append(other)
     return (
         x509.CertificateBuilder()
         .subject_name(name)

@@ -116,6 +116,8 @@ class ClientConnection(Connection):
         super().__init__(config.rng, record_writer)
         self.config = config
         self.server_name = config.server_name
+        if config.trace:
+            self.enable_trace()
         if start:
             self.state = HandshakeState.EXPECT_SERVER_HELLO
             hello = self._build_client_hello()

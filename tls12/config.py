@@ -41,6 +41,7 @@ class ServerConfig:
     (:meth:`tls12.certs.Credentials.chain_only`) when every connection is given a
     session delegate (:mod:`tls12.delegate`) that holds the key: ``key_operations`` then stays
     ``None`` and a :class:`tls12.ServerConnection` without a delegate refuses the config.
+    ``trace`` turns each connection's trace on at construction (``enable_trace()``).
     """
 
     credentials: Credentials
@@ -49,6 +50,8 @@ class ServerConfig:
     key_operations: PrivateKeyOperations | None = None
     groups: tuple[str, ...] = SUPPORTED_GROUPS
     rng: Random = field(default=os.urandom)
+    trace: bool = False
+    """Record what each connection does from its first byte (:mod:`tls12.trace`)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cipher_suites", _check_suites(self.cipher_suites))
@@ -66,7 +69,8 @@ class ClientConfig:
     ``session`` (from a previous connection's ``session`` attribute) asks the
     server to resume it.  The certificate chain is *not* verified unless
     ``verify_certificate`` is given: a callable that receives the DER chain and
-    raises :class:`tls12.errors.BadCertificate` to reject it.
+    raises :class:`tls12.errors.BadCertificate` to reject it.  ``trace`` turns the
+    connection's trace on before its ClientHello (``enable_trace()`` would miss it).
     """
 
     server_name: str | None = None
@@ -76,6 +80,8 @@ class ClientConfig:
     session: object | None = None
     verify_certificate: Callable[[list[bytes]], None] | None = None
     rng: Random = field(default=os.urandom)
+    trace: bool = False
+    """Record what each connection does from its first byte (:mod:`tls12.trace`)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cipher_suites", _check_suites(self.cipher_suites))

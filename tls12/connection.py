@@ -23,6 +23,15 @@ fatal alert, moves to ``CLOSED`` and raises a
 :class:`tls12.errors.RemoteProtocolError`; the queued alert is still returned
 by the next :meth:`data_to_send`.
 
+The connection says what it did, so nobody re-parses its bytes: a record read
+with :meth:`Connection.receive_record` comes back as a :class:`ReceivedRecord`
+(content type, the handshake messages it completed, whether it was protected,
+its wire length), and :meth:`Connection.enable_trace` (or ``trace=True`` in the
+config) records a qlog-like :class:`tls12.trace.TraceEvent` for every record
+read or written, message parsed or sent, state transition and alert.  The
+state-export methods live in :class:`tls12.state.StateSeam` and the key
+schedule in :class:`tls12.keyschedule.KeySchedule`; both are inherited here.
+
 Seams for the protocols built on this core (documented where they live):
 1. :mod:`tls12.keys` -- private-key operations (premaster decryption, signing);
 2. :mod:`tls12.record` -- the record writer, MAC without encryption, write keys;
@@ -41,30 +50,35 @@ Seams for the protocols built on this core (documented where they live):
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
-from . import prf
 from .buffer import Buffer
 from .context import ContextAttribute, HandshakeContext
 from .errors import (
     AlertDescription,
     AlertLevel,
     DecodeError,
-    DecryptError,
     LocalProtocolError,
     RemoteProtocolError,
     UnexpectedMessage,
 )
 from .events import AlertReceived, ApplicationData, ConnectionClosed, Event, HandshakeComplete
-from .handshake_table import ANY_STATE, SAME, RecordInput, Transition, TransitionTable
+from .handshake_table import (
+    ANY_STATE,
+    SAME,
+    HandshakeState,
+    RecordInput,
+    Transition,
+    TransitionTable,
+)
 from .keyjson import keys_from_json, keys_to_json
-from .messages import Finished, HandshakeType, frame_handshake, pull_handshake_header
+from .keyschedule import KeySchedule
+from .messages import HandshakeType, frame_handshake, pull_handshake_header
 from .record import (
-    IV_KEY_LABEL,
     MAX_PLAINTEXT,
     ContentType,
     DirectionKeys,
@@ -72,12 +86,14 @@ from .record import (
     RecordReader,
     RecordWriter,
     WriteProtection,
+    split_records,
 )
+from .state import StateSeam
 from .suites import SUITES, SuiteParams
+from .trace import TraceEvent, handshake_type
 
 if TYPE_CHECKING:
     from .delegate import KeyHandle, SessionDelegate
-    from .state import Progress
 
 __all__ = [
     "Connection",
@@ -87,29 +103,6 @@ __all__ = [
     "keys_to_json",
     "keys_from_json",
 ]
-
-
-class HandshakeState(Enum):
-    """Where a connection is in the handshake: the input it waits for next.
-
-    The values are what :mod:`tls12.state` exports; a protocol variant adds
-    states in an ``Enum`` of its own, registered with
-    :func:`tls12.state.register_state_enum`.
-    """
-
-    # server
-    EXPECT_CLIENT_HELLO = "expect_client_hello"
-    EXPECT_CLIENT_KEY_EXCHANGE = "expect_client_key_exchange"
-    # client
-    EXPECT_SERVER_HELLO = "expect_server_hello"
-    EXPECT_CERTIFICATE = "expect_certificate"
-    EXPECT_SERVER_KEY_EXCHANGE = "expect_server_key_exchange"
-    EXPECT_SERVER_HELLO_DONE = "expect_server_hello_done"
-    # both
-    EXPECT_CHANGE_CIPHER_SPEC = "expect_change_cipher_spec"
-    EXPECT_FINISHED = "expect_finished"
-    ESTABLISHED = "established"
-    CLOSED = "closed"
 
 
 COMMON_TRANSITIONS = TransitionTable(
@@ -129,22 +122,33 @@ _APPLICATION_DATA_RECORD = int(ContentType.APPLICATION_DATA)
 _HANDSHAKE_RECORD = int(ContentType.HANDSHAKE)
 _ALERT_RECORD = int(ContentType.ALERT)
 _APPLICATION_DATA = RecordInput.APPLICATION_DATA
-_RECORD_TYPES = frozenset(int(c) for c in ContentType)
 
 
 @dataclass(frozen=True, slots=True)
 class ReceivedRecord:
-    """One record handled by :meth:`Connection.receive_record`."""
+    """One record handled by :meth:`Connection.receive_record`: what it was and what it meant.
+
+    A caller that must know what the client sent (a mirror labelling its checkpoints, a
+    model charging CPU) reads it here instead of re-parsing the record's bytes.
+    """
 
     wire_length: int
-    """Bytes the record took on the wire, 5-byte header included."""
+    """Bytes the record took on the wire, 5-byte header included (the record boundary)."""
     read_seq: int
     """The read sequence number after it (what a checkpoint at this boundary exports)."""
     events: list[Event]
     """What the record meant (often nothing: a part of a handshake message)."""
+    content_type: ContentType
+    """The record's content type."""
+    handshake_types: tuple[HandshakeType | int, ...] = ()
+    """The handshake messages this record completed, in order (a message split over
+    several records belongs to the record that completes it); a variant's own message
+    types are plain ints unless they are members of its own ``IntEnum``."""
+    encrypted: bool = False
+    """Whether the record was protected (read after the peer's ChangeCipherSpec)."""
 
 
-class Connection:
+class Connection(KeySchedule, StateSeam):
     """Shared machinery: records, handshake reassembly, transcript, alerts, application data."""
 
     is_client: bool = False
@@ -180,6 +184,10 @@ class Connection:
         self._opened_ahead: tuple[bytes, bytes] | None = None
         """Delegated: ``(fragment, plaintext)`` of the first record of the next read epoch,
         opened already by the delegate with the keys (:class:`tls12.delegate.FlightDelegate`)."""
+        self._parsed_types: list[int] = []
+        """Handshake message types parsed since the current ``_process_records`` began."""
+        self.trace: list[TraceEvent] | None = None
+        """What the connection did (:mod:`tls12.trace`), once :meth:`enable_trace` was called."""
 
     # negotiated parameters, stored in the handshake context
     version = ContextAttribute()
@@ -197,11 +205,6 @@ class Connection:
     # --- public API -----------------------------------------------------
 
     @property
-    def handshake_complete(self) -> bool:
-        """True once both Finished messages were verified (and still after a later close)."""
-        return self._handshake_done
-
-    @property
     def closed(self) -> bool:
         return self.state is HandshakeState.CLOSED
 
@@ -214,6 +217,29 @@ class Connection:
         """The current write epoch: keys (encryption key and IV only through it), MAC computation."""
         return self._write
 
+    def enable_trace(self) -> None:
+        """Record a :class:`tls12.trace.TraceEvent` for everything done from now on (idempotent)."""
+        if self.trace is None:
+            self.trace = []
+
+    def take_trace(self) -> list[TraceEvent]:
+        """The trace events recorded since the last call (and forget them); ``[]`` if off."""
+        if not self.trace:
+            return []
+        events, self.trace = self.trace, []
+        return events
+
+    def _emit(self, category: str, name: str, **data: Any) -> None:
+        """Append a trace event; callers on hot paths check ``self.trace`` first."""
+        if self.trace is not None:
+            self.trace.append(TraceEvent(category, name, data))
+
+    def _enter(self, state: Enum, received: object) -> None:
+        """Enter ``state`` after ``received`` (traced as a transition)."""
+        if self.trace is not None:
+            self._emit("state", "transition", **{"from": self.state, "to": state, "input": received})
+        self.state = state
+
     def receive_data(self, data: bytes, *, max_records: int | None = None) -> list[Event]:
         """Feed bytes from the peer; ``b""`` means the transport reached end of file.
 
@@ -224,7 +250,7 @@ class Connection:
         if self.state is HandshakeState.CLOSED:
             return []
         if not data:
-            self.state = HandshakeState.CLOSED
+            self._enter(HandshakeState.CLOSED, "eof")
             return [ConnectionClosed(clean=False)]
         if max_records is not None and max_records < 0:
             raise ValueError("max_records must be at least 0")
@@ -242,21 +268,27 @@ class Connection:
         """
         if self.state is HandshakeState.CLOSED:
             return None
-        before = self._reader.buffered
-        events, count = self._process_records(1)
+        before, encrypted = self._reader.buffered, self._reader.encrypted
+        events, count, content_type = self._process_records(1)
         if not count:
             return None
-        return ReceivedRecord(before - self._reader.buffered, self._reader.seq, events)
+        types = tuple(handshake_type(t) for t in self._parsed_types)
+        return ReceivedRecord(before - self._reader.buffered, self._reader.seq, events,
+                              ContentType(content_type), types, encrypted)
 
-    def _process_records(self, limit: int | None) -> tuple[list[Event], int]:
-        """Handle up to ``limit`` buffered whole records: (their events, how many were handled)."""
-        count = 0
+    def _process_records(self, limit: int | None) -> tuple[list[Event], int, int]:
+        """Handle up to ``limit`` buffered whole records: (their events, how many were handled,
+        the content type of the last one)."""
+        count = content_type = 0
+        self._parsed_types.clear()
+        next_record = self._reader.next_record if self.trace is None else self._next_record_traced
         try:
             while self.state is not HandshakeState.CLOSED and (limit is None or count < limit):
-                record = self._reader.next_record()
+                record = next_record()
                 if record is None:
                     break
                 count += 1
+                content_type = record[0]
                 self._handle_record(*record)
         except RemoteProtocolError as exc:
             self._fatal(exc.description)
@@ -265,7 +297,17 @@ class Connection:
             self._events = []
             raise
         events, self._events = self._events, []
-        return events, count
+        return events, count, content_type
+
+    def _next_record_traced(self) -> tuple[int, bytes] | None:
+        """:meth:`RecordReader.next_record`, with its ``record/received`` trace event."""
+        before, encrypted = self._reader.buffered, self._reader.encrypted
+        record = self._reader.next_record()
+        if record is not None:
+            length = before - self._reader.buffered - 5
+            self._emit("record", "received", content_type=ContentType(record[0]),
+                       length=length, encrypted=encrypted)
+        return record
 
     def send_data(self, data: bytes) -> None:
         """Queue application data, fragmented into records of at most 2^14 bytes."""
@@ -280,7 +322,7 @@ class Connection:
             self._send_alert(AlertLevel.WARNING, AlertDescription.CLOSE_NOTIFY)
             self._close_sent = True
         if self._close_received:
-            self.state = HandshakeState.CLOSED
+            self._enter(HandshakeState.CLOSED, "close")
 
     def abort(self, description: AlertDescription = AlertDescription.INTERNAL_ERROR) -> None:
         """Give up on the connection: queue a fatal alert (protected if keys are in use) and close.
@@ -310,27 +352,36 @@ class Connection:
         writer emits stubs).
         """
         out = bytes(self._output)
-        records = []
-        pos = 0
-        while pos < len(out):
-            if len(out) - pos < 5 or out[pos] not in _RECORD_TYPES:
-                raise LocalProtocolError("the record writer's output is not whole TLS records")
-            end = pos + 5 + int.from_bytes(out[pos + 3 : pos + 5], "big")
-            if end > len(out):
-                raise LocalProtocolError("the record writer's output is not whole TLS records")
-            records.append(out[pos:end])
-            pos = end
+        ends = split_records(out)
+        if ends is None:
+            raise LocalProtocolError("the record writer's output is not whole TLS records")
         self._output.clear()
-        return records
+        return [out[start:end] for start, end in pairwise([0, *ends])]
 
     # --- records ----------------------------------------------------------
 
     def _write_records(self, content_type: int, fragments: list[bytes]) -> None:
         version = self.context.version
         records = [OutgoingRecord(content_type, version, self._write.next_seq(), f) for f in fragments]
-        self._output += self.record_writer.write_records(records, self._write)
+        wire = self.record_writer.write_records(records, self._write)
+        self._output += wire
+        if self.trace is not None:
+            self._trace_sent(content_type, fragments, wire, self._write.encrypted)
+
+    def _trace_sent(self, content_type: int, fragments: list[bytes], wire: bytes, encrypted: bool) -> None:
+        """``record/sent`` events; wire lengths only if the writer emitted one record per fragment."""
+        ends = split_records(wire)
+        lengths = (
+            [end - start - 5 for start, end in pairwise([0, *ends])]
+            if ends is not None and len(ends) == len(fragments)
+            else [None] * len(fragments)
+        )
+        for fragment, length in zip(fragments, lengths, strict=True):
+            self._emit("record", "sent", content_type=ContentType(content_type), length=length,
+                       plaintext_length=len(fragment), encrypted=encrypted)
 
     def _send_alert(self, level: AlertLevel, description: AlertDescription) -> None:
+        self._emit("alert", "sent", level=level, description=description)
         self._write_records(ContentType.ALERT, [bytes((level, description))])
 
     def _fatal(self, description: AlertDescription) -> None:
@@ -340,7 +391,7 @@ class Connection:
             except Exception:  # noqa: BLE001 - the alert is best effort; we are closing anyway
                 pass
             self._close_sent = True
-        self.state = HandshakeState.CLOSED
+        self._enter(HandshakeState.CLOSED, "error")
 
     def _handle_record(self, content_type: int, fragment: bytes) -> None:
         """Route one record: handshake bytes to reassembly, any other record through the table."""
@@ -369,7 +420,11 @@ class Connection:
         if transition is None:
             raise UnexpectedMessage(f"{received.value} in state {state.value}")
         chosen = getattr(self, transition.handler)(fragment)
-        self.state = transition.single if chosen is None and transition.single else transition.resolve(chosen, state)
+        new = transition.single if chosen is None and transition.single else transition.resolve(chosen, state)
+        if self.trace is None:
+            self.state = new
+        else:
+            self._enter(new, received)
 
     def _handle_application_data(self, fragment: bytes) -> None:
         if fragment:
@@ -409,6 +464,8 @@ class Connection:
         if transition is None:
             raise self._unexpected_handshake(msg_type)
         message = transition.parse(Buffer(raw[4:]))
+        self._parsed_types.append(msg_type)
+        self._emit("handshake", "message_parsed", type=handshake_type(msg_type), length=len(raw) - 4)
         transcript = self.context.transcript
         self._message_start = len(transcript)
         if transition.hashed:
@@ -416,7 +473,8 @@ class Connection:
         chosen = getattr(self, transition.handler)(message)
         if self.state is not HandshakeState.CLOSED:
             state = self.state
-            self.state = transition.single if chosen is None and transition.single else transition.resolve(chosen, state)
+            new = transition.single if chosen is None and transition.single else transition.resolve(chosen, state)
+            self._enter(new, handshake_type(msg_type))
 
     def _transcript_before_message(self) -> bytes:
         """The transcript without the message being handled (what Finished and signatures cover)."""
@@ -435,6 +493,7 @@ class Connection:
         """Frame, hash and send a flight, coalescing messages into as few records as possible."""
         flight = b""
         for msg_type, body in messages:
+            self._emit("handshake", "message_sent", type=handshake_type(msg_type), length=len(body))
             framed = frame_handshake(msg_type, body)
             self.context.transcript += framed
             flight += framed
@@ -474,6 +533,8 @@ class Connection:
             desc: AlertDescription | int = AlertDescription(description)
         except ValueError:
             desc = description
+        self._emit("alert", "received", level=AlertLevel(level) if level in (1, 2) else level,
+                   description=desc)
         if description == AlertDescription.CLOSE_NOTIFY:
             self._close_received = True
             if not self._close_sent:
@@ -492,81 +553,6 @@ class Connection:
             return HandshakeState.CLOSED
         return SAME
 
-    # --- key schedule -----------------------------------------------------
-
-    def _derive_keys(self) -> None:
-        params = self.suite_params
-        assert params is not None
-        block = prf.key_block(
-            self.master_secret,
-            self.client_random,
-            self.server_random,
-            params.mac_length,
-            params.key_length,
-            params.fixed_iv_length,
-        )
-        # k' of each direction (tls12.record: explicit CBC IVs), from the master secret under
-        # a label of our own, so nothing in the key block -- exposed in part by sslsplit -- gives it
-        client_iv_key = server_iv_key = b""
-        if params.block_size:
-            seed = self.server_random + self.client_random
-            iv_keys = prf.prf(self.master_secret, IV_KEY_LABEL, seed, 32)
-            client_iv_key, server_iv_key = iv_keys[:16], iv_keys[16:]
-        client = DirectionKeys(
-            params, block.client_key, block.client_mac_key, block.client_iv, client_iv_key
-        )
-        server = DirectionKeys(
-            params, block.server_key, block.server_mac_key, block.server_iv, server_iv_key
-        )
-        self._pending_write, self._pending_read = (client, server) if self.is_client else (server, client)
-
-    def _set_premaster(self, premaster: bytes) -> None:
-        """Master secret from the premaster (RFC 7627 when negotiated), then the pending keys.
-
-        Call it once the ClientKeyExchange (or a variant's key-transport message)
-        is in the transcript: the extended master secret hashes the transcript up
-        to and including that message.
-        """
-        if self.extended_master_secret:
-            self.master_secret = prf.extended_master_secret(premaster, prf.transcript_hash(bytes(self.context.transcript)))
-        else:
-            self.master_secret = prf.master_secret(premaster, self.client_random, self.server_random)
-        self._derive_keys()
-
-    def _set_delegated_keys(self, handle: KeyHandle) -> None:
-        """Pending keys of a delegated connection: the delegate's handle, one view per direction."""
-        from .delegate import DelegatedDirection
-
-        assert self._delegate is not None
-        self._key_handle = handle
-        client = DelegatedDirection(self._delegate, handle, True)
-        server = DelegatedDirection(self._delegate, handle, False)
-        pending = (client, server) if self.is_client else (server, client)
-        self._pending_write, self._pending_read = pending  # type: ignore[assignment]
-
-    def _finished_body(self, from_client: bool) -> bytes:
-        if self._delegate is not None:
-            assert self._key_handle is not None
-            transcript_hash = prf.transcript_hash(bytes(self.context.transcript))
-            return self._delegate.verify_data(self._key_handle, from_client, transcript_hash)
-        return prf.verify_data(self.master_secret, from_client, prf.transcript_hash(bytes(self.context.transcript)))
-
-    def _check_finished(self, finished: Finished) -> None:
-        """Verify the peer's Finished against the transcript before it (the base hashed it already)."""
-        if self._delegate is not None:
-            assert self._key_handle is not None
-            transcript_hash = prf.transcript_hash(self._transcript_before_message())
-            if not self._delegate.check_finished(
-                self._key_handle, not self.is_client, transcript_hash, finished.verify_data
-            ):
-                raise DecryptError("Finished verify_data mismatch")
-            return
-        expected = prf.verify_data(
-            self.master_secret, not self.is_client, prf.transcript_hash(self._transcript_before_message())
-        )
-        if not hmac.compare_digest(finished.verify_data, expected):
-            raise DecryptError("Finished verify_data mismatch")
-
     def _complete(self) -> None:
         """Report the finished handshake; the Finished handler's transition enters ESTABLISHED."""
         self._handshake_done = True
@@ -581,112 +567,3 @@ class Connection:
                 server_name=self.server_name,
             )
         )
-
-    # --- seam 3: state export/import (implemented in tls12.state) ----------
-
-    def export_state(self) -> bytes:
-        """Serialise the whole connection so another process can continue it (contains keys!).
-
-        :class:`tls12.delegate.DelegatedStateError` for a delegated connection: its keys are in
-        the delegate, and a document of handles alone could not be continued elsewhere.
-        """
-        from .state import export_connection
-
-        self._refuse_delegated_export()
-        return export_connection(self)
-
-    def export_keys(self) -> bytes:
-        """The compact base of an established connection: keys and parameters, no transcript.
-
-        Taken once after the handshake; from then on :meth:`export_progress`
-        is all a mirror needs (see :func:`tls12.state.export_keys`).
-        :class:`tls12.delegate.DelegatedStateError` for a delegated connection.
-        """
-        from .state import export_keys
-
-        self._refuse_delegated_export()
-        return export_keys(self)
-
-    def _refuse_delegated_export(self) -> None:
-        if self._delegate is not None:
-            from .delegate import DelegatedStateError
-
-            raise DelegatedStateError(
-                "a delegated connection's keys are held by its delegate; its state cannot be exported"
-            )
-
-    def export_progress(self) -> Progress:
-        """Sequence numbers and close flags now: the delta on top of :meth:`export_keys`."""
-        from .state import Progress
-
-        return Progress(
-            self._reader.seq,
-            self._write.seq,
-            self._close_sent,
-            self._close_received,
-            self.state is HandshakeState.CLOSED,
-        )
-
-    def import_progress(self, progress: Progress | bytes) -> None:
-        """Move an imported connection to ``progress`` (a :class:`tls12.state.Progress`).
-
-        The sequence numbers are set as given, backwards included: a mirror
-        rewinds the write side to the first record the peer has not
-        acknowledged and re-seals it (byte-identically, :mod:`tls12.record`).
-        """
-        from .state import Progress
-
-        if isinstance(progress, bytes):
-            progress = Progress.from_bytes(progress)
-        if not self._handshake_done:
-            raise LocalProtocolError("progress applies to a connection past its handshake")
-        self._reader.seq = progress.read_seq
-        self._write.seq = progress.write_seq
-        self._close_sent = progress.close_sent
-        self._close_received = progress.close_received
-        if progress.closed:
-            self.state = HandshakeState.CLOSED
-
-    def export_machinery(self) -> dict[str, Any]:
-        """The record layer and buffers as JSON-ready values (for :mod:`tls12.state`).
-
-        Everything that is not handshake context: the read and write epochs
-        with their sequence numbers, the pending keys between key derivation
-        and ChangeCipherSpec, bytes received but not yet a whole record or
-        message, bytes queued for sending, and the close flags.
-        :class:`tls12.delegate.DelegatedStateError` for a delegated connection.
-        """
-        self._refuse_delegated_export()
-        return {
-            "reader": {
-                "keys": keys_to_json(self._reader.keys),
-                "seq": self._reader.seq,
-                "version": self._reader.version,
-                "pending": self._reader.pending.hex(),
-            },
-            "writer": {"keys": keys_to_json(self._write.keys), "seq": self._write.seq},
-            "pending_read": keys_to_json(self._pending_read),
-            "pending_write": keys_to_json(self._pending_write),
-            "hs_buffer": bytes(self._hs_buffer).hex(),
-            "output": bytes(self._output).hex(),
-            "close_sent": self._close_sent,
-            "close_received": self._close_received,
-            "handshake_done": self._handshake_done,
-        }
-
-    def import_machinery(self, doc: dict[str, Any]) -> None:
-        """Inverse of :meth:`export_machinery`, into a freshly constructed connection."""
-        reader = doc["reader"]
-        self._reader = RecordReader()
-        self._reader.set_keys(keys_from_json(reader["keys"]), reader["seq"])
-        self._reader.version = reader["version"]
-        self._reader.feed(bytes.fromhex(reader["pending"]))
-        self._write = WriteProtection(keys_from_json(doc["writer"]["keys"]), self._rng, doc["writer"]["seq"])
-        self._pending_read = keys_from_json(doc["pending_read"])
-        self._pending_write = keys_from_json(doc["pending_write"])
-        self._hs_buffer = bytearray.fromhex(doc["hs_buffer"])
-        self._output = bytearray.fromhex(doc["output"])
-        self._close_sent = bool(doc["close_sent"])
-        self._close_received = bool(doc["close_received"])
-        self._handshake_done = bool(doc["handshake_done"])
-

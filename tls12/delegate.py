@@ -77,7 +77,8 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from . import prf
 from .errors import LocalProtocolError
-from .record import IV_KEY_LABEL, DirectionKeys, OutgoingRecord, WriteProtection
+from .messages import HandshakeType
+from .record import IV_KEY_LABEL, ContentType, DirectionKeys, OutgoingRecord, WriteProtection
 from .suites import SUITES, CipherSuite, SuiteParams
 
 __all__ = [
@@ -295,9 +296,9 @@ class DelegatedReadCipher:
         return plaintexts[0]
 
 
-_APPLICATION_DATA = 23
-_HANDSHAKE = 22
-_FINISHED = 20  # HandshakeType.FINISHED
+_APPLICATION_DATA = ContentType.APPLICATION_DATA
+_HANDSHAKE = ContentType.HANDSHAKE
+_FINISHED = HandshakeType.FINISHED
 _VERIFY_DATA_LENGTH = 12
 
 
@@ -314,7 +315,7 @@ class _Secrets:
         block = prf.key_block(master_secret, client_random, server_random, params.mac_length,
                               params.key_length, params.fixed_iv_length)
         client_iv_key = server_iv_key = b""
-        if params.block_size:  # the same k' as tls12.connection.Connection._derive_keys
+        if params.block_size:  # the same k' as tls12.keyschedule.KeySchedule._derive_keys
             iv_keys = prf.prf(master_secret, IV_KEY_LABEL, server_random + client_random, 32)
             client_iv_key, server_iv_key = iv_keys[:16], iv_keys[16:]
         self.client = DirectionKeys(params, block.client_key, block.client_mac_key,

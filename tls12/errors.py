@@ -38,7 +38,6 @@ __all__ = [
     "InternalError",
     "UnsupportedExtension",
     "UnrecognizedName",
-    "error_for_alert",
 ]
 
 
@@ -163,28 +162,3 @@ class UnsupportedExtension(RemoteProtocolError):
 
 class UnrecognizedName(RemoteProtocolError):
     description = AlertDescription.UNRECOGNIZED_NAME
-
-
-_BY_DESCRIPTION: dict[AlertDescription, type[RemoteProtocolError]] = {
-    cls.description: cls
-    for cls in (
-        UnexpectedMessage,
-        BadRecordMAC,
-        RecordOverflow,
-        HandshakeFailure,
-        BadCertificate,
-        IllegalParameter,
-        DecodeError,
-        DecryptError,
-        ProtocolVersionError,
-        InsufficientSecurity,
-        InternalError,
-        UnsupportedExtension,
-        UnrecognizedName,
-    )
-}
-
-
-def error_for_alert(description: AlertDescription) -> type[RemoteProtocolError]:
-    """The error class that carries ``description`` (``RemoteProtocolError`` if none)."""
-    return _BY_DESCRIPTION.get(description, RemoteProtocolError)

@@ -23,8 +23,14 @@ from collections import deque
 from enum import Enum
 from typing import TYPE_CHECKING
 
-from .connection import HandshakeState
-from .handshake_table import ANY_STATE, SAME, RecordInput, TransitionTable, input_name
+from .handshake_table import (
+    ANY_STATE,
+    SAME,
+    HandshakeState,
+    RecordInput,
+    TransitionTable,
+    input_name,
+)
 
 if TYPE_CHECKING:
     from .connection import Connection
@@ -121,6 +127,13 @@ its handler raises (`decode_error`, `illegal_parameter`, `decrypt_error`,
 close_notify or a fatal alert closes the connection.  Every state also goes to
 `closed` when the transport ends (`receive_data(b"")`), on `close()` once both
 close_notify alerts are exchanged, and on `abort()`.
+
+A connection with its trace on (`enable_trace()`, or `trace=True` in its config;
+`tls12/trace.py`) reports every step of this machine as it takes it: a
+`("state", "transition", {from, to, input})` event per entry applied (`input` is
+`"eof"`, `"close"` or `"error"` for the ways to `closed` above), after the
+`("handshake", "message_parsed", ...)` or `("record", "received", ...)` event of
+the input.
 """
 
 

@@ -44,6 +44,7 @@ from .buffer import Buffer
 from .messages import HandshakeType, pull_opaque
 
 __all__ = [
+    "HandshakeState",
     "RecordInput",
     "AnyState",
     "ANY_STATE",
@@ -53,6 +54,30 @@ __all__ = [
     "TransitionTable",
     "input_name",
 ]
+
+
+class HandshakeState(Enum):
+    """Where a connection is in the handshake: the input it waits for next.
+
+    The values are what :mod:`tls12.state` exports (under the enum's public name
+    ``tls12.connection.HandshakeState``, which re-exports it); a protocol variant adds
+    states in an ``Enum`` of its own, registered with
+    :func:`tls12.state.register_state_enum`.
+    """
+
+    # server
+    EXPECT_CLIENT_HELLO = "expect_client_hello"
+    EXPECT_CLIENT_KEY_EXCHANGE = "expect_client_key_exchange"
+    # client
+    EXPECT_SERVER_HELLO = "expect_server_hello"
+    EXPECT_CERTIFICATE = "expect_certificate"
+    EXPECT_SERVER_KEY_EXCHANGE = "expect_server_key_exchange"
+    EXPECT_SERVER_HELLO_DONE = "expect_server_hello_done"
+    # both
+    EXPECT_CHANGE_CIPHER_SPEC = "expect_change_cipher_spec"
+    EXPECT_FINISHED = "expect_finished"
+    ESTABLISHED = "established"
+    CLOSED = "closed"
 
 
 class RecordInput(Enum):

@@ -36,7 +36,7 @@ with sequence number ``seq`` gets::
     IV = AES-128-ECB_k'(seq as a 16-byte big-endian integer)
 
 k' comes from the master secret through the TLS PRF with a label of our own
-(:data:`IV_KEY_LABEL`, see :meth:`tls12.connection.Connection._derive_keys`).
+(:data:`IV_KEY_LABEL`, see :meth:`tls12.keyschedule.KeySchedule._derive_keys`).
 Only the sender uses it -- the peer just reads the IV -- so no peer has to
 know the label, and real peers (OpenSSL, Python's ``ssl``) accept the records.
 
@@ -96,6 +96,7 @@ __all__ = [
     "RecordWriter",
     "RecordReader",
     "record_header",
+    "split_records",
     "IV_KEY_LABEL",
 ]
 
@@ -118,6 +119,30 @@ class ContentType(IntEnum):
 
 def record_header(content_type: int, version: int, length: int) -> bytes:
     return bytes((content_type, version >> 8, version & 0xFF)) + length.to_bytes(2, "big")
+
+
+def split_records(data: bytes | bytearray, *, partial: bool = False) -> list[int] | None:
+    """End offsets of the whole records at the front of ``data`` (5-byte header + fragment).
+
+    The record framing of §6.2.1, in one place for everyone who must cut a stream
+    into records without opening them (a store-and-forward relay, :mod:`tls12.trace`,
+    :meth:`tls12.connection.Connection.data_to_send_records`).  ``partial=True``: a
+    trailing incomplete record is simply left out.  ``partial=False``: ``None``
+    unless ``data`` is exactly whole records of the four known content types.
+    """
+    ends: list[int] = []
+    pos, size = 0, len(data)
+    while size - pos >= 5:
+        if not partial and data[pos] not in _CONTENT_TYPES:
+            return None
+        end = pos + 5 + ((data[pos + 3] << 8) | data[pos + 4])
+        if end > size:
+            break
+        ends.append(end)
+        pos = end
+    if not partial and pos != size:
+        return None
+    return ends
 
 
 @dataclass(frozen=True)
@@ -324,6 +349,11 @@ class RecordReader:
     def pending(self) -> bytes:
         """Bytes received but not yet consumed (part of exported state)."""
         return bytes(self._buffer)
+
+    @property
+    def encrypted(self) -> bool:
+        """Whether records are opened with keys now (after the peer's ChangeCipherSpec)."""
+        return self._cipher is not None
 
     @property
     def buffered(self) -> int:

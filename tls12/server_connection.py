@@ -154,6 +154,8 @@ class ServerConnection(Connection):
         self._delegate = delegate
         self._flight_finished: tuple[bytes, bytes] | None = None
         """(client's verify_data, ours) from a one-call flight (:meth:`_derive_finish_flight`)."""
+        if config.trace:
+            self.enable_trace()
 
     def queue_sealed(self, records: bytes, count: int) -> None:
         """Queue records the delegate sealed on its own, and count them in the write sequence.

@@ -56,16 +56,17 @@ import json
 import struct
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-from .connection import HandshakeState
 from .context import context_from_json, context_to_json
+from .delegate import DelegatedStateError
 from .errors import LocalProtocolError
-
-if TYPE_CHECKING:
-    from .connection import Connection
+from .handshake_table import HandshakeState
+from .keyjson import keys_from_json, keys_to_json
+from .record import RecordReader, WriteProtection
 
 __all__ = [
+    "StateSeam",
     "export_connection",
     "export_keys",
     "import_connection",
@@ -86,21 +87,25 @@ _RESERVED = frozenset(
     {"format", "role", "context", "state", "state_enum", "machinery", "reader", "writer"}
 )
 _STATE_ENUMS: dict[str, type[Enum]] = {}
+_ENUM_NAMES: dict[type[Enum], str] = {}
 
 E = TypeVar("E", bound=type[Enum])
 
 
-def _enum_key(enum: type[Enum]) -> str:
-    return f"{enum.__module__}.{enum.__qualname__}"
+def register_state_enum(enum: E, name: str | None = None) -> E:
+    """Make the members of ``enum`` importable as connection states (usable as a decorator).
 
-
-def register_state_enum(enum: E) -> E:
-    """Make the members of ``enum`` importable as connection states (usable as a decorator)."""
-    _STATE_ENUMS[_enum_key(enum)] = enum
+    Documents name the enum ``name``, by default ``module.QualifiedName``; an enum that
+    moved keeps the name older documents carry by passing it.
+    """
+    key = name or f"{enum.__module__}.{enum.__qualname__}"
+    _STATE_ENUMS[key] = enum
+    _ENUM_NAMES[enum] = key
     return enum
 
 
-register_state_enum(HandshakeState)
+# defined in tls12.handshake_table, public (and exported) as tls12.connection.HandshakeState
+register_state_enum(HandshakeState, "tls12.connection.HandshakeState")
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,12 +142,12 @@ class Progress:
         return cls(read_seq, write_seq, bool(flags & 1), bool(flags & 2), bool(flags & 4))
 
 
-def export_connection(conn: Connection) -> bytes:
+def export_connection(conn: StateSeam) -> bytes:
     """The connection as a JSON document (see the module docstring for what is in it)."""
     return json.dumps(_document(conn), sort_keys=True).encode()
 
 
-def export_keys(conn: Connection) -> bytes:
+def export_keys(conn: StateSeam) -> bytes:
     """The compact base of an *established* connection: :func:`export_connection` minus the
     transcript (module docstring).  Import it with :func:`import_connection`.
 
@@ -161,9 +166,10 @@ def export_keys(conn: Connection) -> bytes:
     return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
 
-def _document(conn: Connection) -> dict[str, Any]:
+def _document(conn: StateSeam) -> dict[str, Any]:
     enum = type(conn.state)
-    if _STATE_ENUMS.get(_enum_key(enum)) is not enum:
+    enum_name = _ENUM_NAMES.get(enum)
+    if enum_name is None or _STATE_ENUMS.get(enum_name) is not enum:
         raise TypeError(
             f"state enum {enum.__qualname__} is not registered: call register_state_enum on it"
         )
@@ -173,7 +179,7 @@ def _document(conn: Connection) -> dict[str, Any]:
         "role": "client" if conn.is_client else "server",
         "context": type(conn.context).__qualname__,
         "state": conn.state.value,
-        "state_enum": _enum_key(enum),
+        "state_enum": enum_name,
         # reader and writer stay top-level keys: tools read the keys of an ended connection there
         "reader": machinery.pop("reader"),
         "writer": machinery.pop("writer"),
@@ -192,7 +198,7 @@ def _document(conn: Connection) -> dict[str, Any]:
     return doc
 
 
-def import_connection(conn: Connection, blob: bytes) -> None:
+def import_connection(conn: StateSeam, blob: bytes) -> None:
     """Load ``blob`` (from :func:`export_connection`) into the freshly constructed ``conn``.
 
     ``ValueError`` if the blob is not an exported state, was exported by a
@@ -229,3 +235,129 @@ def import_connection(conn: Connection, blob: bytes) -> None:
     context_from_json(conn.context, sections)
     conn.import_machinery({**doc["machinery"], "reader": doc["reader"], "writer": doc["writer"]})
     conn.state = state
+
+
+class StateSeam:
+    """Seam 3 on the connection: the methods :class:`tls12.connection.Connection` inherits.
+
+    They read and write the connection's record layer and buffers, so they live beside the
+    document format they produce; :class:`~tls12.connection.Connection` supplies the
+    attributes (``_reader``, ``_write``, the pending keys and buffers, the close flags).
+    """
+
+    is_client: bool = False
+    state: Enum
+    context: Any
+    _rng: Any
+    _reader: RecordReader
+    _write: WriteProtection
+    _pending_read: Any
+    _pending_write: Any
+    _hs_buffer: bytearray
+    _output: bytearray
+    _close_sent: bool
+    _close_received: bool
+    _handshake_done: bool
+    _delegate: Any
+
+    @property
+    def handshake_complete(self) -> bool:
+        """True once both Finished messages were verified (and still after a later close)."""
+        return self._handshake_done
+
+    def export_state(self) -> bytes:
+        """Serialise the whole connection so another process can continue it (contains keys!).
+
+        :class:`tls12.delegate.DelegatedStateError` for a delegated connection: its keys are in
+        the delegate, and a document of handles alone could not be continued elsewhere.
+        """
+        self._refuse_delegated_export()
+        return export_connection(self)
+
+    def export_keys(self) -> bytes:
+        """The compact base of an established connection: keys and parameters, no transcript.
+
+        Taken once after the handshake; from then on :meth:`export_progress`
+        is all a mirror needs (see :func:`tls12.state.export_keys`).
+        :class:`tls12.delegate.DelegatedStateError` for a delegated connection.
+        """
+        self._refuse_delegated_export()
+        return export_keys(self)
+
+    def _refuse_delegated_export(self) -> None:
+        if self._delegate is not None:
+            raise DelegatedStateError(
+                "a delegated connection's keys are held by its delegate; its state cannot be exported"
+            )
+
+    def export_progress(self) -> Progress:
+        """Sequence numbers and close flags now: the delta on top of :meth:`export_keys`."""
+        return Progress(
+            self._reader.seq,
+            self._write.seq,
+            self._close_sent,
+            self._close_received,
+            self.state is HandshakeState.CLOSED,
+        )
+
+    def import_progress(self, progress: Progress | bytes) -> None:
+        """Move an imported connection to ``progress`` (a :class:`tls12.state.Progress`).
+
+        The sequence numbers are set as given, backwards included: a mirror
+        rewinds the write side to the first record the peer has not
+        acknowledged and re-seals it (byte-identically, :mod:`tls12.record`).
+        """
+        if isinstance(progress, bytes):
+            progress = Progress.from_bytes(progress)
+        if not self._handshake_done:
+            raise LocalProtocolError("progress applies to a connection past its handshake")
+        self._reader.seq = progress.read_seq
+        self._write.seq = progress.write_seq
+        self._close_sent = progress.close_sent
+        self._close_received = progress.close_received
+        if progress.closed:
+            self.state = HandshakeState.CLOSED
+
+    def export_machinery(self) -> dict[str, Any]:
+        """The record layer and buffers as JSON-ready values (for :mod:`tls12.state`).
+
+        Everything that is not handshake context: the read and write epochs
+        with their sequence numbers, the pending keys between key derivation
+        and ChangeCipherSpec, bytes received but not yet a whole record or
+        message, bytes queued for sending, and the close flags.
+        :class:`tls12.delegate.DelegatedStateError` for a delegated connection.
+        """
+        self._refuse_delegated_export()
+        return {
+            "reader": {
+                "keys": keys_to_json(self._reader.keys),
+                "seq": self._reader.seq,
+                "version": self._reader.version,
+                "pending": self._reader.pending.hex(),
+            },
+            "writer": {"keys": keys_to_json(self._write.keys), "seq": self._write.seq},
+            "pending_read": keys_to_json(self._pending_read),
+            "pending_write": keys_to_json(self._pending_write),
+            "hs_buffer": bytes(self._hs_buffer).hex(),
+            "output": bytes(self._output).hex(),
+            "close_sent": self._close_sent,
+            "close_received": self._close_received,
+            "handshake_done": self._handshake_done,
+        }
+
+    def import_machinery(self, doc: dict[str, Any]) -> None:
+        """Inverse of :meth:`export_machinery`, into a freshly constructed connection."""
+        reader = doc["reader"]
+        self._reader = RecordReader()
+        self._reader.set_keys(keys_from_json(reader["keys"]), reader["seq"])
+        self._reader.version = reader["version"]
+        self._reader.feed(bytes.fromhex(reader["pending"]))
+        self._write = WriteProtection(keys_from_json(doc["writer"]["keys"]), self._rng, doc["writer"]["seq"])
+        self._pending_read = keys_from_json(doc["pending_read"])
+        self._pending_write = keys_from_json(doc["pending_write"])
+        self._hs_buffer = bytearray.fromhex(doc["hs_buffer"])
+        self._output = bytearray.fromhex(doc["output"])
+        self._close_sent = bool(doc["close_sent"])
+        self._close_received = bool(doc["close_received"])
+        self._handshake_done = bool(doc["handshake_done"])
+

@@ -5,19 +5,29 @@ Reproduces *Securing Web Servers against Insider Attack* (the WebALPS prototype)
 messages and records, a cost model stands in for the IBM 4758's speed, and the e-voting guardian
 of the paper's section 5 runs inside the guardian.
 
-The trust boundary, one module per concern:
+The rooms, as in every paper package:
 
-* :mod:`webalps_sim.guardian` -- the guardian process (``python -m webalps_sim.guardian``): key
-  pair and certificate request at first start, then a Unix-socket server;
-* :mod:`webalps_sim.service` -- what the guardian does with each request: RSA, keys, Finished,
-  every record's protection, sequence numbers, and the application's requests;
-* :mod:`webalps_sim.router` -- inside the guardian, which HTTP requests its application answers;
-* :mod:`webalps_sim.app` -- the guardian-application interface and registry, the cost-model hook;
-* :mod:`webalps_sim.protocol` -- the host<->guardian frames (sans-IO codecs);
-* :mod:`webalps_sim.remote` -- the host's end: a :class:`tls12.delegate.SessionDelegate` over the
-  socket;
-* :mod:`webalps_sim.host` -- the untrusted host (``python -m webalps_sim.host``): HTTP, HTTPS or
-  WebALPS, static files with h11;
-* :mod:`webalps_sim.ca` and :mod:`webalps_sim.measure` -- the WebALPS CA
-  (``python -m webalps_sim.ca``) and the measured hash it binds into guardian certificates.
+* sans-IO core -- :mod:`webalps_sim.protocol` (the host<->guardian messages) over
+  :mod:`webalps_sim.codec` (frames and field codecs), :mod:`webalps_sim.service` (what the
+  guardian does with each request: RSA, keys, Finished, every record's protection, sequence
+  numbers, the application's requests), :mod:`webalps_sim.router` (which HTTP requests the
+  guardian's application answers), :mod:`webalps_sim.app` (the guardian-application interface
+  and registry, the cost-charger hook);
+* :mod:`webalps_sim.state` -- the guardian channel's state machine: an enum and the transition
+  table the service consults for every request;
+* :mod:`webalps_sim.aio` -- everything with sockets, threads or processes: the guardian server,
+  the host's remote delegate, the host's servers, the load generator, the sleeping cost
+  chargers, the process testbed of the experiments;
+* :mod:`webalps_sim.model_throughput` -- the SimPy model of Figure 4 (requests/s against load);
+* :mod:`webalps_sim.experiments` -- the tables and figures as DataFrames;
+* :mod:`webalps_sim.errors` -- :class:`~webalps_sim.errors.WebAlpsError`, the one exception root;
+* files on disk -- :mod:`webalps_sim.identity` (the guardian's key, request and chain),
+  :mod:`webalps_sim.ca` and :mod:`webalps_sim.measure` (the WebALPS CA,
+  ``python -m webalps_sim.ca``, and the measured hash it binds into guardian certificates),
+  :mod:`webalps_sim.costmodel` (the 4758's service times and counters),
+  :mod:`webalps_sim.sealed` and :mod:`webalps_sim.evoting` (the e-voting guardian).
+
+Programs: ``python -m webalps_sim.guardian``, ``webalps_sim.host``, ``webalps_sim.load``
+(entry points of :mod:`webalps_sim.aio`), ``webalps_sim.ca``, ``webalps_sim.evoting`` and
+``webalps_sim.experiments``.
 """

@@ -26,7 +26,7 @@ The **cost model** makes the guardian as slow as an IBM 4758: the guardian calls
 (premaster decryption), ``"seal"`` / ``"open"`` (record protection, ``nbytes`` of plaintext),
 ``"transfer"`` (the host<->card copy of one request and its reply, ``nbytes`` both ways) and
 ``"finished"`` (a Finished computation or check).  The name given to ``--cost-model`` is looked
-up with ``webalps_sim.costmodel.make_cost_model(name)``; ``off`` falls back to :class:`NoCost`,
+up with ``webalps_sim.aio.coprocessor.make_cost_model(name)``; ``off`` falls back to :class:`NoCost`,
 which charges nothing, when that module is absent.
 """
 
@@ -37,6 +37,8 @@ import os
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
+from .errors import WebAlpsError
+
 __all__ = [
     "Headers",
     "Response",
@@ -45,7 +47,7 @@ __all__ = [
     "AppUnavailable",
     "APPS",
     "load_app",
-    "CostModel",
+    "CostCharger",
     "NoCost",
     "COST_OPS",
     "load_cost_model",
@@ -74,7 +76,7 @@ class NullApp:
         return None
 
 
-class AppUnavailable(Exception):
+class AppUnavailable(WebAlpsError):
     """The named guardian application or cost model cannot be loaded (unknown or not installed)."""
 
 
@@ -118,8 +120,9 @@ COST_OPS = ("rsa", "seal", "open", "transfer", "finished")
 
 
 @runtime_checkable
-class CostModel(Protocol):
-    """Makes guardian operations take as long as on the modelled hardware."""
+class CostCharger(Protocol):
+    """What the guardian charges each operation to: makes it take as long as on the modelled
+    hardware (the 4758 model is :class:`webalps_sim.aio.coprocessor.CoprocessorCostModel`)."""
 
     def charge(self, op: str, nbytes: int) -> None:
         """Account for (typically: sleep for) one operation on ``nbytes`` bytes."""
@@ -133,23 +136,23 @@ class NoCost:
         return None
 
 
-def load_cost_model(name: str) -> CostModel:
-    """``webalps_sim.costmodel.make_cost_model(name)``; for ``off`` without that module, :class:`NoCost`.
+def load_cost_model(name: str) -> CostCharger:
+    """``webalps_sim.aio.coprocessor.make_cost_model(name)``; for ``off`` without that module, :class:`NoCost`.
 
     ``off`` still goes through the cost-model module when it is there, so that its counters
     (which operations, how many bytes) are kept at native speed too.
     """
     try:
-        module = importlib.import_module("webalps_sim.costmodel")
+        module = importlib.import_module("webalps_sim.aio.coprocessor")
     except ImportError as exc:
         if name == "off":
             return NoCost()
-        raise AppUnavailable(f"--cost-model {name} needs webalps_sim.costmodel: {exc}") from None
+        raise AppUnavailable(f"--cost-model {name} needs webalps_sim.aio.coprocessor: {exc}") from None
     make = getattr(module, "make_cost_model", None)
     if make is None:
-        raise AppUnavailable("webalps_sim.costmodel defines no make_cost_model")
+        raise AppUnavailable("webalps_sim.aio.coprocessor defines no make_cost_model")
     try:
-        model: CostModel = make(name)
+        model: CostCharger = make(name)
     except (KeyError, ValueError) as exc:
         raise AppUnavailable(f"unknown cost model {name!r}: {exc}") from None
     return model

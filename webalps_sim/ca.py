@@ -39,6 +39,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from .app import AppUnavailable
+from .errors import WebAlpsError
 from .measure import measure
 
 __all__ = [
@@ -57,7 +58,7 @@ MEASUREMENT_OID = x509.ObjectIdentifier("2.25.1529544517449264254783055369173403
 """The guardian-measurement extension (a UUID-derived OID, RFC 4122 / X.667)."""
 
 
-class CAError(Exception):
+class CAError(WebAlpsError):
     """The CA refuses: bad request signature, unknown or mismatching measurement, no CA."""
 
 

@@ -1,49 +1,46 @@
-"""How fast an IBM 4758-class secure coprocessor would be: a cost model the guardian sleeps through.
+"""How fast an IBM 4758-class secure coprocessor would be: the card's service times and counters.
 
 The guardian process runs at native speed on the host CPU; the paper's guardian ran inside an IBM
 4758 on the PCI bus, where every call crosses the host-card boundary and the card's 486-class CPU
 does the SSL bookkeeping around its DES and modular-math engines. The guardian calls
 ``charge(op, nbytes)`` around each operation (``op`` in :data:`OPS`) and the cost model *adds*
-the card's modelled time by sleeping (the native computation is not subtracted: it is tens of
-microseconds against milliseconds of modelled time).
+the card's modelled time (the native computation is not subtracted: it is tens of microseconds
+against milliseconds of modelled time).
 
-The card is one device: a lock serialises the sleeps, so concurrent connections queue for it as
-they would for the real card (the SimPy model in :mod:`webalps_sim.model` makes the same
-assumption). Every charge is also counted per operation (count, bytes, modelled seconds), which
-is where the "where the trust boundary's cost goes" bar comes from.
+This module is the model itself, with no clock: every constant is in :class:`Card4758` with how
+it was chosen, :class:`CostAccount` holds the per-operation counters (count, bytes, modelled
+seconds; where the "where the trust boundary's cost goes" bar comes from).  The paper measured
+(Table 1, 2 KB file, one client, one connection per request) 100.37 ms per WebALPS request
+against 14.15 ms for plain HTTPS, and almost the same connect time;
+:func:`calibrate_transfer_latency` solves for the one free constant so that the modelled extra
+per request equals the paper's 86.2 ms for a given per-request call profile (true by
+construction for Table 1; the *split* between RSA, records and transfers is an assumption, not
+something the paper measured).
 
-Every constant is in :class:`Card4758` with how it was chosen. The paper measured (Table 1, 2 KB
-file, one client, one connection per request) 100.37 ms per WebALPS request against 14.15 ms for
-plain HTTPS, and almost the same connect time; :func:`calibrate_transfer_latency` solves for the
-one free constant so that the modelled extra per request equals the paper's 86.2 ms for a given
-per-request call profile (true by construction for Table 1; the *split* between RSA, records and
-transfers is an assumption, not something the paper measured).
-
-``make_cost_model("off")`` is a no-op; ``make_cost_model("4758")`` the card. With the environment
-variable ``WEBALPS_COST_STATS`` set to a path, the counters are written there as JSON (atomically,
-at most every 0.2 s, and at exit).
+The chargers the guardian runs -- they sleep through the modelled time, one card so one lock,
+and write the counters to ``WEBALPS_COST_STATS`` -- are in :mod:`webalps_sim.aio.coprocessor`
+(``make_cost_model("off")`` / ``make_cost_model("4758")``).  The SimPy model
+(:mod:`webalps_sim.model_throughput`) uses the same service times.
 """
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
-import threading
-import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from .errors import WebAlpsError
+
 __all__ = [
     "OPS",
+    "PAPER_EXTRA_PER_REQUEST_S",
+    "DEFAULT_PROFILE",
     "Card4758",
     "CostAccount",
-    "CostModel",
     "CostModelError",
-    "NullCostModel",
     "calibrate_transfer_latency",
-    "make_cost_model",
 ]
 
 #: The operations the guardian charges, in the order of a connection's life.
@@ -52,7 +49,7 @@ OPS = ("transfer", "rsa", "finished", "open", "seal")
 PAPER_EXTRA_PER_REQUEST_S = (100.368 - 14.1461) / 1e3
 
 
-class CostModelError(ValueError):
+class CostModelError(WebAlpsError, ValueError):
     """Unknown cost-model name or an operation the model does not know."""
 
 
@@ -179,70 +176,3 @@ class CostAccount:
     def read(path: str | os.PathLike[str]) -> dict[str, dict[str, float]]:
         """Counters written by a guardian started with ``WEBALPS_COST_STATS``."""
         return dict(json.loads(Path(path).read_text())["ops"])
-
-
-class NullCostModel:
-    """``--cost-model off``: native speed; still counts, so the call profile is measurable."""
-
-    name = "off"
-
-    def __init__(self, stats_path: str | os.PathLike[str] | None = None) -> None:
-        self.account = CostAccount()
-        self._lock = threading.Lock()
-        self._stats_path = Path(stats_path) if stats_path else None
-        self._last_write = 0.0
-        if self._stats_path is not None:
-            atexit.register(self.write_stats)
-
-    def modelled_seconds(self, op: str, nbytes: int) -> float:
-        if op not in OPS:
-            raise CostModelError(f"unknown operation {op!r}; expected one of {', '.join(OPS)}")
-        return 0.0
-
-    def charge(self, op: str, nbytes: int) -> float:
-        """Account for one operation and stand still for its modelled time; returns that time."""
-        seconds = self.modelled_seconds(op, nbytes)
-        with self._lock:  # one card: operations do not overlap
-            if seconds:
-                time.sleep(seconds)
-            self.account.add(op, nbytes, seconds)
-            if self._stats_path is not None and time.monotonic() - self._last_write > 0.2:
-                self._write_locked()
-        return seconds
-
-    def write_stats(self) -> None:
-        """Write the counters to ``WEBALPS_COST_STATS`` now (also done at exit)."""
-        if self._stats_path is not None:
-            with self._lock:
-                self._write_locked()
-
-    def _write_locked(self) -> None:
-        assert self._stats_path is not None
-        tmp = self._stats_path.with_name(f".{self._stats_path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"model": self.name, "ops": self.account.snapshot()}))
-        os.replace(tmp, self._stats_path)
-        self._last_write = time.monotonic()
-
-
-class CostModel(NullCostModel):
-    """``--cost-model 4758``: sleeps each operation's modelled card time (see :class:`Card4758`)."""
-
-    name = "4758"
-
-    def __init__(self, card: Card4758 | None = None,
-                 stats_path: str | os.PathLike[str] | None = None) -> None:
-        super().__init__(stats_path)
-        self.card = card or Card4758()
-
-    def modelled_seconds(self, op: str, nbytes: int) -> float:
-        return self.card.seconds(op, nbytes)
-
-
-def make_cost_model(name: str, *, environ: Mapping[str, str] | None = None) -> NullCostModel:
-    """The cost model called ``name`` ("off" or "4758"), counters to ``WEBALPS_COST_STATS``."""
-    stats = (os.environ if environ is None else environ).get("WEBALPS_COST_STATS") or None
-    if name == "off":
-        return NullCostModel(stats)
-    if name == "4758":
-        return CostModel(Card4758(), stats)
-    raise CostModelError(f"unknown cost model {name!r}; expected 'off' or '4758'")

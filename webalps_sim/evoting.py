@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+from .errors import WebAlpsError
 from .sealed import SealedStore, write_atomically
 
 __all__ = [
@@ -69,7 +70,7 @@ MAX_BODY = 4096
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**14, 8, 1
 
 
-class ElectionConfigError(Exception):
+class ElectionConfigError(WebAlpsError):
     """``election.json`` or ``voters.json`` is missing or malformed."""
 
 

@@ -3,9 +3,10 @@
 Every function returns a DataFrame; the notebook (``notebooks/webalps.ipynb``) plots them.
 
 * :func:`table1`: requests/s, connect time and request time for one closed-loop client fetching
-  a 2 KB file for a fixed time (``http_load`` in the paper, :mod:`webalps_sim.load` here), from
-  real server processes (:func:`testbed`) on loopback: plain HTTP, normal HTTPS, and WebALPS
-  with the 4758 cost model off (native speed) and on. **Measured**; the WebALPS-4758 request
+  a 2 KB file for a fixed time (``http_load`` in the paper, :mod:`webalps_sim.aio.loadgen`
+  here), from real server processes (:func:`webalps_sim.aio.testbed.testbed`) on loopback:
+  plain HTTP, normal HTTPS, and WebALPS with the 4758 cost model off (native speed) and on.
+  **Measured**; the WebALPS-4758 request
   time is close to the paper's *by construction* (the cost model's one tuned constant, see
   :mod:`webalps_sim.costmodel`), nothing else is tuned.
 * :func:`table2`: the slowdowns derived from :func:`table1`, beside the paper's 11.68 / 5.85;
@@ -14,9 +15,11 @@ Every function returns a DataFrame; the notebook (``notebooks/webalps.ipynb``) p
 * :func:`figure4_measured`: requests/s against the number of closed-loop clients under the
   e-commerce mix (92 % HTTP, 8 % secure), HTTPS host against WebALPS host. **Measured**, small
   loads only (the load generator shares the machine's cores with the servers).
-* :func:`calibrate_model` / :func:`figure4`: the SimPy model (:mod:`webalps_sim.model`)
+* :func:`calibrate_model` / :func:`figure4`: the SimPy model (:mod:`webalps_sim.model_throughput`)
   calibrated from the *single-client* runs of Table 1 only, compared with the measured mix runs
   (which it never saw) and extended to the paper's 8 clients x 3 threads. **Modelled.**
+* :func:`figure4_variant`: Figure 4 by ``variant="measured" | "model"`` (a dispatcher over the
+  two functions above).
 * :func:`cost_breakdown`: where the modelled card time of one WebALPS request goes (RSA,
   records, Finished, host-card transfers), from the guardian's per-operation counters.
 
@@ -27,32 +30,24 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
-import signal
-import socket
-import subprocess
-import sys
-import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
-from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
+from collections.abc import Sequence
+from dataclasses import asdict, replace
 from typing import Any
 
 import pandas as pd
 
+from .aio.loadgen import closed_loop
+from .aio.testbed import FILE_SIZE, HOSTS, Testbed, measure_run, testbed
 from .costmodel import PAPER_EXTRA_PER_REQUEST_S, Card4758, CostAccount
-from .load import LoadResult, closed_loop
-from .model import ServerParams, simulate, sweep
+from .model_throughput import ServerParams, simulate, sweep
 
 __all__ = [
-    "PAPER_TABLE1", "PAPER_TABLE2", "Testbed", "calibrate_model", "cost_breakdown", "figure4",
-    "figure4_measured", "run_config", "table1", "table2", "testbed",
+    "FILE_SIZE", "HOSTS", "PAPER_TABLE1", "PAPER_TABLE2", "Testbed", "VARIANTS",
+    "calibrate_model", "cost_breakdown", "figure4", "figure4_measured", "figure4_variant",
+    "measured_cost_breakdown", "run_config", "table1", "table2", "testbed",
 ]
 
-REPO = Path(__file__).resolve().parent.parent
-FILE_NAME, FILE_SIZE = "2k.bin", 2048
 #: Paper, Table 1 (Apache + 4758, http_load, one client, 2 s, 2 KB file).
 PAPER_TABLE1 = pd.DataFrame([
     {"host": "WebALPS", "rps": 9.8922, "connect_ms": 0.7235, "request_ms": 100.368},
@@ -66,9 +61,6 @@ PAPER_TABLE2 = pd.DataFrame([
 ])
 #: Figure 4's workload: WebBench e-commerce suite, 8 clients x 3 threads at most.
 SECURE_FRACTION, PAPER_MAX_LOAD = 0.08, 24
-#: Hosts measured: name -> (host mode, guardian cost model or None).
-HOSTS = {"HTTP": ("http", None), "HTTPS": ("https", None), "WebALPS-native": ("webalps", "off"),
-         "WebALPS-4758": ("webalps", "4758")}
 
 
 def run_config() -> dict[str, Any]:
@@ -79,159 +71,6 @@ def run_config() -> dict[str, Any]:
 
 def _seconds(quick: bool, seconds: float | None) -> float:
     return seconds if seconds is not None else (2.0 if quick else 10.0)
-
-
-# -- processes -----------------------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` (Linux ``/proc/PID/stat``)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-@dataclass
-class Testbed:
-    """Running server processes: one URL per host name, their pids, the CA and the counters."""
-
-    workdir: Path
-    urls: dict[str, str] = field(default_factory=dict)
-    pids: dict[str, dict[str, int]] = field(default_factory=dict)
-    cafile: Path | None = None
-    stats: dict[str, Path] = field(default_factory=dict)
-
-    def cpu(self, host: str) -> dict[str, float]:
-        return {role: cpu_seconds(pid) for role, pid in self.pids[host].items()}
-
-
-def _env() -> dict[str, str]:
-    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    return {**os.environ, "PYTHONPATH": path}
-
-
-def _wait(check: Any, proc: subprocess.Popen[bytes], what: str, log: Path,
-          timeout: float = 60.0) -> None:
-    """Wait until ``check()``; if the process dies first, fail with the end of its log."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            tail = log.read_text(errors="replace")[-600:] if log.exists() else ""
-            raise RuntimeError(f"{what} exited with status {proc.returncode}: {tail}")
-        if check():
-            return
-        time.sleep(0.05)
-    raise TimeoutError(f"{what} not ready after {timeout} s")
-
-
-def _port_open(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
-def _start(stack: ExitStack, cmd: list[str], log: Path,
-           env: dict[str, str] | None = None, cpu: int | None = None) -> subprocess.Popen[bytes]:
-    out = stack.enter_context(open(log, "wb"))  # noqa: SIM115
-    pin = None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu}))
-    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            env=env or _env(), start_new_session=True, preexec_fn=pin)
-
-    def stop() -> None:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(10)
-
-    stack.callback(stop)
-    return proc
-
-
-def _host_cmd(mode: str, port: int, docroot: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "webalps_sim.host", "--mode", mode, "--port", str(port),
-            "--docroot", str(docroot), "--quiet", *extra]
-
-
-def _start_webalps(stack: ExitStack, bed: Testbed, name: str, cost_model: str,
-                   docroot: Path, cpu: int | None = None) -> None:
-    state = bed.workdir / f"guardian-{name}"
-    sock = state / "guardian.sock"
-    state.mkdir()
-    stats = bed.workdir / f"cost-{name}.json"
-    env = {**_env(), "WEBALPS_COST_STATS": str(stats)}
-    ca = bed.workdir / "ca"
-    steps = [["webalps_sim.guardian", "--state-dir", str(state), "--app", "null", "--init"],
-             ["webalps_sim.ca", "sign", "--dir", str(ca), "--csr", str(state / "guardian.csr"),
-              "--app", "null", "--out", str(state / "guardian-chain.pem")]]
-    if not ca.exists():
-        steps.insert(0, ["webalps_sim.ca", "init", "--dir", str(ca)])
-    for step in steps:  # the WebALPS CA certifies the guardian (see webalps_sim.ca)
-        done = subprocess.run([sys.executable, "-m", *step], env=_env(), capture_output=True,
-                              text=True, timeout=120)
-        if done.returncode:
-            raise RuntimeError(f"{' '.join(step[:2])} failed: {done.stderr.strip()[-600:]}")
-    glog, hlog = bed.workdir / f"guardian-{name}.log", bed.workdir / f"host-{name}.log"
-    guardian = _start(stack, [sys.executable, "-m", "webalps_sim.guardian", "--state-dir",
-                              str(state), "--listen", str(sock), "--app", "null",
-                              "--cost-model", cost_model], glog, env, cpu)
-    _wait(sock.exists, guardian, f"guardian ({name})", glog)
-    port = _free_port()
-    host = _start(stack, _host_cmd("webalps", port, docroot, "--guardian", str(sock)), hlog,
-                  cpu=cpu)
-    _wait(lambda: _port_open(port), host, f"host ({name})", hlog)
-    bed.urls[name] = f"https://127.0.0.1:{port}/{FILE_NAME}"
-    bed.pids[name] = {"host": host.pid, "guardian": guardian.pid}
-    bed.stats[name] = stats
-    bed.cafile = ca / "ca.pem"
-
-
-@contextmanager
-def testbed(hosts: Sequence[str] = tuple(HOSTS), workdir: Path | None = None, *,
-            server_cpu: int | None = None) -> Iterator[Testbed]:
-    """Start the named hosts (keys of :data:`HOSTS`) serving a 2 KB file; stop them on exit.
-
-    ``server_cpu``: run every server process (each host, each guardian) on that CPU only (the
-    load generator is the caller's to place).  A guardian then shares its host's CPU and runs while the host
-    waits for it, as the paper's host waits for its card: no round trip wakes a second, idle
-    CPU, which on a virtual machine costs several times a bare same-CPU socket round trip.
-    """
-    with ExitStack() as stack:
-        if workdir is None:
-            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="webalps-")))
-        bed = Testbed(workdir)
-        docroot = workdir / "docroot"
-        docroot.mkdir(exist_ok=True)
-        (docroot / FILE_NAME).write_bytes(random.Random(0).randbytes(FILE_SIZE))
-        for name in hosts:
-            mode, cost_model = HOSTS[name]
-            if mode == "webalps":
-                _start_webalps(stack, bed, name, cost_model or "off", docroot, server_cpu)
-                continue
-            port = _free_port()
-            log = workdir / f"host-{name}.log"
-            proc = _start(stack, _host_cmd(mode, port, docroot), log, cpu=server_cpu)
-            _wait(lambda p=port: _port_open(p), proc, f"host ({name})", log)
-            bed.urls[name] = f"{mode}://127.0.0.1:{port}/{FILE_NAME}"
-            bed.pids[name] = {"host": proc.pid}
-        yield bed
-
-
-def _measure(bed: Testbed, host: str, urls: Any, seconds: float, clients: int = 1,
-             seed: int = 0) -> tuple[LoadResult, dict[str, float]]:
-    """One closed-loop run; also the CPU seconds the server processes and the load generator
-    (this process, all its threads) spent during it, by role."""
-    before = {**bed.cpu(host), "client": time.process_time()}
-    result = closed_loop(urls, seconds=seconds, clients=clients, seed=seed)
-    after = {**bed.cpu(host), "client": time.process_time()}
-    return result, {role: after[role] - before[role] for role in before}
 
 
 # -- Tables 1 and 2 ------------------------------------------------------------------------------
@@ -272,7 +111,7 @@ def table1(quick: bool = True, seconds: float | None = None,
 def _table1_point(bed: Testbed, host: str, secs: float) -> dict[str, Any]:
     """One closed-loop run of ``host``: Table 1's columns for that run."""
     card_before = _card_counters(bed, host)
-    result, cpu = _measure(bed, host, bed.urls[host], secs)
+    result, cpu = measure_run(bed, host, bed.urls[host], secs)
     n = max(result.requests, 1)
     card_after = _card_counters(bed, host)
     handshakes = max(card_after[1] - card_before[1], 1)
@@ -442,7 +281,7 @@ def figure4_measured(quick: bool = True, seconds: float | None = None,
 
 def calibrate_model(t1: pd.DataFrame, webalps_host: str = "WebALPS-4758",
                     cores: int | None = None) -> ServerParams:
-    """:class:`~webalps_sim.model.ServerParams` from the single-client rows of Table 1.
+    """:class:`~webalps_sim.model_throughput.ServerParams` from the single-client rows of Table 1.
 
     CPU demands are the server processes' and the load generator's measured CPU per request;
     the card's demand is the guardian's CPU plus the modelled 4758 time per request; each kind's
@@ -516,6 +355,32 @@ def figure4(t1: pd.DataFrame, measured: pd.DataFrame, *, model_seconds: float = 
                                           strict=True)]
     out["error"] = out["rps"] / out["measured_rps"] - 1
     return out
+
+
+VARIANTS = ("measured", "model")
+"""The variants of Figure 4 (:func:`figure4_variant`)."""
+
+
+def figure4_variant(variant: str = "model", *, t1: pd.DataFrame | None = None,
+                    measured: pd.DataFrame | None = None, quick: bool = True,
+                    seconds: float | None = None, **model_options: Any) -> pd.DataFrame:
+    """Figure 4 by ``variant``: ``"measured"`` or ``"model"``, one row per (host, clients).
+
+    ``"measured"``: :func:`figure4_measured` (real processes on loopback).  ``"model"``: the
+    rows of :func:`figure4` that come from the SimPy model (``source`` ``"model"`` and
+    ``"model-extended"``), calibrated on ``t1`` (:func:`table1`) and matched to ``measured``;
+    either is measured first when not given.  ``model_options`` go to :func:`figure4`.
+    """
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {VARIANTS}, not {variant!r}")
+    if measured is None:
+        measured = figure4_measured(quick, seconds)
+    if variant == "measured":
+        return measured
+    if t1 is None:
+        t1 = table1(quick, seconds)
+    out = figure4(t1, measured, **model_options)
+    return out[out["source"] != "measured"].reset_index(drop=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,8 +10,9 @@ measurement is a SHA-256 over them::
                               path 0x00 SHA-256(file contents) )
 
 The files (:func:`guardian_sources`) are every module of this repository that the guardian
-process loads: its own (:data:`GUARDIAN_FILES`: the process, its protocol, the service, the
-request router, the application interface, the certificate helpers, this module), the
+process loads: its own (:data:`GUARDIAN_FILES`: the process and its entry point, its identity, the
+protocol and its codec, the service and its state table, the request router, the application
+interface, the certificate helpers, the exception root, this module), the
 :mod:`tls12` modules (:data:`TLS12_FILES`: importing the package loads all of these; a test
 checks the lists against what a guardian process really imports) and the application's own
 files (:data:`webalps_sim.app.APP_SOURCES`): a different application is a different guardian
@@ -32,19 +33,25 @@ __all__ = ["GUARDIAN_FILES", "TLS12_FILES", "guardian_sources", "measure", "sour
 
 GUARDIAN_FILES: tuple[str, ...] = (
     "webalps_sim/__init__.py",
+    "webalps_sim/aio/__init__.py",
+    "webalps_sim/aio/guardian.py",
     "webalps_sim/app.py",
     "webalps_sim/ca.py",
+    "webalps_sim/codec.py",
+    "webalps_sim/errors.py",
     "webalps_sim/guardian.py",
+    "webalps_sim/identity.py",
     "webalps_sim/measure.py",
     "webalps_sim/protocol.py",
     "webalps_sim/router.py",
     "webalps_sim/service.py",
+    "webalps_sim/state.py",
 )
 TLS12_FILES: tuple[str, ...] = tuple(f"tls12/{name}.py" for name in (
     "__init__", "_recordcrypto_py", "aead", "buffer", "certs", "client_connection", "config",
     "connection", "context", "delegate", "ecdhe", "errors", "events", "handshake_table",
-    "keyjson", "keys", "messages", "prf", "record", "recordcrypto", "server_connection",
-    "session", "suites",
+    "keyjson", "keys", "keyschedule", "messages", "prf", "record", "recordcrypto",
+    "server_connection", "session", "state", "suites", "trace",
 ))
 
 _DOMAIN = b"webalps-guardian-v1"

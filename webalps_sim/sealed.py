@@ -37,6 +37,8 @@ from pathlib import Path
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from .errors import WebAlpsError
+
 __all__ = ["MAGIC", "RollbackError", "SealedStateError", "SealedStore", "TamperedError"]
 
 #: First bytes of every blob (format version 1).
@@ -45,7 +47,7 @@ _HEADER = struct.Struct(">9sQ12s")  # magic, counter, nonce
 _KEY_BYTES = 32
 
 
-class SealedStateError(Exception):
+class SealedStateError(WebAlpsError):
     """The sealed state cannot be trusted; the guardian must not serve from it."""
 
 

@@ -14,7 +14,9 @@ to stay in charge of the channel:
   computes only the server's Finished and checks only the client's: a host cannot forge
   client->server data (a vote) by asking the guardian to seal it;
 * **the handshake order.**  No application data is opened or sealed before the client's
-  Finished was checked right, and a session resumes only with its own suite.  (The guardian
+  Finished was checked right, and a session resumes only with its own suite.  Each channel's
+  state (:class:`webalps_sim.state.ChannelState`) moves only along the table of
+  :mod:`webalps_sim.state`, which every request consults first.  (The guardian
   sees transcript *hashes*, or for ``DERIVE_FINISH`` the public handshake messages it hashes
   itself, as the paper's co-server sees only the randoms and the encrypted premaster: what the
   host negotiated in the hello messages is the host's to choose.)
@@ -44,19 +46,21 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from tls12.delegate import DelegateError, KeyHandle, LocalDelegate
 from tls12.messages import HandshakeType, frame_handshake
-from tls12.record import MAX_PLAINTEXT, OutgoingRecord
+from tls12.record import MAX_PLAINTEXT, ContentType, OutgoingRecord
 
 from . import protocol as p
-from .app import CostModel, GuardianApp, NoCost, NullApp
+from .app import CostCharger, GuardianApp, NoCost, NullApp
+from .errors import WebAlpsError
 from .router import RequestRouter
+from .state import ChannelInput, ChannelState, ChannelStateError, advance
 
 __all__ = ["GuardianService", "GuardianFailure"]
 
-_APPLICATION_DATA = 23
-_HANDSHAKE = 22
+_APPLICATION_DATA = ContentType.APPLICATION_DATA
+_HANDSHAKE = ContentType.HANDSHAKE
 
 
-class GuardianFailure(Exception):
+class GuardianFailure(WebAlpsError):
     """A request the guardian refuses; becomes an :class:`webalps_sim.protocol.Error` reply."""
 
     def __init__(self, code: p.ErrorCode, message: str) -> None:
@@ -70,8 +74,8 @@ class _Channel:
 
     router: RequestRouter
     suite: int
-    client_finished: bool = False
-    """The client's Finished was checked and right: application data may flow."""
+    state: ChannelState
+    """Where the channel is in :mod:`webalps_sim.state`'s table (every request consults it)."""
     read_seq: int = 0
     write_seq: int = 0
     version: int = 0x0303
@@ -87,7 +91,7 @@ class GuardianService:
 
     def __init__(self, private_key: rsa.RSAPrivateKey, chain: tuple[bytes, ...],
                  measurement: bytes, *, app: GuardianApp | None = None, app_name: str = "null",
-                 cost: CostModel | None = None, rng: Callable[[int], bytes] = os.urandom,
+                 cost: CostCharger | None = None, rng: Callable[[int], bytes] = os.urandom,
                  reveal: Callable[[str], None] | None = None) -> None:
         self._key = private_key
         self._delegate = LocalDelegate(private_key, rng=rng)
@@ -136,15 +140,17 @@ class GuardianService:
                                            m.session_hash)
         except (KeyError, ValueError) as exc:
             raise GuardianFailure(p.ErrorCode.UNSUPPORTED, f"cannot derive: {exc}") from None
-        self._new_channel(handle, m.encrypted_premaster)
+        self._new_channel(handle, m.encrypted_premaster, ChannelInput.DERIVE)
         return p.HandleReply(handle.id, handle.cipher_suite)
 
     def _resume(self, m: p.Resume) -> p.HandleReply:
-        if self._channel(m.handle_id).suite != m.cipher_suite:
+        source = self._channel(m.handle_id)
+        if source.suite != m.cipher_suite:
             raise GuardianFailure(p.ErrorCode.UNSUPPORTED, "a session resumes with its own suite")
+        _step(source, ChannelInput.RESUME_FROM)
         handle = self._call(self._delegate.resume, KeyHandle(m.handle_id, m.cipher_suite),
                             m.client_random, m.server_random)
-        self._new_channel(handle, None)
+        self._new_channel(handle, None, ChannelInput.RESUME)
         return p.HandleReply(handle.id, handle.cipher_suite)
 
     def _verify_data(self, m: p.VerifyData) -> p.DataReply:
@@ -152,6 +158,7 @@ class GuardianService:
             raise GuardianFailure(p.ErrorCode.UNSUPPORTED, "the guardian computes the server's "
                                   "Finished only")
         self.cost.charge("finished", len(m.transcript_hash))
+        _step(self._channel(m.handle_id), ChannelInput.VERIFY_DATA)
         return p.DataReply(self._call(self._delegate.verify_data, self._handle(m), False,
                                       m.transcript_hash))
 
@@ -160,21 +167,24 @@ class GuardianService:
             raise GuardianFailure(p.ErrorCode.UNSUPPORTED, "the guardian checks the client's "
                                   "Finished only")
         channel = self._channel(m.handle_id)
+        _step(channel, ChannelInput.CHECK_FINISHED)
         self.cost.charge("finished", len(m.transcript_hash))
         ok = self._call(self._delegate.check_finished, self._handle(m), True, m.transcript_hash,
                         m.verify_data)
-        channel.client_finished = channel.client_finished or ok
+        if ok:
+            _step(channel, ChannelInput.CLIENT_FINISHED_VERIFIED)
         return p.BoolReply(ok)
 
     def _finish(self, m: p.Finish) -> p.FinishReply:
         channel = self._channel(m.handle_id)
+        _step(channel, ChannelInput.FINISH)
         handle = KeyHandle(m.handle_id, m.cipher_suite)
         self.cost.charge("finished", len(m.client_hash))
         ok = self._call(self._delegate.check_finished, handle, True, m.client_hash,
                         m.client_verify_data)
         if not ok:
             return p.FinishReply(False)
-        channel.client_finished = True
+        _step(channel, ChannelInput.CLIENT_FINISHED_VERIFIED)
         self.cost.charge("finished", len(m.server_hash))
         verify_data = self._call(self._delegate.verify_data, handle, False, m.server_hash)
         message = frame_handshake(HandshakeType.FINISHED, verify_data)
@@ -212,9 +222,8 @@ class GuardianService:
         self.cost.charge("seal", len(message))
         sealed = self._delegate.seal(handle, False, [OutgoingRecord(_HANDSHAKE, m.version, 0,
                                                                     message)])
-        self._new_channel(handle, m.encrypted_premaster)
+        self._new_channel(handle, m.encrypted_premaster, ChannelInput.DERIVE_FINISH)
         channel = self._channels[handle.id]
-        channel.client_finished = True
         channel.read_seq = channel.write_seq = 1
         return p.DerivedReply(handle.id, handle.cipher_suite, result.client_finished,
                               result.server_verify_data, 0, sealed)
@@ -227,7 +236,8 @@ class GuardianService:
             return p.Sealed(b"")
         _check_run([r[2] for r in m.records], channel.write_seq, "seal")
         for record in m.records:
-            _check_finished_first(channel, record[0])
+            _step(channel, ChannelInput.SEAL_APPLICATION if record[0] == _APPLICATION_DATA
+                  else ChannelInput.SEAL_HANDSHAKE)
         records = [OutgoingRecord(ct, version, seq, data) for ct, version, seq, data in m.records]
         self.cost.charge("seal", sum(len(r.plaintext) for r in records))
         # one delegate call per run of one content type (a response and the close_notify
@@ -251,7 +261,8 @@ class GuardianService:
             return p.Opened(())
         _check_run([r[0] for r in m.records], channel.read_seq, "open")
         for record in m.records:
-            _check_finished_first(channel, record[1])
+            _step(channel, ChannelInput.OPEN_APPLICATION if record[1] == _APPLICATION_DATA
+                  else ChannelInput.OPEN_HANDSHAKE)
         self.cost.charge("open", sum(len(r[3]) for r in m.records))
         try:
             plaintexts = self._delegate.open(self._handle(m), True, m.records)
@@ -286,7 +297,8 @@ class GuardianService:
         return p.Opened(tuple(out), len(records), sealed, close)
 
     def _release(self, m: p.Release) -> p.Ok:
-        self._channels.pop(m.handle_id, None)
+        channel = self._channels.pop(m.handle_id, None)
+        advance(ChannelState.NEW if channel is None else channel.state, ChannelInput.RELEASE)
         self._delegate.release(KeyHandle(m.handle_id, 0))
         return p.Ok()
 
@@ -308,8 +320,10 @@ class GuardianService:
         except DelegateError as exc:
             raise GuardianFailure(p.ErrorCode.UNKNOWN_HANDLE, str(exc)) from None
 
-    def _new_channel(self, handle: KeyHandle, encrypted_premaster: bytes | None) -> None:
-        self._channels[handle.id] = _Channel(RequestRouter(self.app), handle.cipher_suite)
+    def _new_channel(self, handle: KeyHandle, encrypted_premaster: bytes | None,
+                     how: ChannelInput) -> None:
+        state = advance(ChannelState.NEW, how)
+        self._channels[handle.id] = _Channel(RequestRouter(self.app), handle.cipher_suite, state)
         if self._reveal is not None:
             self._reveal(json.dumps(self._secrets_of(handle, encrypted_premaster)))
 
@@ -328,10 +342,13 @@ class GuardianService:
                 "master_secret": s.master_secret.hex(), "keys": keys}
 
 
-def _check_finished_first(channel: _Channel, content_type: int) -> None:
-    if content_type == _APPLICATION_DATA and not channel.client_finished:
-        raise GuardianFailure(p.ErrorCode.UNSUPPORTED,
-                              "application data before the client's Finished was verified")
+def _step(channel: _Channel, channel_input: ChannelInput) -> None:
+    """Move ``channel`` along the state table, or refuse the request (``UNSUPPORTED``) with the
+    table's reason; a refused input leaves the channel as it was."""
+    try:
+        channel.state = advance(channel.state, channel_input)
+    except ChannelStateError as exc:
+        raise GuardianFailure(p.ErrorCode.UNSUPPORTED, str(exc)) from None
 
 
 def _check_run(seqs: list[int], expected: int, what: str) -> None:

@@ -8,9 +8,12 @@ certificate (HTTPS reference integrity, §5.2).
 
 Modules, sans-IO cores first:
 
-* :mod:`.errors` -- every Barnraising error, one hierarchy (:class:`~.errors.BarnraisingError`);
+* :mod:`.errors` -- every Barnraising error, one hierarchy (:class:`~.errors.BarnraisingError`,
+  an :class:`~sslsplit.errors.SslSplitError`);
 * :mod:`.uri` -- ``barnraising://`` URIs;
 * :mod:`.protocol` -- the versioned join protocol (join, renew, leave, report, lookup);
+* :mod:`.state` -- the operations (:class:`~.state.Operation`) and a volunteer's lease as an
+  enum and a transition table, which the registry asks before it renews;
 * :mod:`.ratelimit` -- token buckets per source address;
 * :mod:`.zone` -- authoritative DNS answers from a live address list (dnspython), TCP framing;
 * :mod:`.service` -- the broker's decisions and its HTTP/1.1 connections, bytes in, bytes out;
@@ -23,12 +26,12 @@ then the modules that do I/O around them:
 * :mod:`.registry` -- sites, the SQLite volunteer database, leases and bans;
 * :mod:`.aio.broker` -- the broker on sockets, ``python -m sslsplit.barnraising.broker``;
 * :mod:`.aio.dns` -- the DNS responder on UDP and TCP;
-* :mod:`.client` -- the volunteer's side of the join protocol;
+* :mod:`.aio.client` -- the volunteer's side of the join protocol;
 * :mod:`.aio.sharing` -- cache sharing between volunteers on asyncio;
 * :mod:`.aio.origin` -- the feedback loop on the origin's sockets (``trusted.`` redirects, reports);
-* :mod:`.cli` -- the start-up the broker's and the volunteer's command lines share.
+* :mod:`.aio.cli` -- the start-up the broker's and the volunteer's command lines share.
 
-The volunteer itself is :mod:`sslsplit.volunteer` (``python -m sslsplit.volunteer URI``).
+The volunteer itself is :mod:`sslsplit.aio.volunteer` (``python -m sslsplit.volunteer URI``).
 """
 
 from .errors import BarnraisingError, ConfigError, ProtocolError, URIError

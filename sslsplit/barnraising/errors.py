@@ -2,22 +2,24 @@
 
 ::
 
-    BarnraisingError
-    ├── URIError (ValueError)          a barnraising:// URI or site name off the grammar
-    ├── ConfigError (ValueError)       a sites file or site option that cannot describe a site
-    └── ProtocolError                  a join-protocol message the other side rejects
-        ├── MalformedMessage, UnsupportedVersion, UnknownOperation, MethodNotAllowed,
-        │   BodyTooLarge               the request itself is wrong (4xx)
-        ├── UnknownSite, UnknownVolunteer, Forbidden, Banned, RateLimited
-        │                              the request is well formed but refused (4xx)
-        └── ServiceUnavailable         the broker cannot answer now (503)
+    SslSplitError                      the root of the package (:mod:`sslsplit.errors`)
+    └── BarnraisingError
+        ├── URIError (ValueError)          a barnraising:// URI or site name off the grammar
+        ├── ConfigError (ValueError)       a sites file or site option that cannot describe a site
+        └── ProtocolError                  a join-protocol message the other side rejects
+            ├── MalformedMessage, UnsupportedVersion, UnknownOperation, MethodNotAllowed,
+            │   BodyTooLarge               the request itself is wrong (4xx)
+            ├── UnknownSite, UnknownVolunteer, Forbidden, Banned, RateLimited
+            │                              the request is well formed but refused (4xx)
+            └── ServiceUnavailable         the broker cannot answer now (503)
 
 ``URIError`` and ``ConfigError`` are *local misuse*: the user's own input, raised before
 anything is sent (they stay ``ValueError`` subclasses, like any bad argument).  A
 :class:`ProtocolError` is what one side of the join protocol tells the other: each subclass
 carries the wire ``code`` and HTTP ``status`` it travels as (class attributes), so the broker
 raises it, :func:`.protocol.encode_error` puts it on the wire and :func:`.protocol.parse_reply`
-raises the very same class in the client.  ``except BarnraisingError`` catches them all.
+raises the very same class in the client.  ``except BarnraisingError`` catches them all,
+``except SslSplitError`` every error of SSL splitting and Barnraising.
 
 The classes are re-exported where they are used (:mod:`.uri`, :mod:`.registry`,
 :mod:`.protocol`), so ``from sslsplit.barnraising.protocol import RateLimited`` keeps working.
@@ -26,6 +28,8 @@ The classes are re-exported where they are used (:mod:`.uri`, :mod:`.registry`,
 from __future__ import annotations
 
 from typing import ClassVar
+
+from ..errors import SslSplitError
 
 __all__ = [
     "BarnraisingError",
@@ -46,8 +50,8 @@ __all__ = [
 ]
 
 
-class BarnraisingError(Exception):
-    """Base of every Barnraising error."""
+class BarnraisingError(SslSplitError):
+    """Base of every Barnraising error (an :class:`~sslsplit.errors.SslSplitError`)."""
 
 
 class URIError(BarnraisingError, ValueError):

@@ -1,4 +1,4 @@
-"""Barnraising experiments on the SimPy model (:mod:`sslsplit.barnraising.model`).
+"""Barnraising experiments on the SimPy model (:mod:`sslsplit.barnraising.model_site`).
 
 Each function returns a pandas DataFrame; ``quick=True`` runs a CI-sized slice (the first hours
 of the trace, fewer volunteer counts). The traces are the bundled real logs read through
@@ -26,7 +26,7 @@ import pandas as pd
 
 from testbed.traces.catalogue import load_workload
 
-from .model import ModelParams, calibrate, simulate
+from .model_site import ModelParams, calibrate, simulate
 
 __all__ = ["STEADY_TRACE", "FLASH_TRACE", "trace_slice", "scale_sweep", "eviction_times",
            "flash_crowd", "calibration_table"]

@@ -73,6 +73,7 @@ from .errors import (
     UnknownVolunteer,
     UnsupportedVersion,
 )
+from .state import Operation
 from .uri import URIError, check_site
 
 __all__ = [
@@ -94,6 +95,7 @@ __all__ = [
     "ERRORS",
     "Params",
     "SiteInfo",
+    "Operation",
     "Request",
     "Join",
     "Renew",
@@ -299,9 +301,9 @@ def _endpoint(value: Any, what: str) -> tuple[str, int]:
 
 @dataclass(frozen=True, slots=True)
 class Request:
-    """Base of the five requests; :attr:`OP` is the last path segment."""
+    """Base of the five requests; :attr:`OP` is the operation (the last path segment)."""
 
-    OP: ClassVar[str] = ""
+    OP: ClassVar[Operation]
     site: str
 
     def to_json(self) -> dict[str, Any]:
@@ -310,7 +312,7 @@ class Request:
 
 @dataclass(frozen=True, slots=True)
 class Join(Request):
-    OP: ClassVar[str] = "join"
+    OP: ClassVar[Operation] = Operation.JOIN
     port: int = 443
     host: str | None = None
     capacity: float = 1000.0
@@ -323,7 +325,7 @@ class Join(Request):
 
 @dataclass(frozen=True, slots=True)
 class Renew(Request):
-    OP: ClassVar[str] = "renew"
+    OP: ClassVar[Operation] = Operation.RENEW
     volunteer_id: str = ""
 
     def to_json(self) -> dict[str, Any]:
@@ -332,7 +334,7 @@ class Renew(Request):
 
 @dataclass(frozen=True, slots=True)
 class Leave(Request):
-    OP: ClassVar[str] = "leave"
+    OP: ClassVar[Operation] = Operation.LEAVE
     volunteer_id: str = ""
 
     def to_json(self) -> dict[str, Any]:
@@ -341,7 +343,7 @@ class Leave(Request):
 
 @dataclass(frozen=True, slots=True)
 class Report(Request):
-    OP: ClassVar[str] = "report"
+    OP: ClassVar[Operation] = Operation.REPORT
     host: str = ""
     port: int | None = None
     reason: str = ""
@@ -354,7 +356,7 @@ class Report(Request):
 
 @dataclass(frozen=True, slots=True)
 class Lookup(Request):
-    OP: ClassVar[str] = "lookup"
+    OP: ClassVar[Operation] = Operation.LOOKUP
 
 
 @dataclass(frozen=True, slots=True)
@@ -415,13 +417,13 @@ class LookupReply(Reply):
                 "addresses": [list(a) for a in self.addresses]}
 
 
-REQUESTS: dict[str, type[Request]] = {c.OP: c for c in (Join, Renew, Leave, Report, Lookup)}
+REQUESTS: dict[Operation, type[Request]] = {c.OP: c for c in (Join, Renew, Leave, Report, Lookup)}
 
 
 # --- requests on the wire ----------------------------------------------------------------
 
 
-def request_path(op: str, version: int = VERSION) -> str:
+def request_path(op: Operation | str, version: int = VERSION) -> str:
     """``/barnraising/1/join``: the target of ``POST`` for operation ``op``."""
     return f"{PATH_PREFIX}{version}/{op}"
 
@@ -431,7 +433,7 @@ def encode_request(request: Request) -> tuple[str, bytes]:
     return request_path(request.OP), json.dumps(request.to_json(), separators=(",", ":")).encode()
 
 
-def _operation(method: str, target: str) -> str:
+def _operation(method: str, target: str) -> Operation:
     path = target.split("?", 1)[0]
     if not path.startswith(PATH_PREFIX):
         raise UnknownOperation(f"no such resource {path[:80]!r}; "
@@ -444,7 +446,7 @@ def _operation(method: str, target: str) -> str:
         raise UnknownOperation(f"unknown operation {op[:40]!r}; one of {', '.join(REQUESTS)}")
     if method != "POST":
         raise MethodNotAllowed(f"{op} takes POST, not {method[:16]}")
-    return op
+    return Operation(op)
 
 
 def parse_request(method: str, target: str, body: bytes) -> Request:
@@ -458,7 +460,7 @@ def parse_request(method: str, target: str, body: bytes) -> Request:
     f = _Fields(_load_object(body, op), op)
     site = f.site()
     request: Request
-    if op == "join":
+    if op is Operation.JOIN:
         host = f.string("host", required=False, nullable=True)
         request = Join(
             site,
@@ -467,9 +469,9 @@ def parse_request(method: str, target: str, body: bytes) -> Request:
             capacity=f.number("capacity", 1000.0, 0.0, MAX_CAPACITY),
             cache_port=f.integer("cache_port", 1, 65535, required=False, nullable=True),
         )
-    elif op in ("renew", "leave"):
+    elif op in (Operation.RENEW, Operation.LEAVE):
         request = REQUESTS[op](site, volunteer_id=f.volunteer_id())  # type: ignore[call-arg]
-    elif op == "report":
+    elif op is Operation.REPORT:
         request = Report(
             site,
             host=check_ip(f.string("host")),
@@ -500,7 +502,7 @@ def encode_error(error: ProtocolError) -> tuple[int, bytes]:
     return error.status, json.dumps({"protocol": VERSION, "error": obj}).encode()
 
 
-def parse_reply(op: str, status: int, body: bytes) -> Reply:
+def parse_reply(op: Operation | str, status: int, body: bytes) -> Reply:
     """The reply to operation ``op``; an error reply is raised as its :class:`ProtocolError`.
 
     A reply that is itself malformed (a broken or hostile broker) raises
@@ -508,6 +510,7 @@ def parse_reply(op: str, status: int, body: bytes) -> Reply:
     """
     if op not in REQUESTS:
         raise ValueError(f"unknown operation {op!r}")
+    op = Operation(op)
     obj = _load_object(body, f"{op} reply")
     obj.pop("protocol", None)
     if status != 200:
@@ -522,18 +525,18 @@ def parse_reply(op: str, status: int, body: bytes) -> Reply:
         raise cls(message if isinstance(message, str) else f"HTTP {status}", retry_after=retry)
     f = _Fields(obj, f"{op} reply")
     reply: Reply
-    if op == "join":
+    if op is Operation.JOIN:
         reply = JoinReply(f.volunteer_id(), f.number("lease_seconds", 0.0, 0.0, 1e9),
                           SiteInfo.from_json(f._get("site", None, True)))
-    elif op == "renew":
+    elif op is Operation.RENEW:
         reply = RenewReply(f.number("lease_seconds", 0.0, 0.0, 1e9),
                            SiteInfo.from_json(f._get("site", None, True)))
-    elif op == "leave":
+    elif op is Operation.LEAVE:
         removed = f._get("removed", None, True)
         if not isinstance(removed, bool):
             raise MalformedMessage("leave reply: 'removed' must be a boolean")
         reply = LeaveReply(removed)
-    elif op == "report":
+    elif op is Operation.REPORT:
         reply = ReportReply(f.integer("removed", 0, 1 << 31))
     else:
         lists = []

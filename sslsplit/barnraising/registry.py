@@ -55,10 +55,10 @@ from .protocol import (
     ServiceUnavailable,
     SiteInfo,
     UnknownSite,
-    UnknownVolunteer,
     check_params,
 )
 from .ratelimit import TokenBuckets
+from .state import LeaseEvent, LeaseState, lease_after
 from .uri import URIError, check_site
 
 __all__ = ["ConfigError", "SiteConfig", "Volunteer", "Registry", "load_sites"]
@@ -233,13 +233,6 @@ class Registry:
         """The site's volunteers whose lease runs past ``now``, oldest registration first."""
         return [v for v in self._live.get(site, {}).values() if v.expires > now]
 
-    def site_for_name(self, name: str) -> SiteConfig | None:
-        """The site that publishes DNS name ``name`` (lower case, no trailing dot)."""
-        for site in self.sites.values():
-            if name in site.names:
-                return site
-        return None
-
     # --- requests ------------------------------------------------------------------------
 
     def handle(self, request: Request, source: str, now: float) -> Reply:
@@ -302,9 +295,9 @@ class Registry:
 
     def _renew(self, site: SiteConfig, req: Renew, now: float) -> RenewReply:
         v = self._live[site.name].get(req.volunteer_id)
-        if v is None or v.expires <= now:
-            raise UnknownVolunteer(f"no live volunteer {req.volunteer_id} in {site.name}; "
-                                   "its lease ended or it was removed: join again")
+        state = LeaseState.LIVE if v is not None and v.expires > now else LeaseState.ABSENT
+        lease_after(state, LeaseEvent.RENEW, req.volunteer_id, site.name)  # UnknownVolunteer
+        assert v is not None
         expires = now + self.lease_seconds
         with self.db:
             self.db.execute("UPDATE volunteers SET expires=? WHERE volunteer_id=?",

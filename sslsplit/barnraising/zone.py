@@ -67,6 +67,8 @@ import dns.rdataclass
 import dns.rdatatype
 import dns.rrset
 
+from tls12.buffer import Buffer, Writer
+
 __all__ = ["Responder", "TCPConnection", "default_zones"]
 
 HEADER_LEN = 12
@@ -340,17 +342,20 @@ class TCPConnection:
             self.closed = True
             return
         self._in += data
-        while len(self._in) >= 2:
-            end = 2 + int.from_bytes(self._in[:2], "big")
-            if len(self._in) < end:
+        while len(self._in) >= 2:  # RFC 1035 §4.2.2: a uint16 length, then the message
+            buf = Buffer(self._in)
+            length = buf.pull_uint16()
+            if buf.remaining < length:
                 return
-            query = bytes(self._in[2:end])
-            del self._in[:end]
+            query = buf.pull_bytes(length)
+            del self._in[: 2 + length]
             reply = self.responder.respond(query)
             if reply is None:
                 self.closed = True
                 return
-            self._out += len(reply).to_bytes(2, "big") + reply
+            out = Writer()
+            out.push_vector(2, reply)
+            self._out += out.getvalue()
 
     def data_to_send(self) -> bytes:
         out, self._out = bytes(self._out), bytearray()

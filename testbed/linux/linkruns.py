@@ -1,7 +1,7 @@
 """Running real programs on a :class:`~testbed.linux.linktestbed.LinkTestbed`: servers, curl, Squid.
 
 The link testbed gives three namespaces and a shaped path; the measured figures
-(``sine.linkexperiments``, ``sslsplit.linkexperiments``) need three more things on top, and
+(``sine.experiments.link``, ``sslsplit.experiments.link``) need three more things on top, and
 they are the same for every paper:
 
 :func:`start_listening`

@@ -213,9 +213,8 @@ _LAN_SHAPE = LinkShape.from_params(LAN_LINK)
 LAN = Profile("lan", _LAN_SHAPE, _LAN_SHAPE, _LAN_SHAPE, _LAN_SHAPE)
 
 
-#: Profiles by name (the CLI's ``--profile``). The papers' profiles live in their packages
-#: (``sslsplit.params.PROFILES``: ``adsl``; ``sine.params.PROFILES``: ``sine-<kbit/s>k``); the
-#: CLI's ``--profiles-from MODULE`` adds a module's ``PROFILES``.
+#: Profiles by name (the CLI's ``--profile``). A study's own profiles live in its package's
+#: ``params.PROFILES``; the CLI's ``--profiles-from MODULE`` adds them (see :func:`load_profiles`).
 PROFILES: dict[str, Profile] = {"lan": LAN}
 
 

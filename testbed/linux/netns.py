@@ -2,7 +2,7 @@
 
 Both topologies of the testbed are built on it: the link testbed
 (:class:`testbed.linux.linktestbed.LinkTestbed`: client, middle and origin over shaped veths)
-and SSLACC's real cluster (``sslacc_sim.linux.netns.Topology``: a client and two accelerator
+and SSLACC's real cluster (``sslacc_sim.aio.linux.netns.Topology``: a client and two accelerator
 nodes on a bridge). A topology subclasses :class:`Namespaces`, names its namespaces
 (:attr:`Namespaces.PREFIX` + tag + ``-`` + node) and writes :meth:`Namespaces._build`; this
 module gives it the rest:

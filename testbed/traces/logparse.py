@@ -239,6 +239,36 @@ def _parse_stamps(stamp: pd.Series, fmt: LogFormat) -> pd.Series:
     return secs.where(parsed.notna())
 
 
+def _method_and_url(g: pd.DataFrame, fmt: LogFormat) -> tuple[pd.Series, pd.Series]:
+    """The request method (upper case) and URL of each matched line; a format without a
+    request field (a CSV of URLs) is all GETs."""
+    if "request" not in g:
+        return pd.Series("GET", index=g.index, dtype=object), g["url"]
+    req = g["request"].fillna("").str.extract(_REQUEST_RE)
+    method = req["method"].str.upper()
+    url = req["url"]
+    if fmt.name == "sdsc":
+        # SDSC lines without a request part still name the file in parentheses.
+        method = method.fillna("GET")
+        url = url.where(url.notna() & (url.str.len() > 0), g["file"])
+    return method, url
+
+
+def _utc_offsets(g: pd.DataFrame, fmt: LogFormat) -> np.ndarray:
+    """Seconds east of UTC per line: the line's ``+hhmm`` zone, else the format's default."""
+    offset = np.full(len(g), fmt.utc_offset, dtype=np.int32)
+    if "tz" in g:
+        tz = g["tz"]
+        has = tz.notna().to_numpy()
+        if has.any():
+            txt = tz[has].astype(str)
+            sign = np.where(txt.str[0] == "-", -1, 1)
+            hh = txt.str[1:3].astype(int).to_numpy()
+            mm = txt.str[3:5].astype(int).to_numpy()
+            offset[has] = sign * (hh * 3600 + mm * 60)
+    return offset
+
+
 def parse_lines(lines: Sequence[str], fmt: LogFormat | str, first_line: int = 1
                 ) -> tuple[pd.DataFrame, ParseReport]:
     """Parse a batch of lines (one chunk) into a request table and a report.
@@ -262,33 +292,15 @@ def parse_lines(lines: Sequence[str], fmt: LogFormat | str, first_line: int = 1
     secs = _parse_stamps(g["stamp"], fmt)
     ok &= secs.notna()
 
+    method, url = _method_and_url(g, fmt)
     if "request" in g:
-        req = g["request"].fillna("").str.extract(_REQUEST_RE)
-        method = req["method"].str.upper()
-        url = req["url"]
-        if fmt.name == "sdsc":
-            # SDSC lines without a request part still name the file in parentheses.
-            method = method.fillna("GET")
-            url = url.where(url.notna() & (url.str.len() > 0), g["file"])
         ok &= url.notna() & method.notna()
-    else:
-        method = pd.Series("GET", index=g.index, dtype=object)
-        url = g["url"]
 
     status = _int_or_missing(g["status"], np.int16) if "status" in g else np.full(len(g), -1,
                                                                                     np.int16)
     size = _int_or_missing(g["size"], np.int64) if "size" in g else np.full(len(g), -1, np.int64)
 
-    offset = np.full(len(g), fmt.utc_offset, dtype=np.int32)
-    if "tz" in g:
-        tz = g["tz"]
-        has = tz.notna().to_numpy()
-        if has.any():
-            txt = tz[has].astype(str)
-            sign = np.where(txt.str[0] == "-", -1, 1)
-            hh = txt.str[1:3].astype(int).to_numpy()
-            mm = txt.str[3:5].astype(int).to_numpy()
-            offset[has] = sign * (hh * 3600 + mm * 60)
+    offset = _utc_offsets(g, fmt)
 
     okv = ok.to_numpy()
     report.parsed = int(okv.sum())

@@ -33,13 +33,10 @@ __all__ = [
     "select_chunk",
     "window",
     "DAY",
-    "CHUNK_BYTES",
 ]
 
 #: Seconds in a day.
 DAY = 86_400
-#: Transfer volume of the paper's replay chunks ("approximately 10 MB of transfers").
-CHUNK_BYTES = 10_000_000
 
 _SCHEME_HOST = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*")
 _ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
@@ -132,7 +129,7 @@ def window(work: pd.DataFrame, start: float, end: float) -> pd.DataFrame:
     return work.iloc[lo:hi]
 
 
-def daytime_chunks(work: pd.DataFrame, volume: int = CHUNK_BYTES, first_hour: int = 9,
+def daytime_chunks(work: pd.DataFrame, volume: int, first_hour: int = 9,
                    last_hour: int = 18) -> Iterator[pd.DataFrame]:
     """Consecutive chunks of about ``volume`` transferred bytes that start in working hours.
 
@@ -161,7 +158,7 @@ def daytime_chunks(work: pd.DataFrame, volume: int = CHUNK_BYTES, first_hour: in
             start = end
 
 
-def select_chunk(work: pd.DataFrame, volume: int = CHUNK_BYTES, which: str = "median",
+def select_chunk(work: pd.DataFrame, volume: int, which: str = "median",
                  target: float | None = None) -> pd.DataFrame:
     """One "typical daytime chunk", as the paper chose for its replays.
 

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 import h11
 
-from sine.client import HttpConnection
+from sine.aio.client import HttpConnection
 
 __all__ = ["TamperProxy"]
 

@@ -8,9 +8,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sslsplit.aio import BackgroundLoop, PayloadClient
+from sslsplit.aio.proxy import SplittingProxy
+from sslsplit.aio.server import SplittingServer
 from sslsplit.cache import CacheHierarchy, LocalCache, MemoryCache
-from sslsplit.proxy import SplittingProxy
-from sslsplit.server import SplittingServer
 from tls12.certs import Credentials
 
 

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sslsplit.aio import BackgroundLoop, PayloadClient
+from sslsplit.aio.proxy import SplittingProxy
+from sslsplit.aio.server import SplittingServer
 from sslsplit.cache import CacheHierarchy, MemoryCache
-from sslsplit.proxy import SplittingProxy
-from sslsplit.server import SplittingServer
 from sslsplit.wire import Message, MessageReader
 from tls12 import ServerConnection
 from tls12.config import ServerConfig

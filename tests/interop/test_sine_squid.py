@@ -22,8 +22,9 @@ from pathlib import Path
 
 import pytest
 
+from sine.aio.client import SineClient
+from sine.aio.server import OriginServer, make_self_signed
 from sine.algorithms import SigAlg, SigningKey, VerifyingKey
-from sine.client import SineClient
 from sine.errors import (
     BlockMismatch,
     RemoteProtocolError,
@@ -32,7 +33,6 @@ from sine.errors import (
     WrongResource,
 )
 from sine.format import push_tag
-from sine.server import OriginServer, make_self_signed
 from sine.site import load_signed, sign_site, signed_from_separate
 from sine.tag import encode_stream, sign_document
 from tests.interop.sine_tamper import TamperProxy

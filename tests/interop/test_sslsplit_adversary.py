@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from sslsplit.aio.proxy import SplittingProxy
 from sslsplit.cache import DiskCache, MemoryCache
-from sslsplit.proxy import SplittingProxy
 from sslsplit.splicer import Splicer
 from sslsplit.wire import IDEncoding, Stub, payload_id
 from tests.interop.split_fixtures import SplitSetup, split_setup

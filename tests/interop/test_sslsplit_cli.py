@@ -84,7 +84,7 @@ def test_upstream_mode_forwards_to_an_existing_http_server(tmp_path: Path) -> No
     import threading
 
     from sslsplit.aio import BackgroundLoop
-    from sslsplit.server import SplittingServer
+    from sslsplit.aio.server import SplittingServer
     from tests.interop.split_fixtures import SplitSetup
     from tls12.certs import generate_self_signed
 

@@ -47,8 +47,8 @@ from pathlib import Path
 import pytest
 
 from sslsplit.aio import BackgroundLoop
-from sslsplit.server import ENCRYPTING_SUITES, NULL_SUITES
 from sslsplit.wire import IDEncoding, KeyExpose, Stub
+from sslsplit.writer import ENCRYPTING_SUITES, NULL_SUITES
 from testbed.apps.stats import ConnectionRecord
 from tests.interop.split_taps import (
     KeyRecordingServer,

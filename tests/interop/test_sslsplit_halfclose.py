@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from sslsplit.proxy import SplittingProxy
+from sslsplit.aio.proxy import SplittingProxy
 from sslsplit.wire import Stub
 from tests.interop.split_fixtures import SplitSetup, split_setup
 from tests.interop.tls_peers import (

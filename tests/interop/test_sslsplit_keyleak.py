@@ -30,8 +30,8 @@ from typing import Any
 import pytest
 
 from sslsplit.aio import BackgroundLoop
-from sslsplit.server import ENCRYPTING_SUITES, NULL_SUITES
 from sslsplit.wire import KeyExpose
+from sslsplit.writer import ENCRYPTING_SUITES, NULL_SUITES
 from tests.interop.split_taps import KeyRecordingServer, TappedProxy, close_tapped, tapped_proxy
 from tests.interop.tls_peers import assert_same_bytes, curl, make_docroot, python_ssl_get, suite_id
 from tls12.certs import Credentials

@@ -76,6 +76,50 @@ def test_tls_model_charges_each_public_key_operation_once(
     assert seal == pytest.approx(UNIT.record_fixed + (len(record) - 5) * UNIT.record_per_byte)
 
 
+@pytest.mark.parametrize("suite", [CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA,
+                                   CipherSuite.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256],
+                         ids=["rsa", "ecdhe"])
+def test_bound_model_charges_what_the_connection_reports_as_the_bytes_say(
+        suite: CipherSuite) -> None:
+    """Bound (what the driver does) the model reads the connection's trace; unbound it reads
+    the bytes through tls12.trace.WireTrace.  Both give the same operations, in order."""
+    r = random.Random(5)
+    creds = generate_self_signed(key_size=1024)
+    client = ClientConnection(ClientConfig(cipher_suites=(suite,), rng=r.randbytes))
+    server = ServerConnection(ServerConfig(credentials=creds, cipher_suites=(suite,),
+                                           rng=r.randbytes))
+    bound = {"client": Tls12Cpu(UNIT), "server": Tls12Cpu(UNIT)}
+    bound["client"].bind(client)
+    bound["server"].bind(server)
+    assert client.trace == [] and server.trace == []       # binding turned the traces on
+    wire = {"client": Tls12Cpu(UNIT), "server": Tls12Cpu(UNIT)}
+    ops: dict[str, list[tuple[str, float]]] = {k: [] for k in ("bound", "wire")}
+
+    def step(side: str, received: bytes, sent: bytes) -> None:
+        ops["bound"] += bound[side].charge(received, sent)
+        ops["wire"] += wire[side].charge(received, sent)
+
+    to_server = client.data_to_send()                # the ClientHello, built before bind
+    step("client", b"", to_server)
+    while to_server:
+        server.receive_data(to_server)
+        to_client = server.data_to_send()
+        step("server", to_server, to_client)
+        if not to_client:
+            break
+        client.receive_data(to_client)
+        to_server = client.data_to_send()
+        step("client", to_client, to_server)
+    assert client.handshake_complete and server.handshake_complete
+    client.send_data(b"y" * 3000)
+    record = client.data_to_send()
+    server.receive_data(record)
+    step("client", b"", record)
+    step("server", record, b"")
+    assert ops["bound"] == ops["wire"]
+    assert ("record_seal", UNIT.record(len(record) - 5)) in ops["bound"]
+
+
 def test_cost_table_round_trips_through_plain_values() -> None:
     import json
 

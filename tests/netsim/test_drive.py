@@ -15,18 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from netsim.cpu import DEFAULT_COSTS, ZERO_COSTS, CostTable, Tls12Cpu
-from netsim.drive import (
-    ByteSource,
-    Driver,
-    Forward,
-    HttpFileServer,
-    HttpGetClient,
-    Relay,
-    run_pair,
-    tls_records,
-)
+from netsim.drive import ByteSource, Driver, HttpFileServer, HttpGetClient, run_pair
 from netsim.host import Host, HostParams
 from netsim.link import Duplex, LinkParams
+from netsim.relay import Forward, Relay, tls_records
 from netsim.tcp import TcpConnection, TcpParams, wire_bytes
 from tls12 import ClientConnection, ServerConnection
 from tls12.certs import Credentials, generate_self_signed
@@ -261,12 +253,12 @@ def test_tcp_delivers_exactly_the_bytes_in_order(data: bytes, cuts: list[int], l
         assert conn.a.retransmits == 0
 
 
-def test_docstring_example() -> None:
+@pytest.mark.parametrize("module", ["netsim.drive", "netsim.relay"])
+def test_docstring_example(module: str) -> None:
     import doctest
+    import importlib
 
-    import netsim.drive
-
-    result = doctest.testmod(netsim.drive)
+    result = doctest.testmod(importlib.import_module(module))
     assert result.attempted > 0 and result.failed == 0
 
 
@@ -369,3 +361,12 @@ def test_real_tls_through_a_relay_with_cpu_on_the_relay_host() -> None:
     jobs = relay_host.jobs_frame()
     assert len(jobs) > 0 and relay.front.server.cpu_seconds > 0
     assert relay.back.client.cpu_seconds > 0
+
+
+def test_relay_names_stay_importable_from_the_driver_module() -> None:
+    import netsim.drive
+    from netsim import relay
+
+    assert netsim.drive.Relay is relay.Relay and netsim.drive.tls_records is relay.tls_records
+    with pytest.raises(AttributeError):
+        netsim.drive.NoSuchName  # noqa: B018

@@ -10,10 +10,10 @@ from collections.abc import Callable
 
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from reverse_ssl.aio.pool import SignaturePool
 from reverse_ssl.config import ReverseClientConfig, ReverseServerConfig
 from reverse_ssl.onoff import OfflineToken, make_offline_token
 from reverse_ssl.ots import OTSScheme
-from reverse_ssl.pool import SignaturePool
 from reverse_ssl.puzzle import PuzzleParams
 from tls12 import ClientConfig, ServerConfig
 from tls12.certs import Credentials

@@ -48,3 +48,11 @@ def test_dos_sweep_uses_the_given_costs() -> None:
     assert base["server_utilisation"] == pytest.approx(0.3, abs=0.05)  # legitimate load = 30 % of capacity
     flood = df[df["attack_rate_x_capacity"] == 10.0].set_index("puzzles")["legit_success_rate"]
     assert flood[True] > flood[False]
+
+
+def test_dos_variant_model_is_the_sweep() -> None:
+    costs = {"cost_original": 0.002, "cost_reverse": 0.0005, "cost_reject": 1e-5,
+             "cost_issue": 1e-5, "solve_time": 0.1, "attack_request_cost": 1e-5}
+    pd.testing.assert_frame_equal(ex.dos(costs, "model"), ex.dos_sweep(costs))
+    with pytest.raises(ValueError, match="variant"):
+        ex.dos(costs, "measured")

@@ -23,12 +23,13 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 import reverse_ssl.server_connection as rssl_server
+from reverse_ssl.aio.pool import SignaturePool
 from reverse_ssl.client_connection import ReverseClientConnection, ReverseClientContext
-from reverse_ssl.config import ReverseClientConfig, ReverseServerConfig, ReverseState
+from reverse_ssl.config import ReverseClientConfig, ReverseServerConfig
 from reverse_ssl.messages import Mode
-from reverse_ssl.pool import SignaturePool
 from reverse_ssl.puzzle import PuzzleChallenge, PuzzleParams, verify_reply
 from reverse_ssl.server_connection import ReverseServerConnection, ReverseServerContext
+from reverse_ssl.state import ReverseState
 from tests.reverse_ssl.rssl_helpers import KEY_BITS, SUITES, token_factory
 from tls12 import ClientConfig, ServerConfig, ServerConnection
 from tls12.certs import peer_rsa_key

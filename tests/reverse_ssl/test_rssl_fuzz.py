@@ -156,7 +156,8 @@ def test_handshake_still_works_after_fuzz_setup() -> None:
     assert client.handshake_complete
 
 
-CORE = ["ots", "onoff", "puzzle", "primes", "messages", "config", "errors", "server_connection", "client_connection"]
+CORE = ["ots", "onoff", "puzzle", "primes", "messages", "config", "errors", "state", "server_connection",
+        "client_connection"]
 
 
 @pytest.mark.parametrize("module", CORE)

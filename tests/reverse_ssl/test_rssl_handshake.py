@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 
+from reverse_ssl.aio.pool import SignaturePool
 from reverse_ssl.client_connection import ReverseClientConnection
 from reverse_ssl.config import SeenKeyCache
 from reverse_ssl.errors import (
@@ -21,7 +22,6 @@ from reverse_ssl.errors import (
 from reverse_ssl.messages import Mode
 from reverse_ssl.onoff import make_offline_token
 from reverse_ssl.ots import OTSScheme, lamport_keygen
-from reverse_ssl.pool import SignaturePool
 from reverse_ssl.puzzle import Construction, PuzzleParams, SignaturePolicy
 from reverse_ssl.server_connection import ReverseServerConnection
 from tests.reverse_ssl.rssl_helpers import (

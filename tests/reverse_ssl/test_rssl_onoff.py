@@ -8,9 +8,9 @@ import time
 import pytest
 
 from reverse_ssl import onoff
+from reverse_ssl.aio.pool import PoolRefiller, SignaturePool
 from reverse_ssl.errors import BadOfflineSignature, ForgedOneTimeSignature
 from reverse_ssl.ots import OTSScheme
-from reverse_ssl.pool import PoolRefiller, SignaturePool
 from tests.reverse_ssl.rssl_helpers import server_credentials, token_factory
 from tls12.buffer import Buffer, Writer
 from tls12.certs import generate_self_signed

@@ -15,10 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reverse_ssl.client_connection import ReverseClientConnection
-from reverse_ssl.config import ReverseClientConfig, ReverseServerConfig, ReverseState
+from reverse_ssl.config import ReverseClientConfig, ReverseServerConfig
 from reverse_ssl.messages import Mode, ReverseHandshakeType
 from reverse_ssl.puzzle import PuzzleParams
 from reverse_ssl.server_connection import ReverseServerConnection
+from reverse_ssl.state import CLIENT_TRANSITIONS, SERVER_TRANSITIONS, ReverseState
 from tests.reverse_ssl.rssl_helpers import KEY_BITS, SUITES
 from tests.tls12.table_helpers import (
     OTHER_INPUTS,
@@ -29,6 +30,8 @@ from tests.tls12.table_helpers import (
     unique_states,
 )
 from tls12 import ClientConfig, ServerConfig
+from tls12.connection import HandshakeState
+from tls12.errors import UnexpectedMessage
 from tls12.handshake_table import RecordInput
 from tls12.messages import HandshakeType
 from tls12.testing import credentials, seeded_rng
@@ -61,6 +64,23 @@ SNAPSHOTS = unique_states(_snapshots(Mode.CLIENT_AUTH) + _snapshots(Mode.PUZZLE)
 def test_every_reverse_state_is_captured() -> None:
     captured = {s.state for s in SNAPSHOTS}
     assert set(ReverseState) <= captured
+
+
+def test_the_connections_use_the_tables_of_the_state_module() -> None:
+    assert ReverseServerConnection.TRANSITIONS is SERVER_TRANSITIONS
+    assert ReverseClientConnection.TRANSITIONS is CLIENT_TRANSITIONS
+    assert SERVER_TRANSITIONS.lookup(ReverseState.EXPECT_PUZZLE_REPLY, HandshakeType.CERTIFICATE) is None
+
+
+def test_a_certificate_instead_of_the_puzzle_reply_is_unexpected_message() -> None:
+    """A wrong transition: the server waits for the puzzle reply and gets a Certificate."""
+    snapshot = next(s for s in SNAPSHOTS if s.state is ReverseState.EXPECT_PUZZLE_REPLY)
+    conn = snapshot.restore()
+    with pytest.raises(UnexpectedMessage):
+        message = handshake_message(HandshakeType.CERTIFICATE, b"\x00\x00\x00")
+        # before the client's ChangeCipherSpec the server reads plaintext records
+        conn.receive_data(b"\x16\x03\x03" + len(message).to_bytes(2, "big") + message)
+    assert conn.state is HandshakeState.CLOSED
 
 
 @pytest.mark.parametrize("snapshot", SNAPSHOTS, ids=repr)

@@ -15,6 +15,7 @@ import dataclasses
 import pytest
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
+from reverse_ssl.aio.pool import SignaturePool
 from reverse_ssl.client_connection import ReverseClientConnection
 from reverse_ssl.config import SeenKeyCache
 from reverse_ssl.errors import (
@@ -36,7 +37,6 @@ from reverse_ssl.onoff import (
     verify,
 )
 from reverse_ssl.ots import OTSScheme, keygen, lamport_verify, winternitz_keygen, winternitz_verify
-from reverse_ssl.pool import SignaturePool
 from reverse_ssl.puzzle import (
     Construction,
     PuzzleChallenge,

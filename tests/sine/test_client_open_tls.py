@@ -1,6 +1,6 @@
 """``SineClient.open_tls``: a SINEB session's handshake outside the fetch, over loopback.
 
-What the measured SINEB figures rely on: after :meth:`~sine.client.SineClient.open_tls` the
+What the measured SINEB figures rely on: after :meth:`~sine.aio.client.SineClient.open_tls` the
 origin has seen one TLS connection and no request, and the next ``get`` reuses that connection
 (one ``AT_sign`` round trip, no second handshake).
 """
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from sine.aio.client import ConnectFailed, SineClient
+from sine.aio.server import OriginServer, make_self_signed
 from sine.algorithms import SigningKey
-from sine.client import ConnectFailed, SineClient
-from sine.server import OriginServer, make_self_signed
 from sine.site import sign_site
 from tests.sine.sine_helpers import site_files, write_site
 

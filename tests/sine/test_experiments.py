@@ -11,9 +11,10 @@ from sine.experiments import (
     figure5_driver,
     figure6,
     figure6_driver,
+    figure_variant,
     table2,
 )
-from sine.model import PROTOCOLS, Costs, Scenario, fetch_latency, sine_bytes
+from sine.model_latency import PROTOCOLS, Costs, Scenario, fetch_latency, sine_bytes
 
 FIXED = Costs(signature_verify=1e-4, hash_per_byte=1e-8, tls_handshake=2e-3, tls_per_byte=2e-9)
 
@@ -85,3 +86,19 @@ def test_driver_figures_set_model_and_driver_side_by_side() -> None:
     assert (f6.loc[sineb, "rel_diff"].between(-0.25, 0.01)).all()
     big = f4[f4["size_bytes"] == f4["size_bytes"].max()].set_index("protocol")
     assert big.loc["sine-proxy", "latency_driver_s"] < big.loc["https", "latency_driver_s"] / 5
+
+
+def test_figure_variants_dispatch_to_model_driver_and_measured() -> None:
+    from sine.experiments import link as linkexperiments
+
+    assert figure_variant("figure4", "model") is None
+    assert figure_variant("figure5", "driver") is figure5_driver
+    assert figure_variant("figure6", "measured") is linkexperiments.figure6_measured
+    with pytest.raises(ValueError, match="variant"):
+        figure4(quick=True, costs=FIXED, variant="simulated")
+    with pytest.raises(TypeError, match="repeat"):
+        figure4(quick=True, costs=FIXED, repeat=2)
+    small = {"quick": True, "costs": FIXED, "hosts": 2, "size": 2_000}
+    latencies = ["protocol", "cache", "latency_model_s", "latency_driver_s"]
+    via_variant = figure6(**small, variant="driver")[latencies]
+    assert via_variant.equals(figure6_driver(**small)[latencies])

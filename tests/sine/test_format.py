@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 from sine.algorithms import HashAlg, SigAlg, digest_size
 from sine.errors import TagFormatError
 from sine.format import (
-    Buffer,
     ForwardAuthenticator,
     SeparateTag,
     Tag,
@@ -23,6 +22,7 @@ from sine.format import (
     push_tag,
     push_tag_info,
 )
+from tls12.buffer import Buffer
 
 paths = st.text(
     alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
@@ -131,3 +131,29 @@ def test_tag_info_rejects_bad_arguments(bad: dict[str, object]) -> None:
     args.update(bad)
     with pytest.raises(ValueError):
         TagInfo(**args)  # type: ignore[arg-type]
+
+
+# Golden bytes, written down from FORMAT.md before the codecs moved onto tls12.buffer: the
+# encoders must keep producing exactly these bytes and the decoders must accept them.
+GOLDEN_SEPARATE_TAG = bytes.fromhex(
+    "0000007753494e450101020000000010000000000000000a0000000000000014000000000000002800000000"
+    "0000000300052f782fc3a9000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f00"
+    "000007202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f000f73696773696773"
+    "6967736967736967616161616161616161616161616161616161616161616161616161616161616162626262"
+    "6262626262626262626262626262626262626262626262626262626246412d62797465"
+)
+GOLDEN_FORWARD_AUTHENTICATOR = bytes.fromhex(
+    "0000000200022f6120010101010101010101010101010101010101010101010101010101010101010100022f"
+    "62140202020202020202020202020202020202020202"
+)
+
+
+def test_golden_bytes_of_every_structure() -> None:
+    info = TagInfo(HashAlg.SHA256, SigAlg.ED25519, 16, 10, 20, 40, "/x/\u00e9", bytes(range(32)),
+                   7, bytes(range(32, 64)))
+    at = SeparateTag(Tag(info, b"sig" * 5), (b"a" * 32, b"b" * 32), b"FA-byte")
+    fa = ForwardAuthenticator((("/a", b"\x01" * 32), ("/b", b"\x02" * 20)))
+    assert push_separate_tag(at) == GOLDEN_SEPARATE_TAG
+    assert pull_separate_tag(Buffer(GOLDEN_SEPARATE_TAG)) == at
+    assert push_forward_authenticator(fa) == GOLDEN_FORWARD_AUTHENTICATOR
+    assert pull_forward_authenticator(Buffer(GOLDEN_FORWARD_AUTHENTICATOR)) == fa

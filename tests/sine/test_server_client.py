@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from sine.aio.client import HttpConnection, SineClient
 from sine.algorithms import SigningKey
-from sine.client import HttpConnection, SineClient
 from sine.errors import TagExpired
 from sine.fetch import main as fetch_main
 from sine.sign import main as sign_main
@@ -29,7 +29,7 @@ def signed_site(tmp_path: Path, ed_key: SigningKey) -> Path:
 
 def test_direct_fetch_all_modes_and_http_semantics(signed_site: Path, ed_key: SigningKey
                                                    ) -> None:
-    from sine.server import OriginServer
+    from sine.aio.server import OriginServer
 
     async def go() -> None:
         origin = OriginServer(signed_site)
@@ -73,7 +73,7 @@ async def _drain(body) -> bytes:  # type: ignore[no-untyped-def]
 
 
 def test_expired_site_is_refused(tmp_path: Path, ed_key: SigningKey) -> None:
-    from sine.server import OriginServer
+    from sine.aio.server import OriginServer
 
     root = write_site(tmp_path / "r", {"x.txt": b"x" * 3000})
     sign_site(root, ed_key, time.time() - 10_000, lifetime=3600)
@@ -100,7 +100,7 @@ def test_cli_help(module: str) -> None:
 
 
 def test_sign_and_fetch_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from sine.server import OriginServer
+    from sine.aio.server import OriginServer
 
     root = write_site(tmp_path / "root", site_files(5000))
     key_file = tmp_path / "key.pem"

@@ -9,10 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sine.algorithms import SigningKey
-from sine.format import Buffer, pull_forward_authenticator
+from sine.format import pull_forward_authenticator
 from sine.links import expected_set
 from sine.site import load_signed, sign_site
 from tests.sine.sine_helpers import site_files, write_site
+from tls12.buffer import Buffer
 
 NOW = 1_700_000_000.0
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from sine.aio.server import OriginServer
 from sine.algorithms import SigningKey
-from sine.server import OriginServer
 from sine.site import sign_site
 from tests.sine.sine_helpers import site_files, write_site
 

@@ -15,7 +15,7 @@ import pytest
 
 from sslacc_sim import ClusterParams
 from sslacc_sim import experiments as ex
-from sslacc_sim.load import LoadError, bulk_load, handshake_load
+from sslacc_sim.model_load import LoadError, bulk_load, handshake_load
 
 PAPER = ex.PAPER_CPU_SCALE
 
@@ -151,3 +151,11 @@ def test_bad_settings_raise_load_error() -> None:
         bulk_load(2, ClusterParams(), clients=0)
     with pytest.raises(LoadError):
         ex.scaled_costs(ClusterParams(), 0.0)
+
+
+def test_failover_variant_model_is_the_modelled_latency() -> None:
+    kw = {"intervals": (0.05,), "resend": (True,)}
+    pd.testing.assert_frame_equal(ex.failover("model", quick=True, **kw),
+                                  ex.failover_latency(quick=True, **kw))
+    with pytest.raises(ValueError, match="variant"):
+        ex.failover("driver")

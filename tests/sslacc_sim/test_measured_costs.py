@@ -21,8 +21,8 @@ from types import ModuleType
 import pytest
 
 from sslacc_sim import experiments as ex
+from sslacc_sim.aio.measure import write_costs
 from sslacc_sim.measure import main as measure_main
-from sslacc_sim.measure import write_costs
 from sslacc_sim.params import (
     COSTS_INPUT,
     DEFAULT_CLUSTER_COSTS,

@@ -12,9 +12,9 @@ import pytest
 
 from sslsplit.costmodel import (
     SIZE_SWEEP,
-    CostModel,
     LinearCost,
     Protocol,
+    SplittingCostModel,
     WireModel,
     WireParams,
     paper_model,
@@ -26,7 +26,7 @@ def test_linear_fit_internal_consistency_with_wire_model() -> None:
     structural WireModel, so this checks the least-squares code and that a piecewise line can
     describe the structural counts (within 5 %, as the paper's line described its runs)."""
     wire = WireModel()
-    model = CostModel.fit(wire)
+    model = SplittingCostModel.fit(wire)
     for proto in Protocol:
         err = np.abs(model.bytes(proto, SIZE_SWEEP) / wire.server_bytes(proto, SIZE_SWEEP) - 1)
         assert err.max() < 0.05, proto
@@ -84,7 +84,7 @@ def test_from_table_recovers_known_lines() -> None:
         "split_hit": np.where(sizes < 4000, 1100 + 1.04 * sizes,
                               np.where(sizes > 2**22, 1200 + sizes / 120, 1150 + sizes / 250)),
     }
-    m = CostModel.from_table(sizes, truth)
+    m = SplittingCostModel.from_table(sizes, truth)
     for proto, b in truth.items():
         np.testing.assert_allclose(m.bytes(proto, sizes), b, rtol=1e-9)
 
@@ -95,6 +95,6 @@ def test_linear_cost_rejects_malformed_pieces() -> None:
     with pytest.raises(ValueError):
         LinearCost((0, 5, 5), (0.0, 0.0, 0.0), (1.0, 1.0, 1.0))
     with pytest.raises(ValueError):
-        CostModel({Protocol.HTTP: LinearCost((0,), (0.0,), (1.0,))}, {})
+        SplittingCostModel({Protocol.HTTP: LinearCost((0,), (0.0,), (1.0,))}, {})
     lc = LinearCost((0, 10), (1.0, 100.0), (2.0, 0.5))
     np.testing.assert_allclose(lc([0, 9, 10, 20]), [1, 19, 105, 110])

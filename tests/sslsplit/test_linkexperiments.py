@@ -1,4 +1,4 @@
-"""Figure 12 measured over the kernel ADSL line (sslsplit.linkexperiments).
+"""Figure 12 measured over the kernel ADSL line (sslsplit.experiments.link).
 
 The figure and recalibration logic is checked on tables generated from the model itself
 (so the right answer is known without a run); one small real run (one size, all four
@@ -12,8 +12,7 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from sslsplit.latency import AdslTestbed, request_latency
-from sslsplit.linkexperiments import (
+from sslsplit.experiments.link import (
     FIG12_AXIS,
     PROTOCOLS,
     QUICK_SIZES,
@@ -24,6 +23,7 @@ from sslsplit.linkexperiments import (
     recalibrate,
     split_warm_latency,
 )
+from sslsplit.model_latency import AdslTestbed, request_latency
 from testbed.linux.linktestbed import check_available
 
 

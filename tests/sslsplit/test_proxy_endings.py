@@ -23,8 +23,8 @@ from collections.abc import Iterator
 import pytest
 
 from sslsplit.aio import BackgroundLoop
+from sslsplit.aio.proxy import SplittingProxy
 from sslsplit.cache import CacheHierarchy, MemoryCache
-from sslsplit.proxy import SplittingProxy
 from sslsplit.wire import IDEncoding, Stub, Verbatim, payload_id, push_message
 
 VERSION = 0x0303

@@ -7,17 +7,17 @@ import pandas as pd
 import pytest
 
 from netsim.cache import InfiniteCache, LRUCache
-from sslsplit.costmodel import CostModel, LinearCost, Protocol
+from sslsplit.costmodel import LinearCost, Protocol, SplittingCostModel
 from sslsplit.replay import hits_lru, hits_unbounded, replay
 
 
-def _unit_model() -> CostModel:
+def _unit_model() -> SplittingCostModel:
     """Toy model: HTTP = size, HTTPS = size + 10, miss = size + 20, hit = 1 per request."""
     lc = {Protocol.HTTP: LinearCost((0,), (0.0,), (1.0,)),
           Protocol.HTTPS: LinearCost((0,), (10.0,), (1.0,)),
           Protocol.SPLIT_MISS: LinearCost((0,), (20.0,), (1.0,)),
           Protocol.SPLIT_HIT: LinearCost((0,), (1.0,), (0.0,))}
-    return CostModel(lc, {p: 1 for p in Protocol})
+    return SplittingCostModel(lc, {p: 1 for p in Protocol})
 
 
 WORK = pd.DataFrame({"time": np.arange(6), "url": [0, 1, 0, 2, 1, 0],

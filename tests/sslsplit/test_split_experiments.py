@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from sslsplit import experiments as ex
-from sslsplit import trace_experiments as nex
+from sslsplit.costmodel import Protocol, paper_model
+from sslsplit.experiments import traces as nex
 from sslsplit.paper_points import PAPER_POINTS, SOURCES, paper_bandwidth
 from sslsplit.replay import replay
 from sslsplit.synth import AMSTERDAM_LIKE, LCS_LIKE, generate, scaled
@@ -66,7 +67,7 @@ def test_figure12_measured_view_adds_measured_messages_to_the_model_view(sweep: 
 
 def test_calibrated_model_and_wire_params(sweep: pd.DataFrame) -> None:
     model = ex.calibrated_model(sweep)
-    hit = model.costs[ex.Protocol.SPLIT_HIT]
+    hit = model.costs[Protocol.SPLIT_HIT]
     assert hit.marginal[-1] < 0.01  # the paper's "approximately 1/250" regime
     sizes = np.array(sorted(sweep["size"].unique()))
     measured = sweep[sweep.protocol == "https"].sort_values("size")["wire_bytes"].to_numpy()
@@ -108,7 +109,7 @@ def test_calibrated_model_predicts_held_out_replay(calibration: pd.DataFrame) ->
         assert chunk["size"].max() > 16_384 and chunk["size"].min() < 4_000
     assert any(chunk["obj"].duplicated().any() for chunk in chunks)
     df = ex.held_out_agreement(calibration, seeds=(31,))
-    assert set(df["fit"]) == {"held-out"} and len(df) == 2 * len(ex.PROTOCOLS)
+    assert set(df["fit"]) == {"held-out"} and len(df) == 2 * len(ex.calibration.PROTOCOLS)
     worst = df.groupby("protocol")["error"].agg(lambda e: e.abs().max())
     tolerance = {"http": 0.01, "https": 0.01, "split_cold": 0.01, "split_warm": 0.02}
     for protocol, tol in tolerance.items():
@@ -116,7 +117,7 @@ def test_calibrated_model_predicts_held_out_replay(calibration: pd.DataFrame) ->
     # the test can fail: the model of the paper's Apache setup does not describe our server
     chunk = chunks[0]
     measured = df[(df["shape"] == "www.lcs-like") & (df["protocol"] == "split_warm")]["measured"].iloc[0]
-    paper = replay(chunk, ex.paper_model()).set_index("protocol")["server_bytes"]
+    paper = replay(chunk, paper_model()).set_index("protocol")["server_bytes"]
     assert paper["split_warm"] / measured - 1 > 0.5
 
 

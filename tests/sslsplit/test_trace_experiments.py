@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from sslsplit import experiments as sx
-from sslsplit import trace_experiments as ex
+from sslsplit.experiments import traces as ex
 from sslsplit.synth import LCS_LIKE, generate, scaled
 from testbed.traces.stats import compressibility
 

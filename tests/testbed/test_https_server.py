@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import http.client
 import math
 import os
-import selectors
 import shutil
 import socket
 import ssl
 import subprocess
-import sys
 import threading
 import time
 import tracemalloc
@@ -36,7 +33,6 @@ from testbed.apps.file_handler import resolve_following_links, resolve_target
 from testbed.apps.harness import BackgroundServer
 from tls12 import ClientConfig, ServerConfig
 from tls12.aio import connect
-from tls12.certs import write_credentials
 from tls12.errors import LocalProtocolError
 from tls12.suites import CipherSuite
 from tls12.testing import credentials
@@ -553,107 +549,6 @@ def test_keep_alive_mixed_responses_without_coalescing(separate_server: Backgrou
     )  # fmt: skip
     assert (missing.status, head.status, head.body, page.body) == (404, 200, b"", PAGE30)
     assert (post.status, again.body) == (405, b"hello, world\n")
-
-
-# -- command line ---------------------------------------------------------------------
-
-
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-
-
-def test_cli_help() -> None:
-    proc = subprocess.run([sys.executable, "-m", "testbed.https_server", "--help"], capture_output=True, text=True, timeout=60, env=_env())
-    assert proc.returncode == 0
-    for option in ("--root", "--port", "--host", "--cert", "--key", "--ciphers", "--session-cache", "--no-coalesce"):
-        assert option in proc.stdout
-
-
-def test_cli_rejects_cert_without_key(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "testbed.https_server", "--root", str(tmp_path), "--cert", str(tmp_path / "c.pem")],
-        capture_output=True, text=True, timeout=60, env=_env(),
-    )  # fmt: skip
-    assert proc.returncode == 2
-    assert "--cert and --key" in proc.stderr
-
-
-def _start_cli(*args: str) -> tuple[subprocess.Popen[str], int]:
-    """Start ``python -m testbed.https_server`` and wait for its "listening on" line."""
-    cmd = [sys.executable, "-m", "testbed.https_server", "--port", "0", *args]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
-    assert proc.stdout is not None
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    if not sel.select(timeout=30):
-        proc.kill()
-        pytest.fail("server did not print its address within 30 s")
-    line = proc.stdout.readline().strip()
-    assert line.startswith("listening on https://127.0.0.1:"), line
-    return proc, int(line.rsplit(":", 1)[1])
-
-
-def _stop_cli(proc: subprocess.Popen[str]) -> str:
-    proc.terminate()  # SIGTERM: the server stops cleanly
-    try:
-        _, err = proc.communicate(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        _, err = proc.communicate(timeout=10)
-    assert proc.returncode == 0, err
-    return err
-
-
-def test_cli_self_signed_null_suite_and_session_cache(root: Path) -> None:
-    """No --cert: a fresh self-signed certificate; --session-cache lets Python's ssl resume."""
-    proc, port = _start_cli("--root", str(root), "--ciphers", "NULL-SHA256", "--session-cache")
-    try:
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-        ctx.maximum_version = ssl.TLSVersion.TLSv1_2
-        ctx.set_ciphers("NULL-SHA256:@SECLEVEL=0")
-        session = None
-        for expect_reused in (False, True):
-            conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=30)
-            conn.connect()
-            if session is not None:  # resume by session ID: wrap a new socket with the old session
-                conn.sock.close()
-                raw = socket.create_connection(("127.0.0.1", port), timeout=30)
-                conn.sock = ctx.wrap_socket(raw, session=session)
-            conn.request("GET", "/hello.txt")
-            resp = conn.getresponse()
-            assert (resp.status, resp.read()) == (200, b"hello, world\n")
-            tls = conn.sock
-            assert isinstance(tls, ssl.SSLSocket)
-            assert tls.cipher()[0] == "NULL-SHA256"
-            assert tls.session_reused is expect_reused
-            session = tls.session
-            conn.close()
-    finally:
-        _stop_cli(proc)
-
-
-def test_cli_serves_with_given_certificate(root: Path, tmp_path: Path) -> None:
-    creds = credentials()
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    write_credentials(creds, cert, key)
-    proc, port = _start_cli(
-        "--root", str(root), "--cert", str(cert), "--key", str(key), "--ciphers", "ECDHE-RSA-AES128-SHA256:AES128-SHA"
-    )
-    try:
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        ctx.load_verify_locations(cert)  # our certificate verifies for 127.0.0.1
-        conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=30)
-        conn.request("GET", "/hello.txt")
-        resp = conn.getresponse()
-        assert (resp.status, resp.read()) == (200, b"hello, world\n")
-        # Python's default cipher list (no SHA-1 MACs) picks our ECDHE-SHA256 suite
-        assert conn.sock.cipher()[0] == "ECDHE-RSA-AES128-SHA256"  # type: ignore[union-attr]
-        conn.close()
-    finally:
-        err = _stop_cli(proc)
-    assert '"GET /hello.txt HTTP/1.1" 200 body=13' in err
 
 
 @pytest.mark.parametrize(

@@ -171,7 +171,7 @@ def test_trace_warmth_by_day_on_dask_equals_serial() -> None:
     """The month-long replay split by day over two workers gives the in-process table."""
     from dataclasses import replace
 
-    from sslsplit import trace_experiments as ex
+    from sslsplit.experiments import traces as ex
     from sslsplit.synth import LCS_LIKE, generate, scaled
 
     works = {ex.SYNTHETIC: generate(replace(scaled(LCS_LIKE, 0.03), days=40.0))}

@@ -4,7 +4,7 @@
 * :class:`GuardianProcess` -- ``python -m webalps_sim.guardian`` as a child process (what the
   kill test kills, and what keeps the guardian's secrets out of the test process);
 * :class:`InProcessGuardian` -- the same server on a thread here, for fast protocol tests;
-* :func:`webalps_host` -- the WebALPS host (:mod:`webalps_sim.host`) on a background thread,
+* :func:`webalps_host` -- the WebALPS host (:mod:`webalps_sim.aio.host`) on a background thread,
   with an optional tap on the host<->guardian channel;
 * :func:`curl_get` / :func:`python_get` -- unmodified clients that verify the guardian's chain.
 """
@@ -24,17 +24,18 @@ from pathlib import Path
 
 from testbed.apps.harness import BackgroundServer
 from tls12.suites import SUITES
-from webalps_sim.app import GuardianApp
-from webalps_sim.ca import init_ca
-from webalps_sim.guardian import GuardianServer, certify, load_identity
-from webalps_sim.host import (
+from webalps_sim.aio.guardian import GuardianServer
+from webalps_sim.aio.host import (
     WEBALPS_SUITES,
     GuardianSessionStore,
     handle_releaser,
     webalps_config,
     webalps_connection_factory,
 )
-from webalps_sim.remote import RemoteDelegate
+from webalps_sim.aio.remote import RemoteDelegate
+from webalps_sim.app import GuardianApp
+from webalps_sim.ca import init_ca
+from webalps_sim.identity import certify, load_identity
 from webalps_sim.service import GuardianService
 
 REPO = Path(__file__).resolve().parents[2]

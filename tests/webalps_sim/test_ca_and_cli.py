@@ -29,8 +29,8 @@ from tests.webalps_sim.guardian_helpers import (
     provision,
     webalps_host,
 )
+from webalps_sim.aio.host import WEBALPS_SUITES
 from webalps_sim.ca import CAError, guardian_identity, init_ca, make_csr, sign_csr
-from webalps_sim.host import WEBALPS_SUITES
 from webalps_sim.measure import guardian_sources, measure
 
 

@@ -8,17 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from webalps_sim.aio.coprocessor import CoprocessorCostModel, NullCostModel, make_cost_model
 from webalps_sim.costmodel import (
     DEFAULT_PROFILE,
     OPS,
     PAPER_EXTRA_PER_REQUEST_S,
     Card4758,
     CostAccount,
-    CostModel,
     CostModelError,
-    NullCostModel,
     calibrate_transfer_latency,
-    make_cost_model,
 )
 
 
@@ -55,7 +53,7 @@ def test_calibration_refuses_impossible_targets() -> None:
 
 def test_charge_sleeps_the_modelled_time_and_counts() -> None:
     card = Card4758(transfer_latency_s=0.02)
-    model = CostModel(card)
+    model = CoprocessorCostModel(card)
     start = time.perf_counter()
     for _ in range(3):
         model.charge("transfer", 100)
@@ -68,7 +66,7 @@ def test_charge_sleeps_the_modelled_time_and_counts() -> None:
 
 def test_off_is_free_but_still_counts() -> None:
     model = make_cost_model("off", environ={})
-    assert isinstance(model, NullCostModel) and not isinstance(model, CostModel)
+    assert isinstance(model, NullCostModel) and not isinstance(model, CoprocessorCostModel)
     start = time.perf_counter()
     for _ in range(1000):
         model.charge("seal", 2048)
@@ -81,7 +79,7 @@ def test_off_is_free_but_still_counts() -> None:
 def test_make_cost_model_names_and_stats_file(tmp_path: Path) -> None:
     stats = tmp_path / "stats.json"
     model = make_cost_model("4758", environ={"WEBALPS_COST_STATS": str(stats)})
-    assert isinstance(model, CostModel)
+    assert isinstance(model, CoprocessorCostModel)
     model.card = Card4758(transfer_latency_s=1e-4, rsa_s=1e-4, record_call_s=1e-4,
                           finished_s=1e-4)
     for op in OPS:

@@ -235,7 +235,7 @@ def test_votes_through_the_webalps_host_count_exactly_once(tmp_path: Path) -> No
     import signal
     import time
 
-    from webalps_sim.experiments import _env, _free_port, _port_open
+    from webalps_sim.aio.testbed import _env, _free_port, _port_open
 
     state, ca, docroot = tmp_path / "guardian", tmp_path / "ca", tmp_path / "docroot"
     docroot.mkdir()

@@ -22,8 +22,8 @@ import pandas as pd
 import pytest
 
 from webalps_sim import experiments as ex
+from webalps_sim.aio.loadgen import FetchError, closed_loop, fetch_once
 from webalps_sim.costmodel import DEFAULT_PROFILE, Card4758
-from webalps_sim.load import FetchError, closed_loop, fetch_once
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -170,7 +170,7 @@ def test_model_calibration_reproduces_the_single_client_runs() -> None:
     """Calibrated from Table 1, the model's one-client, all-secure run gives Table 1 back."""
     from dataclasses import replace
 
-    from webalps_sim.model import simulate
+    from webalps_sim.model_throughput import simulate
 
     t1 = _table1({"HTTP": 1000.0, "HTTPS": 100.0, "WebALPS-native": 80.0, "WebALPS-4758": 10.0})
     params = ex.calibrate_model(t1, "WebALPS-4758", cores=2)
@@ -179,6 +179,23 @@ def test_model_calibration_reproduces_the_single_client_runs() -> None:
         run = simulate(replace(params, secure_fraction=1.0), clients=1, secure=kind,
                        seconds=20, warmup=0)
         assert run.rps == pytest.approx(float(t1.set_index("host").at[host, "rps"]), rel=0.02)
+
+
+def test_figure4_variant_dispatches_to_the_measured_rows_or_the_model_rows() -> None:
+    """``variant="measured"`` is the measured table as given; ``variant="model"`` is exactly the
+    model rows of :func:`figure4` for the same inputs; any other variant is a ``ValueError``."""
+    t1 = _table1({"HTTP": 1000.0, "HTTPS": 100.0, "WebALPS-native": 80.0, "WebALPS-4758": 10.0})
+    measured = pd.DataFrame([{"clients": 1, "host": "WebALPS-4758", "rps": 9.0, "seconds": 1.0,
+                              "secure_rps": 0.7, "errors": 0, "source": "measured"}])
+    assert ex.figure4_variant("measured", measured=measured) is measured
+    model = ex.figure4_variant("model", t1=t1, measured=measured, model_seconds=2.0, max_load=4,
+                               seeds=1)
+    full = ex.figure4(t1, measured, model_seconds=2.0, max_load=4, seeds=1)
+    assert set(model["source"]) == {"model", "model-extended"}
+    pd.testing.assert_frame_equal(
+        model, full[full["source"] != "measured"].reset_index(drop=True))
+    with pytest.raises(ValueError, match="variant"):
+        ex.figure4_variant("driver", t1=t1, measured=measured)
 
 
 def test_cost_breakdown_groups_the_counters() -> None:

@@ -1,6 +1,6 @@
 """Unmodified clients fetch through a WebALPS host, byte-exact, verifying the guardian's chain.
 
-The guardian runs as its own process; the host (:mod:`webalps_sim.host`) holds the guardian's
+The guardian runs as its own process; the host (:mod:`webalps_sim.aio.host`) holds the guardian's
 certificate chain only.  curl and Python's ``ssl`` verify that chain against the WebALPS CA
 (``--cacert``, ``create_default_context(cafile=...)``) with host-name checking, for every suite
 the guardian serves (RSA key exchange, CBC) at 0 B, 1 B, 2 KB, 1 MiB and 16 MiB.  A client
@@ -29,8 +29,8 @@ from tests.webalps_sim.guardian_helpers import (
     python_get,
     webalps_host,
 )
+from webalps_sim.aio.host import WEBALPS_SUITES
 from webalps_sim.ca import guardian_identity, init_ca
-from webalps_sim.host import WEBALPS_SUITES
 from webalps_sim.measure import measure
 
 pytestmark = pytest.mark.interop

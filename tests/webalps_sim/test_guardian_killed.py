@@ -26,7 +26,7 @@ from tests.webalps_sim.guardian_helpers import (
     python_get,
     webalps_host,
 )
-from webalps_sim.host import WEBALPS_SUITES
+from webalps_sim.aio.host import WEBALPS_SUITES
 
 pytestmark = pytest.mark.interop
 

@@ -14,7 +14,7 @@ copy (the copy alone on ``PYTHONPATH``, the working directory off ``sys.path``):
 3. the changed program cannot get a new certificate either: its request carries a
    measurement the CA did not evaluate.
 
-The other checks of :func:`webalps_sim.guardian.load_identity` are exercised in-process, each
+The other checks of :func:`webalps_sim.identity.load_identity` are exercised in-process, each
 with a certificate that passes every check but one: the application name (a certificate for
 another application with this program's measurement), the measurement (the right application
 with another measurement), the key, and the measurement extension itself.
@@ -36,6 +36,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from tests.webalps_sim.guardian_helpers import REPO
+from webalps_sim.aio.remote import RemoteDelegate
 from webalps_sim.ca import (
     MEASUREMENT_OID,
     CAError,
@@ -48,7 +49,7 @@ from webalps_sim.ca import (
     write_chain,
 )
 from webalps_sim.evoting import write_election
-from webalps_sim.guardian import (
+from webalps_sim.identity import (
     CHAIN_FILE,
     CSR_FILE,
     KEY_FILE,
@@ -58,7 +59,6 @@ from webalps_sim.guardian import (
     load_identity,
 )
 from webalps_sim.measure import guardian_sources, measure
-from webalps_sim.remote import RemoteDelegate
 
 PROG = "python -m webalps_sim.guardian"
 GUARDIAN = [sys.executable, "-P", "-m", "webalps_sim.guardian"]

@@ -34,10 +34,10 @@ from tls12.events import ApplicationData
 from tls12.record import OutgoingRecord
 from tls12.testing import pipe
 from webalps_sim import protocol as p
+from webalps_sim.aio.host import WEBALPS_SUITES, WebALPSServerConnection
+from webalps_sim.aio.remote import GuardianRefused, RecordRejected, RemoteDelegate
 from webalps_sim.app import Headers, Response
 from webalps_sim.evoting import MAX_BODY, EvotingApp, write_election
-from webalps_sim.host import WEBALPS_SUITES, WebALPSServerConnection
-from webalps_sim.remote import GuardianRefused, RecordRejected, RemoteDelegate
 from webalps_sim.sealed import MAGIC, RollbackError, SealedStateError, SealedStore, TamperedError
 
 SECRET = b"the guardian's answer, for the client's eyes only\n"

@@ -1,7 +1,7 @@
 """The guardian keeps the channel: it answers its application's requests and owns the sequence.
 
-A sans-IO client talks to a :class:`webalps_sim.host.WebALPSServerConnection` whose delegate is a
-real :class:`webalps_sim.remote.RemoteDelegate` to a guardian serving on a thread here:
+A sans-IO client talks to a :class:`webalps_sim.aio.host.WebALPSServerConnection` whose delegate is a
+real :class:`webalps_sim.aio.remote.RemoteDelegate` to a guardian serving on a thread here:
 
 * a request the guardian application claims is answered by the guardian -- the host gets no
   plaintext of it, the channel never carries it in clear -- and a request it does not claim
@@ -28,9 +28,9 @@ from tls12.events import ApplicationData, ConnectionClosed
 from tls12.record import OutgoingRecord
 from tls12.testing import pipe
 from webalps_sim import protocol as p
+from webalps_sim.aio.host import WEBALPS_SUITES, WebALPSServerConnection
+from webalps_sim.aio.remote import GuardianRefused, RecordRejected, RemoteDelegate
 from webalps_sim.app import Headers, Response
-from webalps_sim.host import WEBALPS_SUITES, WebALPSServerConnection
-from webalps_sim.remote import GuardianRefused, RecordRejected, RemoteDelegate
 
 SECRET_BODY = b"only the guardian and the client read this\n"
 

@@ -7,7 +7,7 @@ connection's master secret: every one must be among the guardian's, so the searc
 for the right values.  Then:
 
 * every byte the host sent to or received from the guardian (a tap on
-  :class:`webalps_sim.remote.RemoteDelegate`) is searched for each secret;
+  :class:`webalps_sim.aio.remote.RemoteDelegate`) is searched for each secret;
 * every ``bytes``/``bytearray``/``memoryview`` the garbage collector can reach in this process
   -- which runs the host, with a client connection still open -- is searched for each secret,
   except the test's own copies.  A control plants a copy of one secret in a container and
@@ -34,7 +34,7 @@ from tests.webalps_sim.guardian_helpers import (
     provision,
     webalps_host,
 )
-from webalps_sim.host import WEBALPS_SUITES, WebALPSServerConnection
+from webalps_sim.aio.host import WEBALPS_SUITES, WebALPSServerConnection
 
 pytestmark = pytest.mark.interop
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from tests.webalps_sim.guardian_helpers import GuardianProcess, InProcessGuardian, provision
 from tls12.testing import credentials
 from webalps_sim import protocol as p
-from webalps_sim.remote import GuardianUnavailable, RemoteDelegate
+from webalps_sim.aio.remote import GuardianUnavailable, RemoteDelegate
 from webalps_sim.service import GuardianService
 
 EXAMPLES = [

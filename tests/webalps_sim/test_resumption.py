@@ -23,8 +23,8 @@ from tests.webalps_sim.guardian_helpers import (
 )
 from tls12.delegate import KeyHandle
 from webalps_sim import protocol as p
-from webalps_sim.host import WEBALPS_SUITES, GuardianSessionStore
-from webalps_sim.remote import GuardianRefused
+from webalps_sim.aio.host import WEBALPS_SUITES, GuardianSessionStore
+from webalps_sim.aio.remote import GuardianRefused
 
 pytestmark = pytest.mark.interop
 

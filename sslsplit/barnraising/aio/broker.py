@@ -29,12 +29,12 @@ from pathlib import Path
 
 from testbed import cli
 
-from ...cli import hostport
-from ..cli import listen_address, run_service, serve_until_signal
+from ...aio.cli import hostport
 from ..registry import ConfigError, Registry, SiteConfig, load_sites
 from ..service import BrokerService, JoinConnection
 from ..uri import DEFAULT_PORT
 from ..zone import Responder, default_zones
+from .cli import listen_address, run_service, serve_until_signal
 from .dns import DNSServer
 
 __all__ = ["Broker", "build_parser", "main"]

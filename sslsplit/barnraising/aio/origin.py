@@ -8,7 +8,7 @@
   every ``GET``/``HEAD`` is answered with a 302 to ``https://<volunteer label>.<mirror>:PORT
   /path?br=TOKEN`` (:class:`FeedbackFileHandler`, role ``trusted``); with no live volunteer the
   origin serves the file itself, so the site never goes dark;
-* the splitting server (:class:`~sslsplit.server.SplittingServer` with ``feedback=``) serves
+* the splitting server (:class:`~sslsplit.aio.server.SplittingServer` with ``feedback=``) serves
   its proxies through the same handler in role ``mirror``, which tells the monitor when a
   redirected request *arrives* from the volunteer it was sent to, and :meth:`closed` passes
   on fatal alerts clients sent through a volunteer;
@@ -38,9 +38,9 @@ from tls12.aio import TLSStream, serve
 from tls12.config import ServerConfig
 from tls12.errors import AlertLevel
 
-from ..client import BrokerClient
 from ..feedback import TOKEN_PARAM, FeedbackMonitor, Removal, Verdict, redirect_location
 from ..protocol import ProtocolError
+from .client import BrokerClient
 
 __all__ = ["OriginFeedback", "FeedbackFileHandler", "Removal", "TOKEN_PARAM"]
 

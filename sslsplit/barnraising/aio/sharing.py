@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from ...aio import PayloadClient
+from ...aio.payloads import PayloadClient
 from ...cache import CacheHierarchy, CacheMiss
 from ...wire import IDEncoding
 from ..peers import Peer, PeerRouter

@@ -17,8 +17,8 @@ import pytest
 
 from sslsplit.barnraising import protocol as p
 from sslsplit.barnraising.aio.broker import Broker
+from sslsplit.barnraising.aio.client import BrokerClient, Membership
 from sslsplit.barnraising.broker import main
-from sslsplit.barnraising.client import BrokerClient, Membership
 
 from .helpers import SITE, registry
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sslsplit.barnraising.model import (
+from sslsplit.barnraising.model_site import (
     BENCH_COMMAND,
     BENCH_JSON,
     INPUT_NAME,

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from sslsplit.barnraising.client import BrokerClient
+from sslsplit.barnraising.aio.client import BrokerClient
 from tls12.certs import generate_self_signed, write_credentials
 
 pytestmark = pytest.mark.interop

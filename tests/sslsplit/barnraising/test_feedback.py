@@ -43,9 +43,12 @@ import dns.resolver
 import pytest
 
 from sslsplit.aio import PayloadClient
+from sslsplit.aio.proxy import SplittingProxy
+from sslsplit.aio.server import SplittingServer
+from sslsplit.aio.volunteer import Volunteer
 from sslsplit.barnraising.aio.broker import Broker
+from sslsplit.barnraising.aio.client import BrokerClient
 from sslsplit.barnraising.aio.origin import OriginFeedback
-from sslsplit.barnraising.client import BrokerClient
 from sslsplit.barnraising.feedback import (
     FeedbackMonitor,
     label_host,
@@ -55,10 +58,7 @@ from sslsplit.barnraising.feedback import (
 )
 from sslsplit.barnraising.registry import Registry, SiteConfig
 from sslsplit.cache import CacheHierarchy, MemoryCache
-from sslsplit.proxy import SplittingProxy
-from sslsplit.server import SplittingServer
 from sslsplit.splicer import Splicer
-from sslsplit.volunteer import Volunteer
 from sslsplit.wire import Stub
 from testbed.results import results_dir, run_metadata
 from tls12.certs import generate_self_signed, write_credentials

@@ -25,14 +25,14 @@ from pathlib import Path
 import pytest
 
 from sslsplit.aio import PayloadClient, PayloadServerStats, serve_payloads
+from sslsplit.aio.server import SplittingServer
+from sslsplit.aio.volunteer import Volunteer
 from sslsplit.barnraising.aio.broker import Broker
 from sslsplit.barnraising.aio.sharing import PeerServer, RingSource
 from sslsplit.barnraising.peers import PeerRouter
 from sslsplit.barnraising.registry import Registry, SiteConfig
 from sslsplit.barnraising.ring import Ring
 from sslsplit.cache import CacheHierarchy, CacheMiss, MemoryCache
-from sslsplit.server import SplittingServer
-from sslsplit.volunteer import Volunteer
 from sslsplit.wire import IDEncoding, payload_id
 from tls12.certs import generate_self_signed, write_credentials
 

@@ -1,7 +1,7 @@
 """Cache sharing between volunteers (paper §5.3): the ring, O(1) lookups, poisoned peers.
 
 The ring is tested as a pure function of its membership.  Then real components in one event
-loop: an in-process splitting origin and broker, :class:`~sslsplit.volunteer.Volunteer` s on
+loop: an in-process splitting origin and broker, :class:`~sslsplit.aio.volunteer.Volunteer` s on
 127.0.0.2-4, and ``curl`` checking the site's certificate through each volunteer in turn.
 """
 
@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 
 from sslsplit.aio import serve_payloads
+from sslsplit.aio.server import SplittingServer
+from sslsplit.aio.volunteer import Volunteer
 from sslsplit.barnraising.aio.broker import Broker
-from sslsplit.barnraising.client import BrokerClient
+from sslsplit.barnraising.aio.client import BrokerClient
 from sslsplit.barnraising.peers import PeerRouter
 from sslsplit.barnraising.registry import Registry, SiteConfig
 from sslsplit.barnraising.ring import Ring
-from sslsplit.server import SplittingServer
-from sslsplit.volunteer import Volunteer
 from sslsplit.wire import IDEncoding, check_payload, payload_id
 from tls12.certs import generate_self_signed, write_credentials
 

@@ -232,3 +232,11 @@ def test_one_error_hierarchy_and_every_error_crosses_the_wire_as_itself() -> Non
         with pytest.raises(cls) as caught:
             p.parse_reply("join", status, body)
         assert type(caught.value) is cls and caught.value.message == f"why {code}"
+
+
+def test_operations_are_an_enum_one_request_class_each() -> None:
+    assert list(p.REQUESTS) == list(p.Operation)
+    assert all(cls.OP is op for op, cls in p.REQUESTS.items())
+    path, body = p.encode_request(p.Renew("a/site", volunteer_id="0" * 32))
+    assert p.parse_request("POST", path, body).OP is p.Operation.RENEW
+    assert p.request_path(p.Operation.LOOKUP) == p.request_path("lookup") == "/barnraising/1/lookup"

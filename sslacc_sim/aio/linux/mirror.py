@@ -1,0 +1,200 @@
+"""The cluster link between the two nodes: framed updates, acknowledgements, the backup's copy.
+
+Cluster-then-commit (SSLACC §4): the primary sends an update describing the bytes it is about
+to write to the client, *waits for the backup's acknowledgement*, and only then writes them.
+Whatever the client can have seen, the backup can therefore produce again. Every update says:
+
+* ``rcv_pos``: client bytes the primary has consumed (counted from the first byte after the
+  SYN), ``snd_pos``: server bytes written once this update's segment is out, ``una_pos``: the
+  first server byte the client has not acknowledged yet (from ``SIOCOUTQ``, a lower bound:
+  the client may have acknowledged more by the time the primary dies);
+* ``app``: where the HTTP exchange is (phase, response offset);
+* ``seg``: the segment about to be written, as bytes (``raw``: handshake flights, alerts) or,
+  for the response body, as a *recipe*: stream offset, plaintext length and TLS write sequence
+  number. Re-sealing is deterministic (CBC IVs derive from the keys and the sequence number,
+  :mod:`tls12.record`), so the recipe and the file give the very bytes the primary wrote;
+* TLS state: the whole connection (:meth:`tls12.ServerConnection.export_state`) after each
+  step that read from the client, the keys once (:meth:`~tls12.ServerConnection.export_keys`)
+  and an 18-byte :class:`tls12.state.Progress` per body segment.
+
+:class:`MirrorState` is the backup's copy: pure bookkeeping, no I/O. Frames are
+``>II`` (header length, blob length), a JSON header, then the blob (the header names the
+lengths of the parts inside it). The first frame is ``tcp`` (the
+:class:`~sslacc_sim.aio.linux.repair.TcpSnapshot` taken right after ``accept``); ``done`` ends a
+connection that needs no takeover.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+from tls12.buffer import Buffer, Writer
+
+from ...errors import SslaccError
+from .repair import TcpSnapshot
+
+__all__ = [
+    "ACK", "MirrorError", "Segment", "MirrorState", "send_frame", "recv_frame", "split_blob",
+    "join_blob",
+]
+
+#: A frame starts with two 4-byte lengths: the JSON header's and the blob's.
+_LENGTHS = 8
+_MAX_FRAME = 1 << 24
+#: The backup's one-byte acknowledgement of an update.
+ACK = b"\x06"
+_BLOB_PARTS = ("raw", "full", "keys", "progress")
+
+
+class MirrorError(SslaccError, RuntimeError):
+    """A malformed or out-of-order frame on the cluster link."""
+
+
+def send_frame(sock: socket.socket, header: dict[str, Any], blob: bytes = b"") -> None:
+    """One frame: ``header`` as JSON and ``blob``."""
+    head = json.dumps(header, separators=(",", ":")).encode()
+    out = Writer()
+    out.push_uint(len(head), 4)
+    out.push_uint(len(blob), 4)
+    out.push_bytes(head)
+    out.push_bytes(blob)
+    sock.sendall(out.getvalue())
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes | None:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            if buf:
+                raise MirrorError(f"cluster link closed inside a frame ({len(buf)}/{n} bytes)")
+            return None
+        buf += chunk
+    return bytes(buf)
+
+
+def recv_frame(sock: socket.socket) -> tuple[dict[str, Any], bytes] | None:
+    """The next frame, or ``None`` when the peer closed the link between frames."""
+    lengths = _recv_exact(sock, _LENGTHS)
+    if lengths is None:
+        return None
+    prefix = Buffer(lengths)
+    head_len, blob_len = prefix.pull_uint(4), prefix.pull_uint(4)
+    if head_len + blob_len > _MAX_FRAME:
+        raise MirrorError(f"frame of {head_len + blob_len} bytes is too large")
+    body = _recv_exact(sock, head_len + blob_len)
+    if body is None:
+        raise MirrorError("cluster link closed inside a frame")
+    frame = Buffer(body)
+    try:
+        header = json.loads(frame.pull_bytes(head_len))
+    except ValueError as exc:
+        raise MirrorError(f"frame header is not JSON: {exc}") from None
+    if not isinstance(header, dict) or "type" not in header:
+        raise MirrorError("frame header has no type")
+    return header, frame.pull_rest()
+
+
+def split_blob(header: dict[str, Any], blob: bytes) -> dict[str, bytes]:
+    """The named parts of an update's blob (lengths in ``header["parts"]``, in
+    :data:`_BLOB_PARTS` order)."""
+    lengths = header.get("parts", {})
+    sizes = [int(lengths.get(name, 0)) for name in _BLOB_PARTS]
+    if min(sizes) < 0 or sum(sizes) != len(blob):
+        raise MirrorError(f"blob of {len(blob)} bytes, parts add up to {sum(sizes)}")
+    buf = Buffer(blob)
+    return {name: buf.pull_bytes(n) for name, n in zip(_BLOB_PARTS, sizes, strict=True)}
+
+
+def join_blob(parts: dict[str, bytes]) -> tuple[dict[str, int], bytes]:
+    """Inverse of :func:`split_blob`: the lengths for the header and the blob."""
+    unknown = set(parts) - set(_BLOB_PARTS)
+    if unknown:
+        raise ValueError(f"unknown blob parts {sorted(unknown)}")
+    lengths = {name: len(parts[name]) for name in _BLOB_PARTS if parts.get(name)}
+    return lengths, b"".join(parts[name] for name in _BLOB_PARTS if parts.get(name))
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Server bytes ``[pos, pos + length)`` of the connection, as written by the primary.
+
+    Either ``raw`` holds them, or they are the records sealing ``plain_len`` bytes of the
+    response stream from ``offset`` on, starting at TLS write sequence ``write_seq``
+    (``None``: a plain-TCP run, the bytes are the stream itself).
+    """
+
+    pos: int
+    length: int
+    raw: bytes | None = None
+    offset: int = 0
+    plain_len: int = 0
+    write_seq: int | None = None
+
+    @property
+    def end(self) -> int:
+        return self.pos + self.length
+
+
+@dataclass
+class MirrorState:
+    """Everything the backup knows about the one connection it mirrors."""
+
+    tcp: TcpSnapshot | None = None
+    rcv_pos: int = 0
+    snd_pos: int = 0
+    una_pos: int = 0
+    app: dict[str, Any] = field(default_factory=dict)
+    segments: list[Segment] = field(default_factory=list)
+    tls_full: bytes | None = None
+    tls_keys: bytes | None = None
+    progress: bytes | None = None
+    updates: int = 0
+    done: bool = False
+
+    def apply(self, header: dict[str, Any], blob: bytes) -> None:
+        """Take one frame from the primary (``tcp``, ``update`` or ``done``)."""
+        kind = header["type"]
+        if kind == "tcp":
+            if self.tcp is not None:
+                raise MirrorError("a second tcp frame for one connection")
+            self.tcp = TcpSnapshot.from_json(header["tcp"])
+            return
+        if kind == "done":
+            self.done = True
+            return
+        if kind != "update":
+            raise MirrorError(f"unknown frame type {kind!r}")
+        if self.tcp is None:
+            raise MirrorError("an update before the tcp frame")
+        parts = split_blob(header, blob)
+        seg = header.get("seg")
+        if seg is not None:
+            if seg["pos"] != self.snd_pos:
+                raise MirrorError(f"segment at {seg['pos']}, expected {self.snd_pos}")
+            raw = parts["raw"] if seg.get("raw") else None
+            self.segments.append(Segment(seg["pos"], seg["length"], raw, seg.get("offset", 0),
+                                         seg.get("plain_len", 0), seg.get("write_seq")))
+        self.snd_pos = int(header["snd_pos"])
+        self.rcv_pos = int(header["rcv_pos"])
+        self.una_pos = max(self.una_pos, int(header["una_pos"]))
+        self.app = dict(header["app"])
+        if parts["keys"]:
+            self.tls_keys = parts["keys"]
+        if parts["full"]:
+            self.tls_full, self.progress = parts["full"], None
+        if parts["progress"]:
+            self.progress = parts["progress"]
+        # segments the client has acknowledged are never needed again
+        self.segments = [s for s in self.segments if s.end > self.una_pos]
+        self.updates += 1
+
+    def unacked(self) -> list[Segment]:
+        """The segments from the first one the client may lack up to ``snd_pos`` (contiguous)."""
+        for a, b in zip(self.segments, self.segments[1:], strict=False):
+            if a.end != b.pos:
+                raise MirrorError(f"gap in the mirrored segments at {a.end}")
+        return list(self.segments)

@@ -1,0 +1,107 @@
+"""The real-failover topology: a client and two accelerator nodes in Linux network namespaces.
+
+::
+
+                      LAN 10.88.0.0/24 (bridge br0 in its own namespace)
+         client 10.88.0.2 ──┐
+                            ├── br0
+     node A 10.88.0.11 ─────┤        the virtual IP 10.88.0.100 starts on node A
+     node B 10.88.0.12 ─────┘
+     node A mir0 10.89.0.1 ──────── 10.89.0.2 mir0 node B    (the cluster link, a direct veth)
+
+Four namespaces named ``sacc-<tag>-client``, ``-a``, ``-b`` and ``-lan``; every node's LAN
+interface is ``eth0`` (its peer is a port of the bridge). Both nodes run with
+``net.ipv4.tcp_timestamps=0`` so that a restored connection needs no timestamp offset
+(:mod:`sslacc_sim.aio.linux.repair`). Nothing touches the host's own network: the traffic stays
+inside the namespaces.
+
+Use :class:`Topology` as a context manager; leaving it kills every process in the namespaces
+and deletes them, also when the body raises. The name prefix :data:`PREFIX` is this module's
+alone, so that :func:`testbed.linux.netns.sweep_leftovers` with it removes what a killed run
+left behind and nothing else. Needs root and ``ip`` (iproute2); :class:`NamespacesUnavailable`
+otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from testbed.linux.netns import (
+    CommandFailed,
+    Namespaces,
+    NamespacesUnavailable,
+    TestbedError,
+    list_leftovers,
+    sweep_leftovers,
+)
+
+__all__ = [
+    "PREFIX",
+    "NODES",
+    "ADDRESSES",
+    "VIP",
+    "MIRROR_ADDRESSES",
+    "NamespacesUnavailable",
+    "CommandFailed",
+    "TestbedError",
+    "Topology",
+    "list_leftovers",
+    "sweep_leftovers",
+]
+
+#: Every namespace of this package starts with this (``wstb-`` belongs to the link testbed).
+PREFIX = "sacc-"
+#: The three namespaces with programs in them (the bridge has one more, ``lan``).
+NODES = ("client", "a", "b")
+#: LAN address of each node (a /24).
+ADDRESSES = {"client": "10.88.0.2", "a": "10.88.0.11", "b": "10.88.0.12"}
+#: The service address the client connects to; it starts on node A.
+VIP = "10.88.0.100"
+#: Addresses of the cluster link between the two nodes (a /30).
+MIRROR_ADDRESSES = {"a": "10.89.0.1", "b": "10.89.0.2"}
+_LAN = "lan"
+
+
+@dataclass
+class Topology(Namespaces):
+    """The namespaces above, built on entry and removed on exit (a
+    :class:`testbed.linux.netns.Namespaces`).
+
+    ``tag`` makes the names unique (default: this process's id, so a leftover names the run
+    that left it).
+    """
+
+    PREFIX = PREFIX
+    NODES = (*NODES, _LAN)
+    MAX_TAG = 10
+    CLEANUP_HINT = (f"choose another tag or sweep them with "
+                    f"testbed.linux.netns.sweep_leftovers({PREFIX!r})")
+
+    tag: str = field(default_factory=lambda: str(os.getpid()))
+    _up: bool = field(default=False, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._check_tag()
+
+    def cut(self, node: str) -> None:
+        """Take ``node``'s LAN link down (what a pulled cable or a dead NIC looks like)."""
+        self.ip(node, "link", "set", "eth0", "down")
+
+    def _build(self) -> None:
+        lan = _LAN
+        self.ip(lan, "link", "add", "br0", "type", "bridge")
+        self.ip(lan, "link", "set", "br0", "up")
+        for node in NODES:
+            port = f"p{node}"
+            self.veth(node, "eth0", lan, port)
+            self.ip(lan, "link", "set", port, "master", "br0")
+            self.ip(lan, "link", "set", port, "up")
+            self.ip(node, "addr", "add", f"{ADDRESSES[node]}/24", "dev", "eth0")
+            self.ip(node, "link", "set", "eth0", "up")
+        self.veth("a", "mir0", "b", "mir0")
+        for node in ("a", "b"):
+            self.ip(node, "addr", "add", f"{MIRROR_ADDRESSES[node]}/30", "dev", "mir0")
+            self.ip(node, "link", "set", "mir0", "up")
+            self.sysctl(node, "net.ipv4.tcp_timestamps", "0")
+        self.ip("a", "addr", "add", f"{VIP}/24", "dev", "eth0")
