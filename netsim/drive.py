@@ -44,8 +44,7 @@ client's connection and opens its own to the server (a proxy): two drivers, the 
 each an internal object whose bytes go to a :class:`~netsim.relay.RelayApplication` that decides
 what to forward and when -- :class:`~netsim.relay.Forward` cuts through or stores and forwards
 whole units (:func:`tls_records`); a protocol-aware relay (``sslsplit.model_driver.SplitProxy``)
-rewrites the stream. The relay's work runs on its own host. (``Relay``, ``RelayApplication``
-and ``Forward`` stay importable from this module.)
+rewrites the stream. The relay's work runs on its own host.
 A side can also be stepped from outside its connection (:meth:`Side.wake`), e.g. when a
 payload fetched on another connection lets it send.
 
@@ -419,16 +418,3 @@ def tls_records(buffered: bytes) -> int:
     :func:`tls12.record.split_records`)."""
     ends = split_records(buffered, partial=True)
     return ends[-1] if ends else 0
-
-
-_MOVED_TO_RELAY = frozenset({"Relay", "RelayApplication", "Forward"})
-
-
-def __getattr__(name: str) -> Any:
-    """The middlebox names moved to :mod:`netsim.relay`; ``from netsim.drive import Relay``
-    still works (imported on first use, so the two modules do not import each other)."""
-    if name in _MOVED_TO_RELAY:
-        from . import relay
-
-        return getattr(relay, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

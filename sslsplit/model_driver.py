@@ -9,7 +9,7 @@ bytes over the byte-accurate TCP in simulated time, on the same topology (§6.1)
 * **HTTPS** -- the real ``tls12`` client and server, TLS_RSA_WITH_AES_128_CBC_SHA (RSA key
   exchange, as in the paper), same path;
 * **SSL splitting** -- the real ``tls12`` client talks over the LAN to a proxy
-  (:class:`~netsim.drive.Relay`) running the real :class:`~sslsplit.splicer.Splicer`
+  (:class:`~netsim.relay.Relay`) running the real :class:`~sslsplit.splicer.Splicer`
   (:class:`SplitProxy`); the proxy holds a TCP connection over the ADSL line to the real
   splitting server (``tls12`` server with the :class:`~sslsplit.writer.SplittingRecordWriter`,
   built as :class:`sslsplit.aio.server.SplittingServer` builds it). A digest stub whose payload
@@ -46,9 +46,10 @@ import pandas as pd
 import simpy
 
 from netsim.cpu import CostTable, Tls12Cpu
-from netsim.drive import Driver, Relay, Side, Started
+from netsim.drive import Driver, Side, Started
 from netsim.host import Host
 from netsim.link import Link
+from netsim.relay import Relay
 from netsim.tcp import TcpConnection
 from testbed.apps.file_handler import CHUNK_SIZE, SERVER_NAME
 from tls12 import ClientConfig, ClientConnection, ServerConnection

@@ -361,12 +361,3 @@ def test_real_tls_through_a_relay_with_cpu_on_the_relay_host() -> None:
     jobs = relay_host.jobs_frame()
     assert len(jobs) > 0 and relay.front.server.cpu_seconds > 0
     assert relay.back.client.cpu_seconds > 0
-
-
-def test_relay_names_stay_importable_from_the_driver_module() -> None:
-    import netsim.drive
-    from netsim import relay
-
-    assert netsim.drive.Relay is relay.Relay and netsim.drive.tls_records is relay.tls_records
-    with pytest.raises(AttributeError):
-        netsim.drive.NoSuchName  # noqa: B018
