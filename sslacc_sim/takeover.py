@@ -84,9 +84,9 @@ class Takeover:
         conn.piece, conn.carry = None, []
         conn.sent_full = {}                      # the new owner has sent no mirror anything
         conn.phases[node.id] = IDLE              # and has no update under way
-        # the handshake is where the checkpoint it continues from left it (a restart: nowhere)
-        conn.progress = conn.progress_at.get(cp.number, HandshakeProgress.START) if cp \
-            else HandshakeProgress.START
+        # the handshake is where the checkpoint it continues from left it (a restart: nowhere);
+        # every checkpoint records its progress when captured, so a mirrored one has an entry
+        conn.progress = conn.progress_at[cp.number] if cp else HandshakeProgress.START
         guard = self.guards.setdefault(node.id, RstGuard(self.env, self.params.msl))
         guard.took_over(conn.bucket)
         tls = ServerConnection(self.server_config(node.id, conn.id))

@@ -69,3 +69,20 @@ def test_the_splicer_walks_the_table() -> None:
         events = s.supply(stub, chain.store.get(stub.ident))  # type: ignore[arg-type]
     assert s.state is S.ENDED
     assert s.receive_data(b"") == [] and s.state is S.ENDED
+
+
+def test_a_misplaced_supply_names_the_state_and_the_input() -> None:
+    """``supply()`` with a stub that is not the pending one: the error carries where the splicer
+    was and what it was given (the state stays), like every refusal of the table."""
+    chain, stream = recorded_session()
+    s = seeded_splicer()
+    (needed,) = s.receive_data(stream)
+    other = seeded_splicer()
+    (foreign,) = other.receive_data(stream)
+    with pytest.raises(SplicerMisuse) as refused:
+        s.supply(foreign.stub, chain.store.get(foreign.stub.ident))  # type: ignore[arg-type]
+    assert (refused.value.state, refused.value.event) == (S.AWAITING_PAYLOAD, In.PAYLOAD)
+    assert s.state is S.AWAITING_PAYLOAD
+    with pytest.raises(SplicerMisuse) as early:
+        seeded_splicer().supply(needed.stub, b"")
+    assert (early.value.state, early.value.event) == (S.OPEN, In.PAYLOAD)
