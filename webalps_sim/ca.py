@@ -17,8 +17,11 @@ a guardian program the CA has evaluated.  Here:
    extension; ``--out`` gets the leaf and the CA certificate (the chain the host presents).
 
 The extension (non-critical, so unmodified clients accept the certificate) is the DER of
-``SEQUENCE { UTF8String application, OCTET STRING measurement }`` under an OID in the UUID arc
-``2.25`` (no registration needed).  :func:`guardian_identity` reads it back.  Stand-in for the
+``SEQUENCE { UTF8String application, OCTET STRING measurement }`` under an OID in the example
+arc ``2.999`` of X.660 (reserved for examples and testbeds: it collides with no registered OID; a
+deployment would use its own enterprise arc). Every arc fits in 64 bits: GnuTLS's libtasn1
+refuses wider ones, and a UUID-derived ``2.25.<128-bit>`` OID made ``gnutls-cli`` and ``wget``
+reject the whole certificate although the extension is non-critical.  :func:`guardian_identity` reads it back.  Stand-in for the
 4758: the "proof" that the key lives in the measured guardian is the CA's trust in the operator
 who ran the guardian -- nothing here is tamper-responding hardware.
 """
@@ -54,8 +57,10 @@ __all__ = [
     "main",
 ]
 
-MEASUREMENT_OID = x509.ObjectIdentifier("2.25.152954451744926425478305536917340373762")
-"""The guardian-measurement extension (a UUID-derived OID, RFC 4122 / X.667)."""
+MEASUREMENT_OID = x509.ObjectIdentifier("2.999.4758.1")
+"""The guardian-measurement extension: X.660's example arc, ``4758`` after the coprocessor the
+paper ran on, ``1`` for the measurement; every arc under 2**64 so that every ASN.1 parser reads
+it (:mod:`webalps_sim.ca`)."""
 
 
 class CAError(WebAlpsError):

@@ -109,3 +109,41 @@ def test_a_client_trusting_another_ca_refuses(setup: tuple[Provisioned, Backgrou
     assert out.returncode == 60, out.stderr  # peer certificate cannot be authenticated
     with pytest.raises(ssl.SSLCertVerificationError):
         python_get(server.port, "/1B", other, NAMES[0])
+
+
+def _gnutls_get(port: int, path: str, ca_pem: Path) -> tuple[int, bytes, bytes]:
+    """``gnutls-cli`` (GnuTLS, libtasn1) sending one HTTP/1.0 GET; (status, body, stderr)."""
+    import subprocess
+
+    out = subprocess.run(
+        ["gnutls-cli", "--x509cafile", str(ca_pem), "--logfile", "/dev/null",
+         "--priority", "NORMAL:-VERS-ALL:+VERS-TLS1.2:+RSA", "-p", str(port), "localhost"],
+        input=f"GET /{path} HTTP/1.0\r\nHost: localhost\r\n\r\n".encode(),
+        capture_output=True, timeout=120)
+    head, _, body = out.stdout.partition(b"\r\n\r\n")
+    return out.returncode, body if head.startswith(b"HTTP/1.1 200 ") else b"<no 200>", out.stderr
+
+
+@pytest.mark.parametrize("size", SMALL)
+def test_gnutls_cli_fetches_byte_exact(setup: tuple[Provisioned, BackgroundServer, Path],
+                                       size: str) -> None:
+    """GnuTLS parses the guardian's certificate (its measurement OID fits libtasn1) and the
+    download through the host is byte-exact."""
+    prov, server, docroot = setup
+    status, body, err = _gnutls_get(server.port, size, prov.ca_pem)
+    assert status == 0, err
+    assert body == (docroot / size).read_bytes()
+
+
+@pytest.mark.parametrize("size", SMALL)
+def test_debian_wget_fetches_byte_exact(setup: tuple[Provisioned, BackgroundServer, Path],
+                                        size: str) -> None:
+    """Debian's wget (built on GnuTLS) verifies the chain against the WebALPS CA."""
+    import subprocess
+
+    prov, server, docroot = setup
+    out = subprocess.run(["wget", "-q", "-O", "-", f"--ca-certificate={prov.ca_pem}",
+                          "--secure-protocol=TLSv1_2", f"https://localhost:{server.port}/{size}"],
+                         capture_output=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == (docroot / size).read_bytes()
