@@ -15,7 +15,7 @@
 
 This package knows no paper: the papers' links and workloads (the SSL-splitting ADSL line, the
 SINE client bandwidths, the synthetic ``www.lcs`` trace) live in their packages
-(``sslsplit.params``, ``sine.params``, ``sslsplit.synth``). Access-log parsing, run tooling
+(``sslsplit.params``, ``sine.params``, ``sslsplit.synth``). The trace catalogue, run tooling
 (``testbed.results``, ``testbed.sweep``) and the Linux link lab (``testbed.linux``) live one
 floor up, in :mod:`testbed`.
 """
@@ -25,6 +25,7 @@ from .cpu import DEFAULT_COSTS, CostTable, Tls12Cpu, measure_costs
 from .drive import Driver, run_pair
 from .host import Host, HostParams
 from .link import LAN, Duplex, Link, LinkParams
+from .logparse import LogFormat, ParseReport, iter_log, read_log
 from .tcp import SeqState, TcpConnection, TcpParams
 
 __all__ = [
@@ -39,10 +40,14 @@ __all__ = [
     "LRUCache",
     "Link",
     "LinkParams",
+    "LogFormat",
+    "ParseReport",
     "SeqState",
     "TcpConnection",
     "TcpParams",
     "Tls12Cpu",
+    "iter_log",
     "measure_costs",
+    "read_log",
     "run_pair",
 ]

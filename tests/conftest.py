@@ -14,8 +14,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from netsim.logparse import ParseReport, read_log
 from testbed.traces.catalogue import bundled_dir
-from testbed.traces.logparse import ParseReport, read_log
 from testbed.traces.workload import preprocess
 from tls12.certs import Credentials, write_credentials
 from tls12.testing import credentials as make_credentials

@@ -16,7 +16,8 @@ floor  package      what lives there
 Inside a paper package a module's room follows from its path:
 
 * ``aio/**`` — adapters: sockets, threads, subprocesses, asyncio (anything goes);
-* ``experiments.py`` or ``experiments/**`` — experiments (anything goes);
+* ``experiments.py`` or ``experiments/**`` — experiments: they read the clock and files and
+  call ``aio/`` for sockets, threads, processes and asyncio;
 * ``model*.py`` or ``models/**`` — SimPy models: simulated time only, one seeded
   ``random.Random`` allowed, no I/O, no clock;
 * everything else — the sans-IO core: no I/O, no clock, no global ``random`` (an RNG is
@@ -49,6 +50,8 @@ SHARED = ("tls12", "netsim", "testbed")
 IO_AND_CLOCK = frozenset({"asyncio", "socket", "selectors", "time", "threading", "subprocess"})
 CORE_FORBIDDEN = IO_AND_CLOCK | {"random"}
 MODEL_FORBIDDEN = IO_AND_CLOCK  # a SimPy model owns one random.Random(seed)
+#: An experiment reads the clock and files; sockets, threads, processes and asyncio are aio/'s.
+EXPERIMENT_FORBIDDEN = IO_AND_CLOCK - {"time"} | {"concurrent"}
 
 #: The room of a paper module that is neither in aio/, nor an experiment, nor a model by name.
 DEFAULT_ROOM: dict[str, str] = {"sslacc_sim": "model"}
@@ -58,8 +61,6 @@ ROOM_EXCEPTIONS: dict[str, str] = {
     "netsim/cpu.py": "measures the per-operation CPU costs of the real tls12 code (perf_counter)",
     "netsim/drive.py": "reports the wall time a simulation took (perf_counter), for the benchmark",
     "sine/sign.py": "command line: signs a document root on disk and reports how long it took",
-    "webalps_sim/evoting.py": "guardian application: its tally lock serialises the guardian's "
-                              "request threads (the sealed files are written under it)",
 }
 
 #: The netsim modules that may import tls12, each with the reason.
@@ -178,13 +179,14 @@ def test_rooms_are_read_from_paths() -> None:
 def test_cores_and_models_do_no_io_and_read_no_clock(package: str) -> None:
     offenders = []
     for path in _modules(package):
-        forbidden = {"core": CORE_FORBIDDEN, "model": MODEL_FORBIDDEN}.get(room(path))
+        forbidden = {"core": CORE_FORBIDDEN, "model": MODEL_FORBIDDEN,
+                     "experiment": EXPERIMENT_FORBIDDEN}.get(room(path))
         if forbidden:
             offenders += [f"{i} [{room(path)}]" for i in imports(path)
                           if _top(i.module) in forbidden]
     assert not offenders, (
-        "a sans-IO core or a model does I/O or reads a clock (move it into aio/, or list it in "
-        "ROOM_EXCEPTIONS with the reason):\n" + "\n".join(offenders))
+        "a sans-IO core, a model or an experiment does I/O it may not (move it into aio/, or "
+        "list it in ROOM_EXCEPTIONS with the reason):\n" + "\n".join(offenders))
 
 
 def test_room_exceptions_exist() -> None:

@@ -62,7 +62,10 @@ Response = tuple[int, Headers, bytes]
 
 @runtime_checkable
 class GuardianApp(Protocol):
-    """A guardian application: answers the requests it claims, inside the guardian."""
+    """A guardian application: answers the requests it claims, inside the guardian.
+
+    The guardian calls :meth:`handle` one request at a time (its server runs every request
+    under one lock, as the single coprocessor would), so an application keeps no lock."""
 
     def handle(self, method: str, target: str, headers: Headers, body: bytes) -> Response | None:
         """The response to a whole request, or ``None``: "not mine, give it to the host"."""

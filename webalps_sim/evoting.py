@@ -44,7 +44,6 @@ import hmac
 import json
 import os
 import sys
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -137,8 +136,9 @@ def _text(status: int, message: str) -> Response:
 class EvotingApp:
     """A guardian application (see ``webalps_sim.app``): votes are counted inside the guardian.
 
-    ``handle`` is thread-safe (one lock around each request); a request is answered only after
-    its effect is sealed on disk.
+    The guardian calls ``handle`` one request at a time (its server serialises every request,
+    as the one card does: :class:`webalps_sim.aio.guardian.GuardianServer`), so the tally needs
+    no lock of its own; a request is answered only after its effect is sealed on disk.
     """
 
     def __init__(self, state_dir: str | os.PathLike[str]) -> None:
@@ -162,7 +162,6 @@ class EvotingApp:
         self.store = SealedStore(self.state_dir, "evoting")
         saved = self.store.load()
         self.tally = Tally.from_bytes(saved) if saved else Tally({c: 0 for c in self.candidates})
-        self._lock = threading.Lock()
 
     # -- the GuardianApp interface --------------------------------------------------------------
     def handle(self, method: str, target: str, headers: Headers, body: bytes) -> Response | None:
@@ -181,8 +180,7 @@ class EvotingApp:
         form = self._form(headers, body)
         if isinstance(form, tuple):
             return form
-        with self._lock:
-            return self._vote(form) if path == "/vote" else self._close(form)
+        return self._vote(form) if path == "/vote" else self._close(form)
 
     # -- helpers ------------------------------------------------------------------------------
     @staticmethod

@@ -22,6 +22,7 @@ own network: veth ends are created directly inside the namespaces.
 
 from __future__ import annotations
 
+import abc
 import os
 import shutil
 import signal
@@ -114,7 +115,7 @@ def sweep_leftovers(prefix: str) -> list[str]:
     return names
 
 
-class Namespaces:
+class Namespaces(abc.ABC):
     """A set of network namespaces named ``PREFIX + tag + "-" + node``, one per :attr:`NODES`.
 
     A subclass (a dataclass with a ``tag`` field) sets :attr:`PREFIX`, :attr:`NODES` and
@@ -190,12 +191,14 @@ class Namespaces:
                     f"cannot create network namespaces here: {exc.stderr.strip()}") from exc
             self.ip(node, "link", "set", "lo", "up")
 
+    @abc.abstractmethod
     def _build(self) -> None:
-        """Links, addresses, routes (the subclass's topology)."""
-        raise NotImplementedError
+        """Links, addresses, routes: the subclass's topology, built in its fresh namespaces."""
 
     def _stop(self) -> None:
-        """Stop helpers started by :meth:`_build` (nothing by default)."""
+        """Stop helpers started by :meth:`_build` (a topology without helpers has nothing to
+        stop: this default does nothing)."""
+        return None
 
     def _require_up(self) -> None:
         if not self._up:

@@ -1,7 +1,9 @@
-"""Web access logs: the catalogue, the parsers, the preprocessing and the statistics.
+"""Web access logs: the catalogue, the preprocessing and the statistics.
 
-* :mod:`testbed.traces.logparse` — vectorised, chunked access-log parsers (CLF/Combined, EPA,
-  WorldCup98 CSV, LP DAAC, SDSC) that count malformed lines instead of failing;
+The parsers themselves are generic building blocks of the simulation floor
+(:mod:`netsim.logparse`: vectorised, chunked CLF/Combined, EPA, WorldCup98 CSV, LP DAAC and SDSC
+parsers that count malformed lines instead of failing); this package builds on them:
+
 * :mod:`testbed.traces.workload` — GET/200 selection, RFC 3986 canonical URLs, (URL, size)
   objects and daytime chunks;
 * :mod:`testbed.traces.stats` — redundancy / inherent compressibility, repetition vs window,

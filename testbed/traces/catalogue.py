@@ -44,7 +44,8 @@ from typing import Any
 import pandas as pd
 from tqdm import tqdm
 
-from .logparse import LogFormat, ParseReport, iter_log, read_log
+from netsim.logparse import LogFormat, ParseReport, iter_log, read_log
+
 from .stats import StatsAccumulator, TraceStats
 from .workload import preprocess
 
@@ -106,7 +107,7 @@ class TraceEntry:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def log_format(self) -> LogFormat:
-        """The :class:`~testbed.traces.logparse.LogFormat` to read this trace with."""
+        """The :class:`~netsim.logparse.LogFormat` to read this trace with."""
         try:
             return LogFormat(self.format, **self.format_options)
         except ValueError as exc:

@@ -152,7 +152,7 @@ class StatsAccumulator:
 
     Memory grows with the number of distinct objects (and 8 bytes per GET/200 request for the
     size percentiles), not with the log's size, so multi-GB logs can be summarised chunk by
-    chunk (:func:`testbed.traces.logparse.iter_log`). Gives exactly the numbers of :func:`trace_stats`.
+    chunk (:func:`netsim.logparse.iter_log`). Gives exactly the numbers of :func:`trace_stats`.
 
         >>> acc = StatsAccumulator()
         >>> for chunk in iter_log(paths, report=report):    # doctest: +SKIP

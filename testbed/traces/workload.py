@@ -2,7 +2,7 @@
 
 §6.3 of the paper: *"all non-GET, non-status-200 queries were filtered out, URLs were
 canonicalized, and every (URL, size) pair was encoded as a unique URL."* This module does those
-three steps on a request table from :mod:`testbed.traces.logparse` and then cuts the result into the
+three steps on a request table from :mod:`netsim.logparse` and then cuts the result into the
 pieces the experiments replay: ~10 MB daytime chunks, days, months, the whole trace.
 
 A *workload* is a DataFrame sorted by time with columns ``time`` (int64 s), ``url``

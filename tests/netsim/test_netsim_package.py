@@ -10,7 +10,7 @@ import netsim
 PKG = Path(netsim.__file__).parent
 ROOT = PKG.parent
 #: Pure modules (no I/O, no clock, no global randomness), by path from the repository root.
-PURE = ("testbed/traces/logparse.py", "testbed/traces/workload.py", "testbed/traces/stats.py",
+PURE = ("netsim/logparse.py", "testbed/traces/workload.py", "testbed/traces/stats.py",
         "netsim/cache.py", "sslsplit/synth.py")
 
 

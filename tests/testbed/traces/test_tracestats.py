@@ -76,8 +76,8 @@ def test_repetition_whole_trace_equals_compressibility(epa_work: pd.DataFrame) -
 
 
 def test_streaming_stats_equal_whole_table(epa_table: tuple, epa_work: pd.DataFrame) -> None:
+    from netsim.logparse import iter_log
     from testbed.traces.catalogue import bundled_dir, stats_for_paths
-    from testbed.traces.logparse import iter_log
 
     table, rep = epa_table
     whole = trace_stats(table, epa_work, rep.lines, rep.malformed)

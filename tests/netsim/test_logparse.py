@@ -11,8 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from testbed.traces.catalogue import bundled_dir
-from testbed.traces.logparse import (
+from netsim.logparse import (
     COLUMNS,
     FORMATS,
     LogFormat,
@@ -23,6 +22,7 @@ from testbed.traces.logparse import (
     read_log,
     sniff_format,
 )
+from testbed.traces.catalogue import bundled_dir
 
 EPA = bundled_dir() / "EPA-HTTP" / "epa-http.txt.gz"
 WC98 = bundled_dir() / "WorldCup98-day6-sample" / "wc_day6_1_sample.csv.gz"
