@@ -338,6 +338,10 @@ CASES: tuple[Case, ...] = (
     case("webalps_sim.guardian", "--state-dir {scratch}/g2 --key-size 1024 --app no-such-app --init", 2, "unknown guardian application"),
     case("webalps_sim.guardian", "--state-dir {scratch}/g3 --key-size 1024", 2, "--listen"),
     case("webalps_sim.guardian", "--state-dir {scratch}/g4 --key-size 1024 --listen {scratch}/g4.sock", 3, "no certificate yet", "webalps_sim.ca sign"),
+    case("webalps_sim.guardian", "--state-dir {scratch}/g5 --max-connections 0", 2, "--max-connections", "at least 1"),
+    case("webalps_sim.guardian", "--state-dir {scratch}/g5 --max-frame-bytes 5000000", 2, "--max-frame-bytes", "5000000"),
+    case("webalps_sim.guardian", "--state-dir {scratch}/g5 --max-sessions 0", 2, "--max-sessions", "at least 1"),
+    case("webalps_sim.guardian", "--state-dir {scratch}/g5 --session-lifetime -1", 2, "--session-lifetime", "positive"),
     # webalps_sim.ca
     case("webalps_sim.ca", "", 2, "required", "command"),
     case("webalps_sim.ca", "init", 2, "required", "--dir"),

@@ -33,6 +33,17 @@ Robustness rules, all enforced here and not in the core:
   handshake that does not finish within ``handshake_timeout`` seconds (for
   instance a slow-loris peer that sends nothing) is aborted with a fatal
   alert.
+* **A delegate that answers by event never blocks the loop.**  A server
+  connection built with :class:`tls12.delegate.EventDelegate` returns its
+  questions as :class:`tls12.events.DelegateNeeded` events; the stream answers
+  each one in a task of its own with ``answer(conn, request)`` (given to
+  :func:`serve` / :class:`TLSStream`) and supplies the result, so a slow key
+  holder delays only the connections that wait for it.  While a connection
+  waits for an answer it needs to read on, the stream reads nothing more from
+  its socket; :meth:`TLSStream.drain` and :meth:`TLSStream.close` also wait
+  for the records being sealed.  Time limits on answers are the ``answer``
+  callable's (it returns an exception value, and the connection ends with
+  ``internal_error``).
 
 Example (a TLS echo server and a client)::
 
@@ -60,7 +71,14 @@ from typing import Any, Protocol
 from . import ClientConnection, ServerConnection
 from .config import ClientConfig, ServerConfig
 from .errors import AlertDescription, AlertReceivedError, LocalProtocolError, TLSError
-from .events import AlertReceived, ApplicationData, ConnectionClosed, Event, HandshakeComplete
+from .events import (
+    AlertReceived,
+    ApplicationData,
+    ConnectionClosed,
+    DelegateNeeded,
+    Event,
+    HandshakeComplete,
+)
 
 __all__ = [
     "DEFAULT_READ_SIZE",
@@ -69,6 +87,7 @@ __all__ = [
     "TLSStream",
     "HandshakeTimeout",
     "Handler",
+    "Answer",
     "serve",
     "connect",
 ]
@@ -103,6 +122,11 @@ class SansIOConnection(Protocol):
     def data_to_send(self) -> bytes: ...
 
 
+Answer = Callable[[Any, Any], Awaitable[object]]
+"""``answer(conn, request)``: the answer (or an exception value) to a
+:class:`tls12.delegate.DelegateRequest` of ``conn`` (see the module docstring)."""
+
+
 class HandshakeTimeout(TLSError):
     """The peer did not complete the handshake within the adapter's timeout."""
 
@@ -125,10 +149,17 @@ class TLSStream:
         writer: asyncio.StreamWriter,
         *,
         read_size: int = DEFAULT_READ_SIZE,
+        answer: Answer | None = None,
     ) -> None:
         if read_size <= 0:
             raise ValueError("read_size must be positive")
         self.conn = conn
+        self._answer = answer
+        self._asks = bool(getattr(conn, "asks_by_event", False))
+        if self._asks and answer is None:
+            raise ValueError("a connection that asks its delegate by event needs answer=")
+        self._progress = asyncio.Event()
+        self._answering: set[asyncio.Task[None]] = set()
         self.reader = reader
         self.writer = writer
         self.read_size = read_size
@@ -169,6 +200,9 @@ class TLSStream:
 
     def _flush(self) -> None:
         """Write whatever the core queued to the socket (no await: buffered by asyncio)."""
+        if self._asks:
+            for request in self.conn.take_requests():  # type: ignore[attr-defined]
+                self._ask(request)
         data = self.conn.data_to_send()
         if data and not self._socket_closed and not self.writer.is_closing():
             self.writer.write(data)
@@ -185,13 +219,60 @@ class TLSStream:
                 self.alerts.append(event)
             elif isinstance(event, ConnectionClosed):
                 self.close_event = event
+            elif isinstance(event, DelegateNeeded):
+                self._ask(event.request)
+
+    # -- questions to the delegate ---------------------------------------------
+
+    def _ask(self, request: Any) -> None:
+        task = asyncio.get_running_loop().create_task(self._answered(request))
+        self._answering.add(task)
+        task.add_done_callback(self._answering.discard)
+
+    async def _answered(self, request: Any) -> None:
+        """Get one answer and supply it; the events that follow are handled as a read's."""
+        assert self._answer is not None
+        try:
+            answer = await self._answer(self.conn, request)
+        except Exception as exc:  # noqa: BLE001 - a failed answer ends this connection only
+            logger.exception("answering %s failed", request.op)
+            answer = exc
+        try:
+            events = self.conn.supply(request.id, answer)  # type: ignore[attr-defined]
+        except TLSError as exc:
+            self._handle_events(list(getattr(exc, "events", ())))
+            self.error = exc
+            self._pending_error = exc
+            self._flush()
+            self._abort()
+        else:
+            self._handle_events(events)
+            self._flush()
+        finally:
+            self._progress.set()
+
+    def _waiting(self) -> bool:
+        """Whether the connection needs an answer before it can read on."""
+        return self._asks and self.conn.waiting_for is not None  # type: ignore[attr-defined]
+
+    async def _sealed(self) -> None:
+        """Wait until every record written so far is sealed and on its way."""
+        while (self._asks and self.conn.unsealed_slots  # type: ignore[attr-defined]
+               and not self._socket_closed and self._pending_error is None):
+            self._progress.clear()
+            await self._progress.wait()
 
     async def _pump(self) -> None:
         """Read one chunk from the socket and feed it to the core.
 
         Raises the core's :class:`~tls12.errors.RemoteProtocolError` after the
-        fatal alert it queued has been written and the socket closed.
+        fatal alert it queued has been written and the socket closed.  While the
+        connection waits for its delegate, wait for an answer instead of reading.
         """
+        if self._waiting():
+            self._progress.clear()
+            await self._progress.wait()
+            return
         try:
             data = await self.reader.read(self.read_size)
         except (ConnectionError, OSError) as exc:
@@ -334,6 +415,7 @@ class TLSStream:
         """Wait until the socket's write buffer is below its high-water mark."""
         if self._socket_closed:
             return
+        await self._sealed()
         try:
             await self.writer.drain()
         except (ConnectionError, OSError) as exc:
@@ -358,6 +440,7 @@ class TLSStream:
                 pass
             try:
                 async with asyncio.timeout(timeout):
+                    await self._sealed()
                     await self.writer.drain()
                     while wait_for_peer and self.close_event is None and not self._socket_closed:
                         await self._pump()
@@ -407,6 +490,7 @@ async def serve(
     connection_factory: Callable[[ServerConfig], SansIOConnection] = ServerConnection,
     on_open: Callable[[TLSStream], None] | None = None,
     on_close: Callable[[TLSStream], None] | None = None,
+    answer: Answer | None = None,
     **server_kwargs: Any,
 ) -> asyncio.Server:
     """Start a TLS server; each connection is handshaken, then given to ``handler``.
@@ -416,14 +500,17 @@ async def serve(
     :class:`~tls12.ServerConnection`; protocol variants pass their own).
     ``on_open(stream)`` is called for every accepted connection before its
     handshake, ``on_close(stream)`` once per connection after its socket was
-    closed -- the place to collect byte counters.
+    closed -- the place to collect byte counters.  ``answer``: how questions of
+    connections that ask their delegate by event are answered (see the module
+    docstring).
 
     Any error of one connection (protocol violation, handshake timeout, reset,
     a bug in ``handler``) is logged and closes that connection only.
     """
 
     async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        stream = TLSStream(connection_factory(config), reader, writer, read_size=read_size)
+        stream = TLSStream(connection_factory(config), reader, writer, read_size=read_size,
+                           answer=answer)
         if on_open is not None:
             on_open(stream)
         try:

@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 from .buffer import Buffer
 from .context import ContextAttribute, HandshakeContext
+from .delegation import PENDING, Delegation
 from .errors import (
     AlertDescription,
     AlertLevel,
@@ -148,7 +149,7 @@ class ReceivedRecord:
     """Whether the record was protected (read after the peer's ChangeCipherSpec)."""
 
 
-class Connection(KeySchedule, StateSeam):
+class Connection(KeySchedule, StateSeam, Delegation):
     """Shared machinery: records, handshake reassembly, transcript, alerts, application data."""
 
     is_client: bool = False
@@ -188,6 +189,7 @@ class Connection(KeySchedule, StateSeam):
         """Handshake message types parsed since the current ``_process_records`` began."""
         self.trace: list[TraceEvent] | None = None
         """What the connection did (:mod:`tls12.trace`), once :meth:`enable_trace` was called."""
+        self._init_delegation()
 
     # negotiated parameters, stored in the handshake context
     version = ContextAttribute()
@@ -283,7 +285,12 @@ class Connection(KeySchedule, StateSeam):
         self._parsed_types.clear()
         next_record = self._reader.next_record if self.trace is None else self._next_record_traced
         try:
-            while self.state is not HandshakeState.CLOSED and (limit is None or count < limit):
+            if self._hs_buffer and self._blocking is None and self.state is not HandshakeState.CLOSED:
+                self._drain_handshake()  # messages behind one that waited for the delegate
+            while (self.state is not HandshakeState.CLOSED and self._blocking is None
+                   and (limit is None or count < limit)):
+                if self._delegate is not None and self._ask_open():
+                    break  # the delegate opens the next record first (tls12.delegation)
                 record = next_record()
                 if record is None:
                     break
@@ -297,7 +304,7 @@ class Connection(KeySchedule, StateSeam):
             self._events = []
             raise
         events, self._events = self._events, []
-        return events, count, content_type
+        return self._delegate_events(events), count, content_type
 
     def _next_record_traced(self) -> tuple[int, bytes] | None:
         """:meth:`RecordReader.next_record`, with its ``record/received`` trace event."""
@@ -361,6 +368,11 @@ class Connection(KeySchedule, StateSeam):
     # --- records ----------------------------------------------------------
 
     def _write_records(self, content_type: int, fragments: list[bytes]) -> None:
+        if self._seal_later:  # event mode: the delegate seals them later (tls12.delegation)
+            self._hold_for_seal(content_type, fragments)
+            if self.trace is not None:
+                self._trace_sent(content_type, fragments, b"", True)
+            return
         version = self.context.version
         records = [OutgoingRecord(content_type, version, self._write.next_seq(), f) for f in fragments]
         wire = self.record_writer.write_records(records, self._write)
@@ -441,7 +453,7 @@ class Connection(KeySchedule, StateSeam):
         :func:`tls12.messages.max_handshake_body`).  At most one message of
         at most that size is buffered.
         """
-        while self.state is not HandshakeState.CLOSED and self._hs_buffer:
+        while self.state is not HandshakeState.CLOSED and self._hs_buffer and self._blocking is None:
             if self.TRANSITIONS.lookup(self.state, self._hs_buffer[0]) is None:
                 raise self._unexpected_handshake(self._hs_buffer[0])
             header = pull_handshake_header(self._hs_buffer)
@@ -471,9 +483,16 @@ class Connection(KeySchedule, StateSeam):
         if transition.hashed:
             transcript += raw
         chosen = getattr(self, transition.handler)(message)
+        if chosen is PENDING:  # the handler asked the delegate by event: its transition waits
+            self._after_message = (transition, msg_type)
+            return
+        self._finish_message(transition, msg_type, chosen)
+
+    def _finish_message(self, transition: Transition, msg_type: int, chosen: object) -> None:
+        """Enter the state the handler of a handshake message chose (checked by the table)."""
         if self.state is not HandshakeState.CLOSED:
             state = self.state
-            new = transition.single if chosen is None and transition.single else transition.resolve(chosen, state)
+            new = transition.single if chosen is None and transition.single else transition.resolve(chosen, state)  # type: ignore[arg-type]
             self._enter(new, handshake_type(msg_type))
 
     def _transcript_before_message(self) -> bytes:
@@ -522,6 +541,7 @@ class Connection(KeySchedule, StateSeam):
             from .delegate import DelegatedWriteProtection
 
             self._write = DelegatedWriteProtection(self._pending_write, self._rng)  # type: ignore[arg-type]
+            self._seal_later = self.asks_by_event
         self._pending_write = None
 
     def _handle_alert(self, fragment: bytes) -> Enum:

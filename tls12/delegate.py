@@ -51,11 +51,29 @@ and :meth:`Connection.export_keys` refuse with :class:`DelegatedStateError`
 (the state is in the delegate; a document with handles alone could not be
 continued by another delegate, so none is written).
 
-Key exchange: the delegate supports **RSA key exchange only**, as the paper's
-guardian does.  A delegated server skips ECDHE suites when it chooses one
-(and fails with ``handshake_failure`` if the client offers nothing else):
-an ECDHE premaster computed by the host would reveal the premaster to it,
-and moving the ephemeral key into the delegate is left to a later protocol.
+Key exchange: RSA and ECDHE_RSA.  For an ECDHE suite the delegate makes the ephemeral
+key and signs the ServerKeyExchange (:meth:`LocalDelegate.ephemeral` returns an
+:class:`EphemeralKey`: a handle that names the private scalar, the public point and the
+signature); the ClientKeyExchange's point goes back to :meth:`SessionDelegate.derive` (or
+``derive_finish``) with ``ephemeral=`` that handle, in place of the encrypted premaster, and the
+delegate computes the premaster.  The connection never holds the ephemeral private key, as
+Keyless SSL and enclave key stores serve ECDHE.
+
+Two ways to ask (the **event-driven seam**).  A delegate object that answers at once (this
+module's :class:`LocalDelegate`) is called inline.  A delegate that must wait for another
+process (a guardian behind a socket) is given as :class:`EventDelegate`: the connection then
+never calls out of ``receive_data``; it returns a :class:`tls12.events.DelegateNeeded` event
+carrying a :class:`DelegateRequest` (an id, the operation -- one of :data:`OPERATIONS`, the
+method names above -- and its arguments), and the adapter answers with
+``conn.supply(request.id, answer)`` whenever the answer arrives.  Requests of many connections
+may be in flight at once and be answered in any order.  While a connection waits for an answer
+it needs to go on reading (keys, a Finished, opened records), it only buffers what arrives;
+``seal`` requests do not stop it: their records wait in order behind the slot, and
+:meth:`tls12.connection.Connection.data_to_send` returns only what is sealed.  A failed
+operation is answered with the exception (``supply(id, exc)``): a ``ValueError`` to ``open`` or
+``derive_finish`` is ``bad_record_mac``, a :class:`tls12.errors.RemoteProtocolError` is sent as
+its own alert, anything else ends the connection with ``internal_error``.  See
+:mod:`tls12.delegation` for the connection side.
 
 :class:`LocalDelegate` is the in-process implementation: it holds the private
 key and the secrets in plain attributes, draws the countermeasure's fallback
@@ -69,15 +87,18 @@ from __future__ import annotations
 
 import hmac
 import itertools
+from itertools import groupby
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from . import prf
+from .ecdhe import ecdhe_keypair, ecdhe_shared_secret
 from .errors import LocalProtocolError
-from .messages import HandshakeType
+from .keys import scheme_hash, scheme_padding
+from .messages import HandshakeType, ecdhe_params_bytes
 from .record import IV_KEY_LABEL, ContentType, DirectionKeys, OutgoingRecord, WriteProtection
 from .suites import SUITES, CipherSuite, SuiteParams
 
@@ -87,6 +108,10 @@ __all__ = [
     "FinishingDelegate",
     "FlightDelegate",
     "FlightResult",
+    "EphemeralKey",
+    "DelegateRequest",
+    "EventDelegate",
+    "OPERATIONS",
     "LocalDelegate",
     "DelegateError",
     "DelegatedStateError",
@@ -112,6 +137,69 @@ class KeyHandle:
     cipher_suite: int
 
 
+@dataclass(frozen=True, slots=True)
+class EphemeralKey:
+    """What :meth:`LocalDelegate.ephemeral` returns: nothing in it is secret."""
+
+    handle: KeyHandle
+    """Names the ephemeral private key inside the delegate (``derive(..., ephemeral=handle)``)."""
+    public: bytes
+    """The public point, as the ServerKeyExchange carries it."""
+    signature: bytes
+    """The signature over ``client_random + server_random + ServerECDHParams``."""
+
+
+OPERATIONS = frozenset({"derive", "derive_finish", "resume", "verify_data", "check_finished",
+                        "finish", "seal", "open", "ephemeral"})
+"""The operations a connection may ask of its delegate (the method names of the protocols)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DelegateRequest:
+    """One question of a connection to its delegate (:class:`tls12.events.DelegateNeeded`).
+
+    ``op`` is one of :data:`OPERATIONS` and ``args`` / ``kwargs`` are exactly what the method of
+    that name takes, so ``request.call(local_delegate)`` answers it in this process.  ``id`` is
+    unique within the connection; the adapter hands it back with the answer to ``supply``.
+    """
+
+    id: int
+    op: str
+    args: tuple[Any, ...]
+    kwargs: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def handle(self) -> KeyHandle | None:
+        """The key handle the request is about, if it names one (not for ``derive``)."""
+        first = self.args[0] if self.args else None
+        return first if isinstance(first, KeyHandle) else None
+
+    def call(self, delegate: object) -> Any:
+        """Answer the request with a delegate object that answers at once."""
+        return getattr(delegate, self.op)(*self.args, **dict(self.kwargs))
+
+
+class EventDelegate:
+    """The delegate of a connection that asks through events (see the module docstring).
+
+    ``ops`` names the optional operations the adapter's delegate offers (``finish``,
+    ``derive_finish``); the required ones are always asked for.  The connection never calls
+    this object: it only reads :attr:`ops`.
+    """
+
+    REQUIRED = frozenset({"derive", "resume", "verify_data", "check_finished", "seal", "open",
+                          "ephemeral"})
+
+    def __init__(self, ops: frozenset[str] | set[str] = OPERATIONS) -> None:
+        unknown = set(ops) - OPERATIONS
+        if unknown:
+            raise ValueError(f"unknown delegate operations {sorted(unknown)}")
+        self.ops = frozenset(ops) | self.REQUIRED
+
+    def offers(self, op: str) -> bool:
+        return op in self.ops
+
+
 @runtime_checkable
 class SessionDelegate(Protocol):
     """Everything a server connection does with the premaster, master secret and keys."""
@@ -124,12 +212,22 @@ class SessionDelegate(Protocol):
         server_random: bytes,
         cipher_suite: int,
         session_hash: bytes | None,
+        *,
+        ephemeral: KeyHandle | None = None,
     ) -> KeyHandle:
-        """Keys for a full RSA handshake; never raises on bad padding (§7.4.7.1).
+        """Keys for a full handshake; never raises on bad padding (§7.4.7.1).
 
         ``session_hash`` is the transcript hash through ClientKeyExchange when
-        the extended master secret was negotiated, ``None`` otherwise.
+        the extended master secret was negotiated, ``None`` otherwise.  ECDHE:
+        ``ephemeral`` names the key of :meth:`ephemeral`, ``encrypted_premaster``
+        is the client's public point and ``client_version`` is not used (an
+        invalid point is :class:`tls12.errors.IllegalParameter`).
         """
+        ...
+
+    def ephemeral(self, group: int, scheme: int, client_random: bytes, server_random: bytes,
+                  cipher_suite: int) -> EphemeralKey:
+        """A fresh ephemeral key of ``group`` and its ServerKeyExchange signature (``scheme``)."""
         ...
 
     def resume(self, session: KeyHandle, client_random: bytes, server_random: bytes) -> KeyHandle:
@@ -147,7 +245,8 @@ class SessionDelegate(Protocol):
         ...
 
     def seal(self, handle: KeyHandle, from_client: bool, records: Sequence[OutgoingRecord]) -> bytes:
-        """The protected records, headers included (consecutive sequence numbers, one type)."""
+        """The protected records, headers included (consecutive sequence numbers; the content
+        types may differ, e.g. a response and its close_notify)."""
         ...
 
     def open(
@@ -186,7 +285,8 @@ class FlightDelegate(Protocol):
     def derive_finish(self, encrypted_premaster: bytes, client_version: int,
                       client_random: bytes, server_random: bytes, cipher_suite: int,
                       transcript: bytes, extended_master_secret: bool, record_version: int,
-                      finished_fragment: bytes) -> FlightResult | None:
+                      finished_fragment: bytes, *,
+                      ephemeral: KeyHandle | None = None) -> FlightResult | None:
         """Derive keys as :meth:`SessionDelegate.derive` (the session hash, if
         ``extended_master_secret``, is the hash of ``transcript``: every handshake message
         through the ClientKeyExchange), open ``finished_fragment`` as client record 0 of type
@@ -249,15 +349,16 @@ class DelegatedWriteProtection(WriteProtection):
 
 
 class DelegatedReadCipher:
-    """The read side's cipher for :class:`tls12.record.RecordReader`: opens through the delegate.
+    """The read side's cipher for :class:`tls12.record.RecordReader`: plaintexts opened ahead.
 
-    The reader asks for one record at a time.  To make one delegate call per burst of data
-    rather than per record, an application-data record is opened together with the whole
-    application-data records already buffered behind it (at most :attr:`MAX_BATCH`); their
-    plaintexts wait here, keyed by sequence number and ciphertext, until the reader reaches
-    them.  Only application data is batched: no key change can come between two such records
-    (renegotiation is refused).  If a batch fails, the record asked for is opened alone, so
-    the error belongs to the first bad record and the good ones before it are delivered.
+    The connection opens each record through the delegate *before* the reader reaches it
+    (:meth:`tls12.delegation.Delegation._ask_open`: one question for an application-data
+    record and those already buffered behind it, at most :attr:`MAX_BATCH`, so a burst costs
+    one call) and leaves the plaintexts here, keyed by sequence number and ciphertext; the
+    reader then takes them.  Only application data is batched: no key change can come between
+    two such records (renegotiation is refused).  A record that was not opened ahead is opened
+    alone with a delegate that answers at once; an :class:`EventDelegate` connection never
+    reaches that point.
     """
 
     __slots__ = ("direction", "reader", "_ahead")
@@ -272,28 +373,23 @@ class DelegatedReadCipher:
         self.reader = reader
         self._ahead: dict[int, tuple[bytes, bytes]] = {0: opened} if opened is not None else {}
 
+    def has(self, seq: int, fragment: bytes) -> bool:
+        """Whether record ``seq`` with this ciphertext was opened ahead."""
+        ahead = self._ahead.get(seq)
+        return ahead is not None and ahead[0] == fragment
+
+    def fill(self, batch: Sequence[tuple[int, int, int, bytes]], plaintexts: Sequence[bytes]) -> None:
+        """Keep the delegate's plaintexts of ``batch`` (``(seq, type, version, fragment)``)."""
+        self._ahead = {seq: (f, pt) for (seq, _, _, f), pt in zip(batch, plaintexts, strict=True)}
+
     def open(self, seq: int, content_type: int, version: int, fragment: bytes) -> bytes:
-        d = self.direction
         ahead = self._ahead.pop(seq, None)
         if ahead is not None and ahead[0] == fragment:
             return ahead[1]
-        batch = [(seq, content_type, version, fragment)]
-        if content_type == _APPLICATION_DATA and self.reader is not None:
-            following = self.reader.peek_fragments(  # type: ignore[attr-defined]
-                content_type, version, self.MAX_BATCH - 1
-            )
-            batch += [(seq + 1 + i, content_type, version, f) for i, f in enumerate(following)]
-        if len(batch) == 1:
-            return d.delegate.open(d.handle, d.from_client, batch)[0]
-        try:
-            plaintexts = d.delegate.open(d.handle, d.from_client, batch)
-        except ValueError:
-            self._ahead.clear()
-            return d.delegate.open(d.handle, d.from_client, batch[:1])[0]
-        if len(plaintexts) != len(batch):
-            raise DelegateError(f"the delegate opened {len(plaintexts)} of {len(batch)} records")
-        self._ahead = {s: (f, p) for (s, _, _, f), p in zip(batch[1:], plaintexts[1:], strict=True)}
-        return plaintexts[0]
+        d = self.direction
+        if isinstance(d.delegate, EventDelegate):
+            raise DelegateError(f"record {seq} was not opened ahead by the delegate")
+        return d.delegate.open(d.handle, d.from_client, [(seq, content_type, version, fragment)])[0]
 
 
 _APPLICATION_DATA = ContentType.APPLICATION_DATA
@@ -340,6 +436,7 @@ class LocalDelegate:
         self._key = private_key
         self._rng = rng
         self._secrets: dict[int, _Secrets] = {}
+        self._ephemerals: dict[int, tuple[int, bytes]] = {}
         self._ids = itertools.count(1)
 
     def _get(self, handle: KeyHandle) -> _Secrets:
@@ -355,8 +452,24 @@ class LocalDelegate:
         self._secrets[handle.id] = _Secrets(master, params, client_random, server_random, ems)
         return handle
 
+    def ephemeral(self, group: int, scheme: int, client_random: bytes, server_random: bytes,
+                  cipher_suite: int) -> EphemeralKey:
+        """Make an ECDHE key (32 bytes of the RNG, as the non-delegated server draws) and sign
+        ``client_random + server_random + ServerECDHParams`` with the RSA key."""
+        private, public = ecdhe_keypair(group, self._rng(32))
+        signed = client_random + server_random + ecdhe_params_bytes(group, public)
+        signature = self._key.sign(signed, scheme_padding(scheme), scheme_hash(scheme))
+        handle = KeyHandle(next(self._ids), int(cipher_suite))
+        self._ephemerals[handle.id] = (group, private)
+        return EphemeralKey(handle, public, signature)
+
     def derive(self, encrypted_premaster: bytes, client_version: int, client_random: bytes,
-               server_random: bytes, cipher_suite: int, session_hash: bytes | None) -> KeyHandle:
+               server_random: bytes, cipher_suite: int, session_hash: bytes | None, *,
+               ephemeral: KeyHandle | None = None) -> KeyHandle:
+        if ephemeral is not None:
+            premaster = self._ecdhe_premaster(ephemeral, encrypted_premaster)
+            return self._master(premaster, client_random, server_random, cipher_suite,
+                                session_hash)
         # Draw the fallback first, decrypt, then pick without revealing which path was taken.
         fallback = client_version.to_bytes(2, "big") + self._rng(46)
         try:
@@ -367,6 +480,18 @@ class LocalDelegate:
                 and hmac.compare_digest(decrypted[:2], fallback[:2]))
         premaster = decrypted if good else fallback
         assert premaster is not None
+        return self._master(premaster, client_random, server_random, cipher_suite, session_hash)
+
+    def _ecdhe_premaster(self, ephemeral: KeyHandle, point: bytes) -> bytes:
+        """The ECDH shared secret with the client's point; the ephemeral key is used once."""
+        try:
+            group, private = self._ephemerals.pop(ephemeral.id)
+        except (KeyError, AttributeError):
+            raise DelegateError(f"unknown ephemeral key {ephemeral!r}") from None
+        return ecdhe_shared_secret(group, private, point)
+
+    def _master(self, premaster: bytes, client_random: bytes, server_random: bytes,
+                cipher_suite: int, session_hash: bytes | None) -> KeyHandle:
         if session_hash is not None:
             master = prf.extended_master_secret(premaster, session_hash)
         else:
@@ -396,12 +521,14 @@ class LocalDelegate:
     def derive_finish(self, encrypted_premaster: bytes, client_version: int,
                       client_random: bytes, server_random: bytes, cipher_suite: int,
                       transcript: bytes, extended_master_secret: bool, record_version: int,
-                      finished_fragment: bytes) -> FlightResult | None:
+                      finished_fragment: bytes, *,
+                      ephemeral: KeyHandle | None = None) -> FlightResult | None:
         """:meth:`FlightDelegate.derive_finish` in this process (same RNG draws as
         :meth:`derive`, so the handshake's bytes do not depend on which path was taken)."""
         client_hash = prf.transcript_hash(transcript)
         handle = self.derive(encrypted_premaster, client_version, client_random, server_random,
-                             cipher_suite, client_hash if extended_master_secret else None)
+                             cipher_suite, client_hash if extended_master_secret else None,
+                             ephemeral=ephemeral)
         try:
             message = self.open(handle, True, [(0, _HANDSHAKE, record_version,
                                                 finished_fragment)])[0]
@@ -425,7 +552,8 @@ class LocalDelegate:
         records = list(records)
         if len(records) == 1:
             return protection.seal(records[0])
-        return protection.seal_many(records)
+        return b"".join(protection.seal_many(list(run))
+                        for _, run in groupby(records, key=lambda r: r.content_type))
 
     def open(self, handle: KeyHandle, from_client: bool,
              records: Sequence[tuple[int, int, int, bytes]]) -> list[bytes]:
@@ -437,5 +565,11 @@ class LocalDelegate:
                 for seq, ct, version, fragment in records]
 
     def release(self, handle: KeyHandle) -> None:
-        """Forget a handle's secrets (a session evicted from the store, a closed connection)."""
+        """Forget a handle's secrets (a session evicted from the store, a closed connection,
+        an ephemeral key whose ClientKeyExchange never came)."""
         self._secrets.pop(handle.id, None)
+        self._ephemerals.pop(handle.id, None)
+
+    def holds(self) -> int:
+        """How many handles (sessions and ephemeral keys) this delegate keeps now."""
+        return len(self._secrets) + len(self._ephemerals)

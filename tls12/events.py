@@ -7,8 +7,12 @@ in meant.  Modelled on h11's ``_events.py`` and aioquic's ``quic/events.py``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .errors import AlertDescription, AlertLevel
+
+if TYPE_CHECKING:
+    from .delegate import DelegateRequest
 
 __all__ = [
     "Event",
@@ -16,6 +20,7 @@ __all__ = [
     "ApplicationData",
     "AlertReceived",
     "ConnectionClosed",
+    "DelegateNeeded",
 ]
 
 
@@ -61,3 +66,11 @@ class ConnectionClosed(Event):
 
     clean: bool
     description: AlertDescription | int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DelegateNeeded(Event):
+    """The connection asks its delegate (seam 5, event mode): answer with
+    ``conn.supply(request.id, answer)`` (:mod:`tls12.delegation`)."""
+
+    request: DelegateRequest

@@ -309,6 +309,11 @@ class RecordReader:
         self._cipher = cipher  # type: ignore[assignment]
         self.seq = seq
 
+    @property
+    def cipher(self) -> object | None:
+        """What opens records now (``None`` before the peer's ChangeCipherSpec)."""
+        return self._cipher
+
     def peek_fragments(self, content_type: int, version: int, limit: int) -> list[bytes]:
         """The fragments of the whole records of ``content_type`` and ``version`` at the front
         of the buffer (at most ``limit``), left in place: what a batching cipher opens ahead."""

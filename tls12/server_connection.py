@@ -58,9 +58,10 @@ from .buffer import Buffer
 from .config import ServerConfig
 from .connection import COMMON_TRANSITIONS, Connection, HandshakeState
 from .context import ContextAttribute, ServerHandshakeContext
+from .delegate import DelegateError
+from .delegation import unwrap
 from .ecdhe import GROUP_IDS, ecdhe_keypair, ecdhe_shared_secret
 from .errors import (
-    BadRecordMAC,
     DecodeError,
     DecryptError,
     HandshakeFailure,
@@ -99,7 +100,7 @@ from .session import Session
 from .suites import SUITES, KeyExchange
 
 if TYPE_CHECKING:
-    from .delegate import KeyHandle, SessionDelegate
+    from .delegate import EventDelegate, KeyHandle, SessionDelegate
 
 # GROUP_IDS and the ECDHE helpers live in tls12.ecdhe; re-exported here for older imports.
 __all__ = ["ServerConnection", "GROUP_IDS", "ecdhe_keypair", "ecdhe_shared_secret"]
@@ -139,7 +140,7 @@ class ServerConnection(Connection):
         config: ServerConfig,
         record_writer: RecordWriter | None = None,
         *,
-        delegate: SessionDelegate | None = None,
+        delegate: SessionDelegate | EventDelegate | None = None,
     ) -> None:
         """``delegate``: seam 5 -- a :class:`tls12.delegate.SessionDelegate` that holds every
         session secret (RSA suites only); ``None`` keeps them in this connection."""
@@ -153,7 +154,9 @@ class ServerConnection(Connection):
         self.state = HandshakeState.EXPECT_CLIENT_HELLO
         self._delegate = delegate
         self._flight_finished: tuple[bytes, bytes] | None = None
-        """(client's verify_data, ours) from a one-call flight (:meth:`_derive_finish_flight`)."""
+        """(client's verify_data, ours) from a one-call flight (:meth:`_flight_answered`)."""
+        self._ephemeral: KeyHandle | None = None
+        """Delegated ECDHE: the delegate's handle of the ephemeral key, until ClientKeyExchange."""
         if config.trace:
             self.enable_trace()
 
@@ -171,8 +174,21 @@ class ServerConnection(Connection):
             raise ValueError("count must be at least 0")
         if self._close_sent:
             raise LocalProtocolError("records after close_notify")
-        self._output += records
+        self._queue_output(records)
         self._write.seq += count
+
+    @property
+    def key_handle(self) -> KeyHandle | None:
+        """Delegated: the delegate's name for this connection's keys (nothing secret), once
+        derived; release it in the delegate when the connection ends (unless a stored
+        session still names it)."""
+        return self._key_handle
+
+    @property
+    def ephemeral_handle(self) -> KeyHandle | None:
+        """Delegated ECDHE: the handle of an ephemeral key whose ClientKeyExchange has not
+        come (release it if the connection ends before)."""
+        return self._ephemeral
 
     @classmethod
     def import_state(cls, config: ServerConfig, blob: bytes, record_writer: RecordWriter | None = None) -> ServerConnection:
@@ -227,7 +243,8 @@ class ServerConnection(Connection):
             if suite not in hello.cipher_suites:
                 continue
             if SUITES[suite].key_exchange is KeyExchange.ECDHE_RSA and (
-                self.context.group is None or self._delegate is not None
+                self.context.group is None
+                or (self._delegate is not None and not self._offers("ephemeral"))
             ):
                 continue
             return int(suite)
@@ -284,12 +301,30 @@ class ServerConnection(Connection):
     def _full_handshake(self, hello: ClientHello) -> Enum:
         """Queue ServerHello .. ServerHelloDone; the state that awaits the client's answer."""
         self.resumed = False
+        self.session = None
         self.session_id = self.config.rng(32) if self.config.session_store is not None else b""
+        ecdhe = SUITES[self.cipher_suite].key_exchange is KeyExchange.ECDHE_RSA  # type: ignore[index]
+        if self._delegate is not None and ecdhe:
+            # the delegate makes the ephemeral key and signs the ServerKeyExchange
+            group, scheme = self.context.group, self._choose_scheme()
+            return self._ask("ephemeral", (group, scheme, self.client_random, self.server_random,
+                                           self.cipher_suite),
+                             lambda answer: self._send_first_flight(
+                                 hello, self._delegated_server_key_exchange(answer, group, scheme)))
+        return self._send_first_flight(hello, self._build_server_key_exchange())
+
+    def _delegated_server_key_exchange(self, answer: object, group: int, scheme: int) -> bytes:
+        ephemeral = unwrap(answer)
+        self._ephemeral = ephemeral.handle
+        return push_server_key_exchange_ecdhe(
+            ServerKeyExchangeECDHE(group, ephemeral.public, scheme, ephemeral.signature))
+
+    def _send_first_flight(self, hello: ClientHello, ske: bytes | None) -> Enum:
+        """Queue ServerHello, Certificate, [ServerKeyExchange,] ServerHelloDone."""
         flight: list[tuple[int, bytes]] = [
             (HandshakeType.SERVER_HELLO, self._server_hello(hello)),
             (HandshakeType.CERTIFICATE, push_certificate(Certificate(tuple(self.config.credentials.chain_der)))),
         ]
-        ske = self._build_server_key_exchange()
         if ske is not None:
             flight.append((HandshakeType.SERVER_KEY_EXCHANGE, ske))
         flight.append((HandshakeType.SERVER_HELLO_DONE, b""))
@@ -336,91 +371,120 @@ class ServerConnection(Connection):
         )
         return decrypted if good else fallback  # type: ignore[return-value]
 
-    def _handle_client_key_exchange(self, body: bytes) -> None:
+    def _handle_client_key_exchange(self, body: bytes) -> object:
         if self._delegate is not None:
-            # the countermeasure (RFC 5246 §7.4.7.1) runs inside the delegate
-            encrypted = pull_client_key_exchange_rsa(Buffer(body))
-            if self._derive_finish_flight(encrypted):
-                return
-            session_hash = (
-                prf.transcript_hash(bytes(self.context.transcript)) if self.extended_master_secret else None
-            )
-            assert self.cipher_suite is not None
-            handle = self._delegate.derive(
-                encrypted, self.client_version, self.client_random, self.server_random,
-                self.cipher_suite, session_hash,
-            )
-            self._set_delegated_keys(handle)
-            return
+            return self._delegated_key_exchange(body)
         premaster = self._premaster_from_client_key_exchange(body)
         self._set_premaster(premaster)
         self.context.ecdhe_private = b""
+        return None
 
-    def _derive_finish_flight(self, encrypted: bytes) -> bool:
-        """Keys, the client's Finished and ours in one delegate call, if the flight is here.
+    def _delegated_key_exchange(self, body: bytes) -> object:
+        """Ask the delegate for the keys: with the client's whole flight when it is here."""
+        kwargs: tuple[tuple[str, object], ...] = ()
+        if SUITES[self.cipher_suite].key_exchange is KeyExchange.ECDHE_RSA:  # type: ignore[index]
+            exchanged = pull_client_key_exchange_ecdhe(Buffer(body))
+            kwargs = (("ephemeral", self._ephemeral),)
+            self._ephemeral = None
+        else:  # the countermeasure (RFC 5246 §7.4.7.1) runs inside the delegate
+            exchanged = pull_client_key_exchange_rsa(Buffer(body))
+        assert self.cipher_suite is not None
+        common = (exchanged, self.client_version, self.client_random, self.server_random,
+                  self.cipher_suite)
+        finished = self._buffered_finished_record()
+        if finished is not None:
+            args = (*common, bytes(self.context.transcript), self.extended_master_secret,
+                    self.context.version, finished)
+            return self._ask("derive_finish", args,
+                             lambda answer: self._flight_answered(answer, finished), kwargs)
+        session_hash = (
+            prf.transcript_hash(bytes(self.context.transcript)) if self.extended_master_secret else None
+        )
+        return self._ask("derive", (*common, session_hash), self._keys_answered, kwargs)
 
-        Taken when the delegate offers ``derive_finish`` (:class:`tls12.delegate.FlightDelegate`)
-        and the ClientKeyExchange is followed, already buffered, by nothing but a
-        ChangeCipherSpec record and one handshake record (the encrypted Finished).  The opened
-        record is handed to the read cipher the ChangeCipherSpec installs, and our verify_data
-        waits for :meth:`_handle_finished`; False: make the separate calls.
-        """
-        derive_finish = getattr(self._delegate, "derive_finish", None)
-        if derive_finish is None or self._hs_buffer:
-            return False
+    def _keys_answered(self, answer: object) -> None:
+        self._set_delegated_keys(unwrap(answer))
+
+    def _buffered_finished_record(self) -> bytes | None:
+        """The encrypted Finished record, if the ClientKeyExchange is followed, already buffered,
+        by nothing but a ChangeCipherSpec record and one handshake record, and the delegate
+        takes the whole flight (``derive_finish``, :class:`tls12.delegate.FlightDelegate`):
+        then one question derives the keys, checks the client's Finished and makes ours."""
+        if self._hs_buffer or not self._offers("derive_finish"):
+            return None
         version = self.context.version
         records = self._reader.peek_records(2)
         if (len(records) < 2 or records[0] != (_CCS_RECORD, version, b"\x01")
                 or records[1][:2] != (_HANDSHAKE_RECORD, version)):
-            return False
-        assert self.cipher_suite is not None
-        try:
-            result = derive_finish(encrypted, self.client_version, self.client_random,
-                                   self.server_random, self.cipher_suite,
-                                   bytes(self.context.transcript), self.extended_master_secret,
-                                   version, records[1][2])
-        except ValueError:
-            raise BadRecordMAC("bad record MAC") from None
+            return None
+        return records[1][2]
+
+    def _flight_answered(self, answer: object, finished_fragment: bytes) -> None:
+        """The opened record goes to the read cipher the ChangeCipherSpec installs, and our
+        verify_data waits for :meth:`_handle_finished`."""
+        result = unwrap(answer, record=True)
         if result is None:
             raise DecryptError("Finished verify_data mismatch")
         self._set_delegated_keys(result.handle)
-        self._opened_ahead = (records[1][2], result.client_finished)
+        self._opened_ahead = (finished_fragment, result.client_finished)
         self._flight_finished = (result.client_finished[4:], result.server_verify_data)
-        return True
 
     # --- Finished ---------------------------------------------------------------
 
-    def _handle_finished(self, finished: Finished) -> None:
+    def _handle_finished(self, finished: Finished) -> object:
         flight, self._flight_finished = self._flight_finished, None
         if flight is not None:
-            # the delegate checked this very Finished and made ours (_derive_finish_flight)
+            # the delegate checked this very Finished and made ours (_flight_answered)
             if not hmac.compare_digest(finished.verify_data, flight[0]):
                 raise DecryptError("Finished verify_data mismatch")
-            self._send_change_cipher_spec()
-            self._send_handshake((HandshakeType.FINISHED, push_finished(Finished(flight[1]))))
-            self._store_session()
-            self._complete()
-            return
-        finish = getattr(self._delegate, "finish", None)
-        if finish is not None and not self.resumed:
-            # one delegate call checks the client's Finished and computes ours (tls12.delegate)
-            assert self._key_handle is not None
-            ours = finish(self._key_handle, prf.transcript_hash(self._transcript_before_message()),
-                          finished.verify_data, prf.transcript_hash(bytes(self.context.transcript)))
-            if ours is None:
-                raise DecryptError("Finished verify_data mismatch")
-            self._send_change_cipher_spec()
-            self._send_handshake((HandshakeType.FINISHED, push_finished(Finished(ours))))
-            self._store_session()
-            self._complete()
-            return
+            self._send_our_finished(flight[1])
+            return None
+        if self._delegate is not None:
+            return self._delegated_finished(finished)
         self._check_finished(finished)
         if self.resumed:
             self._complete()
-            return
+            return None
+        self._send_our_finished(self._finished_body(False))
+        return None
+
+    def _send_our_finished(self, verify_data: bytes) -> None:
+        """ChangeCipherSpec and our Finished after the client's; the handshake is complete."""
         self._send_change_cipher_spec()
-        self._send_handshake((HandshakeType.FINISHED, push_finished(Finished(self._finished_body(False)))))
+        self._send_handshake((HandshakeType.FINISHED, push_finished(Finished(verify_data))))
         self._store_session()
+        self._complete()
+
+    def _delegated_finished(self, finished: Finished) -> object:
+        """The client's Finished checked by the delegate (with ours in the same question when
+        it offers ``finish``); a resumed handshake only checks it."""
+        handle = self._key_handle
+        assert handle is not None
+        client_hash = prf.transcript_hash(self._transcript_before_message())
+        if self.resumed:
+            return self._ask("check_finished", (handle, True, client_hash, finished.verify_data),
+                             lambda ok: self._resumed_finished_checked(unwrap(ok)))
+        our_hash = prf.transcript_hash(bytes(self.context.transcript))
+        if self._offers("finish"):
+            return self._ask("finish", (handle, client_hash, finished.verify_data, our_hash),
+                             lambda ours: self._ours_answered(unwrap(ours)))
+
+        def checked(ok: object) -> object:
+            if not unwrap(ok):
+                raise DecryptError("Finished verify_data mismatch")
+            return self._ask("verify_data", (handle, False, our_hash),
+                             lambda ours: self._ours_answered(unwrap(ours)))
+
+        return self._ask("check_finished", (handle, True, client_hash, finished.verify_data), checked)
+
+    def _ours_answered(self, ours: bytes | None) -> None:
+        if ours is None:
+            raise DecryptError("Finished verify_data mismatch")
+        self._send_our_finished(ours)
+
+    def _resumed_finished_checked(self, ok: bool) -> None:
+        if not ok:
+            raise DecryptError("Finished verify_data mismatch")
         self._complete()
 
     def _store_session(self) -> None:
@@ -439,19 +503,45 @@ class ServerConnection(Connection):
             self.config.session_store.put(self.session)
 
     def _resume(self, session: Session, hello: ClientHello) -> Enum:
-        """Queue ServerHello, ChangeCipherSpec, Finished of the abbreviated handshake."""
+        """Queue ServerHello, ChangeCipherSpec, Finished of the abbreviated handshake.
+
+        Delegated, the delegate is asked first for the session's new keys; if it no longer
+        holds the session (a restarted guardian, an evicted handle: :class:`DelegateError`)
+        the session leaves the store and a full handshake follows."""
+        if self._delegate is not None:
+            handle: KeyHandle = session.handle  # type: ignore[assignment]
+            return self._ask("resume", (handle, self.client_random, self.server_random),
+                             lambda answer: self._resume_answered(answer, session, hello))
+        self._enter_resumption(session, hello)
+        self.master_secret = session.master_secret
+        self._derive_keys()
+        self._send_change_cipher_spec()
+        self._send_handshake((HandshakeType.FINISHED, push_finished(Finished(self._finished_body(False)))))
+        return HandshakeState.EXPECT_CHANGE_CIPHER_SPEC
+
+    def _enter_resumption(self, session: Session, hello: ClientHello) -> None:
         self.resumed = True
         self.session = session
         self.session_id = session.session_id
         self.cipher_suite = session.cipher_suite
         self.extended_master_secret = session.extended_master_secret
         self._send_handshake((HandshakeType.SERVER_HELLO, self._server_hello(hello)))
-        if self._delegate is not None:
-            handle: KeyHandle = session.handle  # type: ignore[assignment]
-            self._set_delegated_keys(self._delegate.resume(handle, self.client_random, self.server_random))
-        else:
-            self.master_secret = session.master_secret
-            self._derive_keys()
-        self._send_change_cipher_spec()
-        self._send_handshake((HandshakeType.FINISHED, push_finished(Finished(self._finished_body(False)))))
-        return HandshakeState.EXPECT_CHANGE_CIPHER_SPEC
+
+    def _resume_answered(self, answer: object, session: Session, hello: ClientHello) -> object:
+        if isinstance(answer, DelegateError):
+            store = self.config.session_store
+            if store is not None:
+                store.remove(session.session_id)
+            self.extended_master_secret = hello.extension(ExtensionType.EXTENDED_MASTER_SECRET) is not None
+            return self._full_handshake(hello)
+        self._enter_resumption(session, hello)
+        self._set_delegated_keys(unwrap(answer))
+        assert self._key_handle is not None
+        our_hash = prf.transcript_hash(bytes(self.context.transcript))
+
+        def ours(verify_data: object) -> Enum:
+            self._send_change_cipher_spec()
+            self._send_handshake((HandshakeType.FINISHED, push_finished(Finished(unwrap(verify_data)))))
+            return HandshakeState.EXPECT_CHANGE_CIPHER_SPEC
+
+        return self._ask("verify_data", (self._key_handle, False, our_hash), ours)

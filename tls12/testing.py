@@ -52,6 +52,7 @@ __all__ = [
     "KeyKind",
     "PipeEvents",
     "PipeLivelock",
+    "AnsweringServer",
     "credentials",
     "pipe",
     "seeded_rng",
@@ -212,3 +213,68 @@ def seeded_rng(seed: int | bytes | str) -> Callable[[int], bytes]:
         return out
 
     return rng
+
+
+class AnsweringServer:
+    """A server connection that asks by event, with a delegate answering at once behind it.
+
+    The smallest adapter of the event-driven delegate seam (:mod:`tls12.delegation`): every
+    :class:`tls12.events.DelegateNeeded` question is answered with ``request.call(delegate)``
+    (a failure becomes the answer, as a remote adapter would supply it) and the events that
+    follow are returned in order.  It stands where a :class:`ServerConnection` stands in
+    :func:`pipe`; any other attribute is the connection's.  ``hold(request)`` returning True
+    keeps a question unanswered in :attr:`held` (answer it later with :meth:`answer`), which
+    is how a test makes a delegate slow.
+    """
+
+    def __init__(self, conn: Any, delegate: Any, hold: Callable[[Any], bool] | None = None) -> None:
+        self.conn = conn
+        self.delegate = delegate
+        self.hold = hold
+        self.held: list[Any] = []
+        self.asked: list[Any] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.conn, name)
+
+    def _answered(self, events: list[Any]) -> list[Any]:
+        from tls12.events import DelegateNeeded
+
+        out: list[Any] = []
+        queue = list(events)
+        while queue:
+            event = queue.pop(0)
+            if not isinstance(event, DelegateNeeded):
+                out.append(event)
+                continue
+            self.asked.append(event.request)
+            if self.hold is not None and self.hold(event.request):
+                self.held.append(event.request)
+                continue
+            try:
+                queue += self.answer(event.request)
+            except Exception as exc:
+                # the events before the error belong to it, as receive_data reports them
+                exc.events = out + [e for e in queue if not isinstance(e, DelegateNeeded)] \
+                    + list(getattr(exc, "events", []))  # type: ignore[attr-defined]
+                raise
+        return out
+
+    def answer(self, request: Any) -> list[Any]:
+        """Answer ``request`` now; the connection's events (questions included, unanswered)."""
+        try:
+            answer = request.call(self.delegate)
+        except Exception as exc:  # noqa: BLE001 - a failed operation is an answer too
+            answer = exc
+        if request in self.held:
+            self.held.remove(request)
+        return self.conn.supply(request.id, answer)
+
+    def receive_data(self, data: bytes, **kwargs: Any) -> list[Any]:
+        return self._answered(self.conn.receive_data(data, **kwargs))
+
+    def data_to_send(self) -> bytes:
+        from tls12.events import DelegateNeeded
+
+        self._answered([DelegateNeeded(r) for r in self.conn.take_requests()])
+        return self.conn.data_to_send()

@@ -36,14 +36,19 @@ from tls12.errors import DecodeError
 from .errors import WebAlpsError
 
 __all__ = [
-    "MAX_FRAME", "HEADER", "RECV_SIZE", "FrameType", "ErrorCode", "ProtocolError", "Frame",
-    "encode_frame", "FrameDecoder", "Field", "U8", "U16", "U32", "U64", "RANDOM", "BOOL",
+    "MAX_FRAME", "DEFAULT_MAX_FRAME_BYTES", "HEADER", "RECV_SIZE", "FrameType", "ErrorCode", "ProtocolError", "FrameTooLarge",
+    "Frame", "encode_frame", "FrameDecoder", "Field", "U8", "U16", "U32", "U64", "RANDOM", "BOOL",
     "vector", "optional_vector", "utf8", "lenient_utf8", "counted", "record", "REST",
     "pull_fields", "push_fields",
 ]
 
 MAX_FRAME = 4 << 20
 """Largest accepted frame body: 32 records of 2^14 + 2048 bytes with room to spare."""
+
+DEFAULT_MAX_FRAME_BYTES = (1 << 20) + (64 << 10)
+"""The largest frame a guardian accepts from a host unless configured otherwise
+(``--max-frame-bytes``): a ``SEAL`` of 1 MiB of plaintext (64 records with their fields) fits
+with room to spare.  A host keeps each request frame at most this large."""
 
 HEADER = struct.Struct(">IBI")
 """length, type, request id."""
@@ -64,6 +69,7 @@ class FrameType(IntEnum):
     RELEASE = 0x08
     FINISH = 0x09
     DERIVE_FINISH = 0x0A
+    EPHEMERAL = 0x0B
     INFO = 0x81
     HANDLE = 0x82
     DATA = 0x83
@@ -73,6 +79,7 @@ class FrameType(IntEnum):
     OK = 0x87
     FINISHED = 0x88
     DERIVED = 0x89
+    EPHEMERAL_KEY = 0x8A
     ERROR = 0xFF
 
 
@@ -82,6 +89,8 @@ class ErrorCode(IntEnum):
     MALFORMED = 1
     """The frame could not be parsed; the guardian closes the connection after replying."""
     UNKNOWN_HANDLE = 2
+    """No such handle: never made, released, evicted (least recently used beyond the guardian's
+    session limit), idle past its lifetime, or freed with the host connection that made it."""
     BAD_RECORD = 3
     """A record did not open (bad MAC or padding: one error, no oracle)."""
     SEQUENCE = 4
@@ -89,6 +98,12 @@ class ErrorCode(IntEnum):
     UNSUPPORTED = 5
     INTERNAL = 6
     BAD_FINISHED = 7  # DERIVE_FINISH: not a Finished message with the right verify_data
+    BAD_KEY_EXCHANGE = 8
+    """ECDHE: the client's public point is not a valid point of the group (the host sends the
+    client ``illegal_parameter``); the ephemeral key is spent all the same."""
+    LIMIT = 9
+    """A configured limit of the guardian was reached (host connections, frame size); the
+    guardian closes that host connection after replying and serves the others."""
 
 
 class ProtocolError(WebAlpsError):
@@ -97,6 +112,11 @@ class ProtocolError(WebAlpsError):
     def __init__(self, message: str, request_id: int = 0) -> None:
         super().__init__(message)
         self.request_id = request_id
+
+
+class FrameTooLarge(ProtocolError):
+    """A frame header announcing more than the receiver's configured limit (at most
+    :data:`MAX_FRAME`): a resource limit (``LIMIT``), not a malformed stream."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,11 +136,19 @@ def encode_frame(frame_type: int, request_id: int, payload: bytes) -> bytes:
 class FrameDecoder:
     """Cuts a byte stream into frames: ``feed(data)`` returns the frames now complete.
 
-    :class:`ProtocolError` for a length below 5 or above :data:`MAX_FRAME` or an unknown type
-    as soon as the header is in (nothing of an oversized frame is buffered); then the decoder
-    is unusable (the stream has lost its framing)."""
+    ``max_frame`` (at most :data:`MAX_FRAME`, the default) is the largest frame accepted, counted
+    as the length field counts (type, request id and payload).  As soon as a header is in:
+    :class:`ProtocolError` for a length below 5 or above :data:`MAX_FRAME` or an unknown type,
+    :class:`FrameTooLarge` for a length above ``max_frame`` -- nothing of such a frame is
+    buffered, so one connection holds at most ``max_frame + 4`` bytes here.  After either
+    error the decoder is unusable (the stream has lost its framing)."""
 
-    def __init__(self) -> None:
+    __slots__ = ("_buffer", "_failed", "max_frame")
+
+    def __init__(self, max_frame: int = MAX_FRAME) -> None:
+        if not 5 <= max_frame <= MAX_FRAME:
+            raise ValueError(f"max_frame must be 5..{MAX_FRAME}, not {max_frame}")
+        self.max_frame = max_frame
         self._buffer = bytearray()
         self._failed = False
 
@@ -135,18 +163,25 @@ class FrameDecoder:
         frames = []
         while len(self._buffer) >= HEADER.size:
             length, frame_type, request_id = HEADER.unpack_from(self._buffer)
-            if length < 5 or length > MAX_FRAME:
-                self._failed = True
-                raise ProtocolError(f"frame length {length} outside 5..{MAX_FRAME}", request_id)
-            if frame_type not in FrameType._value2member_map_:
-                self._failed = True
-                raise ProtocolError(f"unknown frame type 0x{frame_type:02x}", request_id)
+            self._check_header(length, frame_type, request_id)
             if len(self._buffer) < 4 + length:
                 break
             payload = bytes(self._buffer[HEADER.size : 4 + length])
             del self._buffer[: 4 + length]
             frames.append(Frame(frame_type, request_id, payload))
         return frames
+
+    def _check_header(self, length: int, frame_type: int, request_id: int) -> None:
+        if 5 <= length <= self.max_frame and frame_type in FrameType._value2member_map_:
+            return
+        self._failed = True
+        self._buffer.clear()
+        if length < 5 or length > MAX_FRAME:
+            raise ProtocolError(f"frame length {length} outside 5..{MAX_FRAME}", request_id)
+        if length > self.max_frame:
+            raise FrameTooLarge(f"frame length {length} above this guardian's limit of "
+                                f"{self.max_frame}", request_id)
+        raise ProtocolError(f"unknown frame type 0x{frame_type:02x}", request_id)
 
 
 # --- fields --------------------------------------------------------------------------------

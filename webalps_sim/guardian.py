@@ -1,6 +1,8 @@
 """Entry point of ``python -m webalps_sim.guardian``.
 
-The code lives in :mod:`webalps_sim.aio.guardian`: the guardian process (a Unix-socket server, a thread per host connection) and its command line.
+The code lives in :mod:`webalps_sim.aio.guardian`: the guardian process (a Unix-socket server
+that serves every host connection from one thread, within configurable bounds) and its command
+line.
 This module only imports its ``main``.
 """
 

@@ -23,7 +23,12 @@ Requests (host -> guardian) and their replies:
 request            does                             reply
 =================  ===============================  ===========================================
 ``HELLO``          identify the guardian            ``INFO`` (chain, measurement, app, run id)
-``DERIVE``         RSA-decrypt the premaster, keys  ``HANDLE``
+``EPHEMERAL``      ECDHE: a fresh ephemeral key     ``EPHEMERAL_KEY`` (its handle, the public
+                   and the ServerKeyExchange        point and the signature over the randoms
+                   signature                        and ServerECDHParams)
+``DERIVE``         RSA-decrypt the premaster (or    ``HANDLE``
+                   ECDHE with the client's point),
+                   keys
 ``RESUME``         keys of an abbreviated handshake ``HANDLE``
 ``VERIFY_DATA``    the server's Finished            ``DATA``
 ``CHECK_FINISHED`` check the client's Finished      ``BOOL``
@@ -41,7 +46,19 @@ A full handshake costs one exchange (``DERIVE_FINISH``) when the client's flight
 host whole, else three (``DERIVE``, ``OPEN``, ``FINISH``); a request costs ``OPEN`` + ``SEAL``.
 Which request a channel accepts in which state is :mod:`webalps_sim.state`'s table.
 
-Any request may instead get ``ERROR`` (:class:`Error`: an :class:`ErrorCode` and a message).
+**ECDHE_RSA.**  For an ECDHE suite the host asks ``EPHEMERAL`` once it has chosen the suite, the
+group and the signature scheme (before it sends the ServerHello flight): the guardian makes the
+ephemeral key, keeps its private half under a handle and returns the public point and the
+ServerKeyExchange signature.  ``DERIVE`` / ``DERIVE_FINISH`` then name that handle in
+``ephemeral_id`` and carry the client's public point where RSA carries the encrypted premaster
+(``client_version`` is not used).  ``ephemeral_id`` 0 means RSA key exchange.  An ephemeral key
+serves one ``DERIVE`` / ``DERIVE_FINISH`` (valid point or not), is forgotten by ``RELEASE`` of
+its handle id, and never leaves the guardian; a point that is not on the curve gets ``ERROR``
+``BAD_KEY_EXCHANGE`` (the host sends the client ``illegal_parameter``).
+
+Any request may instead get ``ERROR`` (:class:`Error`: an :class:`ErrorCode` and a message):
+``LIMIT`` when a configured bound of the guardian was reached (see
+:mod:`webalps_sim.aio.guardian`), ``UNKNOWN_HANDLE`` for a handle released, evicted or expired.
 """
 
 from __future__ import annotations
@@ -54,6 +71,7 @@ from tls12.errors import DecodeError
 
 from .codec import (
     BOOL,
+    DEFAULT_MAX_FRAME_BYTES,
     HEADER,
     MAX_FRAME,
     RANDOM,
@@ -67,6 +85,7 @@ from .codec import (
     Field,
     Frame,
     FrameDecoder,
+    FrameTooLarge,
     FrameType,
     ProtocolError,
     counted,
@@ -81,8 +100,9 @@ from .codec import (
 )
 
 __all__ = [
-    "MAX_FRAME", "HEADER", "RECV_SIZE", "FrameType", "ErrorCode", "ProtocolError", "Frame", "encode_frame",
-    "FrameDecoder", "Message", "SealRecord", "OpenRecord", "Hello", "Info", "Derive", "Resume",
+    "MAX_FRAME", "DEFAULT_MAX_FRAME_BYTES", "HEADER", "RECV_SIZE", "FrameType", "ErrorCode",
+    "ProtocolError", "FrameTooLarge", "Frame", "encode_frame", "FrameDecoder", "Message",
+    "SealRecord", "OpenRecord", "Hello", "Info", "Ephemeral", "EphemeralReply", "Derive", "Resume",
     "VerifyData", "CheckFinished", "Seal", "Open", "Release", "Finish", "FinishReply",
     "DeriveFinish", "DerivedReply", "HandleReply", "DataReply", "BoolReply", "Sealed", "Opened",
     "Ok", "Error", "MESSAGES", "push_message", "pull_message", "decode_message", "message_frame",
@@ -157,12 +177,34 @@ class Hello(Message):
 
 
 @dataclass(frozen=True, slots=True)
+class Ephemeral(Message):
+    """A fresh ECDHE key of ``group`` for a handshake of ``cipher_suite`` (an ECDHE_RSA suite),
+    and the signature with ``scheme`` over ``client_random + server_random + ServerECDHParams``
+    (what the ServerKeyExchange carries)."""
+
+    TYPE: ClassVar[FrameType] = FrameType.EPHEMERAL
+    LAYOUT: ClassVar[Layout] = (
+        ("group", U16), ("scheme", U16), ("client_random", RANDOM), ("server_random", RANDOM),
+        ("cipher_suite", U16),
+    )
+    group: int
+    scheme: int
+    client_random: bytes
+    server_random: bytes
+    cipher_suite: int
+
+
+@dataclass(frozen=True, slots=True)
 class Derive(Message):
+    """Keys of a full handshake.  RSA (``ephemeral_id`` 0): ``encrypted_premaster`` is the
+    EncryptedPreMasterSecret.  ECDHE: ``ephemeral_id`` names an ``EPHEMERAL`` key and
+    ``encrypted_premaster`` is the client's public point (``client_version`` unused)."""
+
     TYPE: ClassVar[FrameType] = FrameType.DERIVE
     LAYOUT: ClassVar[Layout] = (
         ("client_version", U16), ("client_random", RANDOM), ("server_random", RANDOM),
         ("cipher_suite", U16), ("session_hash", optional_vector(1, "session hash")),
-        ("encrypted_premaster", V2),
+        ("encrypted_premaster", V2), ("ephemeral_id", U32),
     )
     encrypted_premaster: bytes
     client_version: int
@@ -170,6 +212,7 @@ class Derive(Message):
     server_random: bytes
     cipher_suite: int
     session_hash: bytes | None
+    ephemeral_id: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,13 +312,14 @@ class DeriveFinish(Message):
     ``transcript``: every handshake message through the ClientKeyExchange (all public), hashed
     by the guardian for the extended master secret and both Finished values; ``fragment``: the
     client's encrypted Finished record (client record 0 of the new epoch, record ``version``).
+    ``ephemeral_id`` and ``encrypted_premaster`` as in :class:`Derive` (0: RSA).
     """
 
     TYPE: ClassVar[FrameType] = FrameType.DERIVE_FINISH
     LAYOUT: ClassVar[Layout] = (
         ("client_version", U16), ("client_random", RANDOM), ("server_random", RANDOM),
         ("cipher_suite", U16), ("extended_master_secret", BOOL), ("encrypted_premaster", V2),
-        ("transcript", V3), ("version", U16), ("fragment", V2),
+        ("transcript", V3), ("version", U16), ("fragment", V2), ("ephemeral_id", U32),
     )
     encrypted_premaster: bytes
     client_version: int
@@ -286,6 +330,7 @@ class DeriveFinish(Message):
     transcript: bytes
     version: int
     fragment: bytes
+    ephemeral_id: int = 0
 
 
 # --- replies -------------------------------------------------------------------------------
@@ -335,6 +380,20 @@ class DerivedReply(Message):
     verify_data: bytes
     seq: int
     sealed: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class EphemeralReply(Message):
+    """``EPHEMERAL`` done: the handle of the private key (for ``ephemeral_id``; ``RELEASE`` it
+    if the ClientKeyExchange never comes), the public point and the ServerKeyExchange
+    signature.  Nothing in it is secret."""
+
+    TYPE: ClassVar[FrameType] = FrameType.EPHEMERAL_KEY
+    LAYOUT: ClassVar[Layout] = (*_HANDLE, ("public", V1), ("signature", V2))
+    handle_id: int
+    cipher_suite: int
+    public: bytes
+    signature: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -400,8 +459,8 @@ class Error(Message):
 MESSAGES: dict[int, type[Message]] = {
     cls.TYPE: cls
     for cls in (Hello, Info, Derive, Resume, VerifyData, CheckFinished, Seal, Open, Release,
-                Finish, DeriveFinish, HandleReply, DataReply, BoolReply, Sealed, Opened, Ok,
-                FinishReply, DerivedReply, Error)
+                Finish, DeriveFinish, Ephemeral, HandleReply, DataReply, BoolReply, Sealed, Opened,
+                Ok, FinishReply, DerivedReply, EphemeralReply, Error)
 }
 """Frame type -> message class."""
 

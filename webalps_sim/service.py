@@ -25,36 +25,75 @@ to stay in charge of the channel:
   sequence numbers and returned as records (:class:`webalps_sim.protocol.Opened`), and the host
   gets ``b""`` for them.  An ``OPEN`` batch is atomic: if one record fails, nothing advances.
 
-Every operation is charged to the cost model (:mod:`webalps_sim.app`): ``rsa`` per premaster,
-``finished`` per Finished, ``seal`` / ``open`` per batch with its plaintext bytes, ``transfer``
-per request with the bytes that cross the host<->card boundary both ways.
+**ECDHE_RSA** (``EPHEMERAL``, then ``DERIVE`` / ``DERIVE_FINISH`` with ``ephemeral_id``): the
+guardian makes the ephemeral key and signs the ServerKeyExchange; the private key stays here,
+serves exactly one key exchange (spent even when the client's point is invalid, which is
+``BAD_KEY_EXCHANGE``), and the suite must be an ECDHE_RSA suite and the one the key was made for.
+An RSA suite never takes an ephemeral key, and an ECDHE suite never an RSA premaster.
+
+**Bounded.**  Channels and pending ephemeral keys live in two
+:class:`webalps_sim.state.HandleTable` values: at most ``max_sessions`` channels and
+``max_ephemerals`` keys, least recently used evicted first, each dropped after
+``session_lifetime`` idle seconds of the injected ``clock``, and every handle belongs to the
+*owner* that created it -- the host connection, which the server passes with each frame --
+and is freed by :meth:`GuardianService.close_owner` when that connection closes.  Whatever is
+dropped has its secrets freed in the delegate, and its handle is ``UNKNOWN_HANDLE`` from then on.
+A channel keeps only what it needs: its request router (an h11 parser) is made at its first
+application-data record, and not at all for the null application; once the server's
+close_notify (or a fatal alert) is sealed, that direction's record cipher is dropped and later
+``SEAL`` requests are refused, and likewise for the client's direction and ``OPEN`` (a record
+cipher is about 18 KB; what a cached session keeps to resume is about 2 KB).
+
+Every operation is charged to the cost model (:mod:`webalps_sim.app`): ``rsa`` per premaster
+and per ServerKeyExchange signature, ``finished`` per Finished, ``seal`` / ``open`` per batch
+with its plaintext bytes, ``transfer`` per request with the bytes that cross the host<->card
+boundary both ways.
 
 **Debug switch** ``reveal`` (``python -m webalps_sim.guardian --debug-reveal-secrets FILE``):
-writes, for each handle, the premaster, master secret and all record keys as one JSON line.
-It exists only so that a test can search the host's memory and the host<->guardian channel for
-these exact values; never enable it in a deployment (it defeats the guardian).
+writes, for each handle, the premaster, master secret and all record keys as one JSON line
+(for ECDHE also the ephemeral private key, ``ephemeral_private``; the premaster is then the ECDH
+shared secret).  It exists only so that a test can search the host's memory and the
+host<->guardian channel for these exact values; never enable it in a deployment (it defeats the
+guardian).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from tls12.delegate import DelegateError, KeyHandle, LocalDelegate
+from tls12.ecdhe import ecdhe_shared_secret
+from tls12.errors import IllegalParameter
 from tls12.messages import HandshakeType, frame_handshake
 from tls12.record import MAX_PLAINTEXT, ContentType, OutgoingRecord
+from tls12.suites import SUITES, CipherSuite, KeyExchange
 
 from . import protocol as p
 from .app import CostCharger, GuardianApp, NoCost, NullApp
 from .errors import WebAlpsError
 from .router import RequestRouter
-from .state import ChannelInput, ChannelState, ChannelStateError, advance
+from .state import ChannelInput, ChannelState, ChannelStateError, HandleTable, advance
 
-__all__ = ["GuardianService", "GuardianFailure"]
+__all__ = ["GuardianService", "GuardianFailure", "DEFAULT_MAX_SESSIONS",
+           "DEFAULT_SESSION_LIFETIME", "DEFAULT_OWNER"]
+
+DEFAULT_MAX_SESSIONS = 16_384
+"""Channels (live connections and cached sessions) kept at most: above a WebALPS host's
+default session cache of 10,000 (:class:`webalps_sim.aio.host.GuardianSessionStore`)."""
+DEFAULT_SESSION_LIFETIME = 3600.0
+"""Seconds a channel or ephemeral key may stay unused before it is dropped."""
+DEFAULT_OWNER = 0
+"""The owner of handles created by callers that name none (tests driving the service)."""
+
+
+def _no_clock() -> float:
+    """The default clock: time stands still, so nothing expires (the server injects a real one)."""
+    return 0.0
 
 _APPLICATION_DATA = ContentType.APPLICATION_DATA
 _HANDSHAKE = ContentType.HANDSHAKE
@@ -72,14 +111,18 @@ class GuardianFailure(WebAlpsError):
 class _Channel:
     """What the guardian tracks per handle besides the keys (those stay in the delegate)."""
 
-    router: RequestRouter
     suite: int
     state: ChannelState
     """Where the channel is in :mod:`webalps_sim.state`'s table (every request consults it)."""
     read_seq: int = 0
     write_seq: int = 0
     version: int = 0x0303
-    revealed: dict[str, str] = field(default_factory=dict)
+    router: RequestRouter | None = None
+    """Made at the first application-data record (a cached session never needs one)."""
+    write_closed: bool = False
+    """The server's close_notify or a fatal alert was sealed: nothing more is sealed."""
+    read_closed: bool = False
+    """The client's close_notify or a fatal alert was opened: nothing more is opened."""
 
 
 class GuardianService:
@@ -87,30 +130,43 @@ class GuardianService:
 
     ``chain`` (DER, leaf first) and ``measurement`` are what ``HELLO`` reports; ``run_id`` is
     fresh per process.  ``reveal`` is the debug switch described in the module docstring.
+    The bounds (module docstring): ``max_sessions`` channels (default
+    :data:`DEFAULT_MAX_SESSIONS`), ``max_ephemerals`` pending ECDHE keys (default: the same),
+    ``session_lifetime`` idle seconds (:data:`DEFAULT_SESSION_LIFETIME`) measured by ``clock``
+    (default: a clock that stands still, so nothing expires).
     """
 
     def __init__(self, private_key: rsa.RSAPrivateKey, chain: tuple[bytes, ...],
                  measurement: bytes, *, app: GuardianApp | None = None, app_name: str = "null",
                  cost: CostCharger | None = None, rng: Callable[[int], bytes] = os.urandom,
-                 reveal: Callable[[str], None] | None = None) -> None:
+                 reveal: Callable[[str], None] | None = None,
+                 max_sessions: int = DEFAULT_MAX_SESSIONS, max_ephemerals: int | None = None,
+                 session_lifetime: float = DEFAULT_SESSION_LIFETIME,
+                 clock: Callable[[], float] = _no_clock) -> None:
         self._key = private_key
         self._delegate = LocalDelegate(private_key, rng=rng)
         self.info = p.Info(tuple(chain), measurement, app_name, rng(16))
         self.app = app if app is not None else NullApp()
         self.cost = cost if cost is not None else NoCost()
-        self._channels: dict[int, _Channel] = {}
+        self._channels: HandleTable[_Channel] = HandleTable(
+            max_sessions, session_lifetime, clock, self._free)
+        self._ephemerals: HandleTable[int] = HandleTable(  # handle id -> cipher suite
+            max_sessions if max_ephemerals is None else max_ephemerals, session_lifetime, clock,
+            self._free)
         self._reveal = reveal
+        self._owner: Hashable = DEFAULT_OWNER
 
     # -- dispatch ------------------------------------------------------------------------
 
-    def handle_frame(self, frame: p.Frame) -> bytes:
-        """The reply frame to one request frame (an ``ERROR`` frame if it is refused)."""
+    def handle_frame(self, frame: p.Frame, owner: Hashable = DEFAULT_OWNER) -> bytes:
+        """The reply frame to one request frame (an ``ERROR`` frame if it is refused);
+        handles it creates belong to ``owner`` (the host connection it came on)."""
         try:
             if frame.type >= 0x80:
                 raise GuardianFailure(p.ErrorCode.UNSUPPORTED,
                                       f"{p.FrameType(frame.type).name} is a reply, not a request")
             message = p.decode_message(frame)
-            reply = self.handle(message)
+            reply = self.handle(message, owner)
         except p.ProtocolError as exc:
             reply = p.Error(p.ErrorCode.MALFORMED, str(exc))
         except GuardianFailure as exc:
@@ -119,28 +175,57 @@ class GuardianService:
         self.cost.charge("transfer", len(frame.payload) + len(payload))
         return p.encode_frame(reply.TYPE, frame.request_id, payload)  # type: ignore[attr-defined]
 
-    def handle(self, message: object) -> object:
-        """The reply message to one request message."""
+    def handle(self, message: object, owner: Hashable = DEFAULT_OWNER) -> object:
+        """The reply message to one request message; new handles belong to ``owner``."""
         method = _HANDLERS.get(type(message))
         if method is None:
             raise GuardianFailure(p.ErrorCode.UNSUPPORTED,
                                   f"{type(message).__name__} is not a request")
+        self._owner = owner
         return method(self, message)
+
+    def close_owner(self, owner: Hashable) -> int:
+        """Free every handle ``owner`` created (its host connection closed); how many."""
+        return self._channels.drop_owner(owner) + self._ephemerals.drop_owner(owner)
+
+    def holds(self) -> int:
+        """How many handles (channels and pending ephemeral keys) the guardian keeps now."""
+        return len(self._channels) + len(self._ephemerals)
 
     # -- requests ------------------------------------------------------------------------
 
     def _hello(self, _: p.Hello) -> p.Info:
         return self.info
 
+    def _ephemeral(self, m: p.Ephemeral) -> p.EphemeralReply:
+        if _key_exchange(m.cipher_suite) is not KeyExchange.ECDHE_RSA:
+            raise GuardianFailure(p.ErrorCode.UNSUPPORTED,
+                                  f"suite 0x{m.cipher_suite:04x} is not an ECDHE_RSA suite")
+        self.cost.charge("rsa", (self._key.key_size + 7) // 8)
+        try:
+            key = self._delegate.ephemeral(m.group, m.scheme, m.client_random, m.server_random,
+                                           m.cipher_suite)
+        except ValueError as exc:  # an unknown group or signature scheme
+            raise GuardianFailure(p.ErrorCode.UNSUPPORTED, f"cannot make the key: {exc}") from None
+        self._ephemerals.add(key.handle.id, m.cipher_suite, self._owner)
+        return p.EphemeralReply(key.handle.id, key.handle.cipher_suite, key.public, key.signature)
+
     def _derive(self, m: p.Derive) -> p.HandleReply:
-        self.cost.charge("rsa", len(m.encrypted_premaster))
+        ephemeral = self._key_exchange(m.cipher_suite, m.ephemeral_id, len(m.encrypted_premaster))
+        revealed = self._ephemeral_secret(ephemeral)
         try:
             handle = self._delegate.derive(m.encrypted_premaster, m.client_version,
                                            m.client_random, m.server_random, m.cipher_suite,
-                                           m.session_hash)
+                                           m.session_hash, ephemeral=ephemeral)
+        except IllegalParameter as exc:
+            raise GuardianFailure(p.ErrorCode.BAD_KEY_EXCHANGE, str(exc)) from None
         except (KeyError, ValueError) as exc:
             raise GuardianFailure(p.ErrorCode.UNSUPPORTED, f"cannot derive: {exc}") from None
-        self._new_channel(handle, m.encrypted_premaster, ChannelInput.DERIVE)
+        except DelegateError as exc:
+            raise GuardianFailure(p.ErrorCode.UNKNOWN_HANDLE, str(exc)) from None
+        finally:
+            self._spend(ephemeral)
+        self._new_channel(handle, m.encrypted_premaster, ChannelInput.DERIVE, revealed)
         return p.HandleReply(handle.id, handle.cipher_suite)
 
     def _resume(self, m: p.Resume) -> p.HandleReply:
@@ -203,17 +288,25 @@ class GuardianService:
         transcript, and only then does the channel exist (Finished checked, next client record
         1) with the server's Finished sealed at server record 0.  A failure keeps nothing.
         """
-        self.cost.charge("rsa", len(m.encrypted_premaster))
+        ephemeral = self._key_exchange(m.cipher_suite, m.ephemeral_id, len(m.encrypted_premaster))
+        revealed = self._ephemeral_secret(ephemeral)
         self.cost.charge("open", len(m.fragment))
         self.cost.charge("finished", 32)
         try:
             result = self._delegate.derive_finish(
                 m.encrypted_premaster, m.client_version, m.client_random, m.server_random,
-                m.cipher_suite, m.transcript, m.extended_master_secret, m.version, m.fragment)
+                m.cipher_suite, m.transcript, m.extended_master_secret, m.version, m.fragment,
+                ephemeral=ephemeral)
+        except IllegalParameter as exc:
+            raise GuardianFailure(p.ErrorCode.BAD_KEY_EXCHANGE, str(exc)) from None
         except KeyError as exc:
             raise GuardianFailure(p.ErrorCode.UNSUPPORTED, f"cannot derive: {exc}") from None
         except ValueError:
             raise GuardianFailure(p.ErrorCode.BAD_RECORD, "bad record MAC") from None
+        except DelegateError as exc:
+            raise GuardianFailure(p.ErrorCode.UNKNOWN_HANDLE, str(exc)) from None
+        finally:
+            self._spend(ephemeral)
         if result is None:
             raise GuardianFailure(p.ErrorCode.BAD_FINISHED, "the client's Finished is wrong")
         handle = result.handle
@@ -222,8 +315,8 @@ class GuardianService:
         self.cost.charge("seal", len(message))
         sealed = self._delegate.seal(handle, False, [OutgoingRecord(_HANDSHAKE, m.version, 0,
                                                                     message)])
-        self._new_channel(handle, m.encrypted_premaster, ChannelInput.DERIVE_FINISH)
-        channel = self._channels[handle.id]
+        channel = self._new_channel(handle, m.encrypted_premaster, ChannelInput.DERIVE_FINISH,
+                                    revealed)
         channel.read_seq = channel.write_seq = 1
         return p.DerivedReply(handle.id, handle.cipher_suite, result.client_finished,
                               result.server_verify_data, 0, sealed)
@@ -234,6 +327,9 @@ class GuardianService:
         channel = self._channel(m.handle_id)
         if not m.records:
             return p.Sealed(b"")
+        if channel.write_closed:
+            raise GuardianFailure(p.ErrorCode.UNSUPPORTED, "the server's side of this channel "
+                                  "is closed (its close_notify or a fatal alert was sealed)")
         _check_run([r[2] for r in m.records], channel.write_seq, "seal")
         for record in m.records:
             _step(channel, ChannelInput.SEAL_APPLICATION if record[0] == _APPLICATION_DATA
@@ -251,6 +347,8 @@ class GuardianService:
                 runs.append([record])
         sealed = b"".join(self._call(self._delegate.seal, handle, False, run) for run in runs)
         channel.write_seq += len(records)
+        if any(_final_alert(r.content_type, r.plaintext) for r in records):
+            self._retire(m.handle_id, channel, write=True)
         return p.Sealed(sealed)
 
     def _open(self, m: p.Open) -> p.Opened:
@@ -259,6 +357,9 @@ class GuardianService:
         channel = self._channel(m.handle_id)
         if not m.records:
             return p.Opened(())
+        if channel.read_closed:
+            raise GuardianFailure(p.ErrorCode.UNSUPPORTED, "the client's side of this channel "
+                                  "is closed (its close_notify or a fatal alert was opened)")
         _check_run([r[0] for r in m.records], channel.read_seq, "open")
         for record in m.records:
             _step(channel, ChannelInput.OPEN_APPLICATION if record[1] == _APPLICATION_DATA
@@ -271,19 +372,10 @@ class GuardianService:
         except ValueError:
             raise GuardianFailure(p.ErrorCode.BAD_RECORD, "bad record MAC") from None
         channel.read_seq += len(m.records)
-        out: list[bytes] = []
-        responses: list[bytes] = []
-        close = False
-        for (_, content_type, version, _), plaintext in zip(m.records, plaintexts, strict=True):
-            if content_type != _APPLICATION_DATA:
-                out.append(plaintext)
-                continue
-            channel.version = version
-            routed = channel.router.feed(plaintext)
-            out.append(routed.to_host)
-            responses += routed.responses
-            close = close or routed.close
-        if not responses:
+        out, responses, close = self._route(channel, m.records, plaintexts)
+        if any(_final_alert(r[1], pt) for r, pt in zip(m.records, plaintexts, strict=True)):
+            self._retire(m.handle_id, channel, write=False)
+        if not responses or channel.write_closed:
             return p.Opened(tuple(out))
         data = b"".join(responses)
         records = [
@@ -296,10 +388,51 @@ class GuardianService:
         channel.write_seq += len(records)
         return p.Opened(tuple(out), len(records), sealed, close)
 
+    def _route(self, channel: _Channel, records: tuple[tuple[int, int, int, bytes], ...],
+               plaintexts: list[bytes]) -> tuple[list[bytes], list[bytes], bool]:
+        """Opened plaintexts through the channel's router: (bytes for the host per record,
+        responses to seal, whether an answered request asked to close)."""
+        out: list[bytes] = []
+        responses: list[bytes] = []
+        close = False
+        for (_, content_type, version, _), plaintext in zip(records, plaintexts, strict=True):
+            if content_type != _APPLICATION_DATA:
+                out.append(plaintext)
+                continue
+            channel.version = version
+            if self._passthrough:
+                out.append(plaintext)
+                continue
+            if channel.router is None:
+                channel.router = RequestRouter(self.app)
+            routed = channel.router.feed(plaintext)
+            out.append(routed.to_host)
+            responses += routed.responses
+            close = close or routed.close
+        return out, responses, close
+
+    def _retire(self, handle_id: int, channel: _Channel, *, write: bool) -> None:
+        """One direction of the connection ended (close_notify or a fatal alert): drop what
+        only that direction used -- its record cipher (about 18 KB each) and, for the client's
+        side, the request router.  What a cached session needs to resume (the master secret)
+        stays until the handle is released, evicted, expired or its host connection closes."""
+        secrets = self._delegate._secrets.get(handle_id)
+        if write:
+            channel.write_closed = True
+            if secrets is not None:
+                secrets.write.pop(False, None)
+        else:
+            channel.read_closed = True
+            channel.router = None
+            if secrets is not None:
+                secrets.read.pop(True, None)
+
     def _release(self, m: p.Release) -> p.Ok:
-        channel = self._channels.pop(m.handle_id, None)
+        """Forget a channel or a pending ephemeral key (``OK`` also if it is unknown already)."""
+        channel = self._channels.pop(m.handle_id)
         advance(ChannelState.NEW if channel is None else channel.state, ChannelInput.RELEASE)
-        self._delegate.release(KeyHandle(m.handle_id, 0))
+        self._ephemerals.pop(m.handle_id)
+        self._free(m.handle_id)
         return p.Ok()
 
     # -- helpers -------------------------------------------------------------------------
@@ -308,11 +441,50 @@ class GuardianService:
         return KeyHandle(m.handle_id, m.cipher_suite)
 
     def _channel(self, handle_id: int) -> _Channel:
-        try:
-            return self._channels[handle_id]
-        except KeyError:
+        """The channel, now the most recently used; unknown, released, evicted or expired:
+        ``UNKNOWN_HANDLE``."""
+        channel = self._channels.use(handle_id)
+        if channel is None:
+            raise GuardianFailure(p.ErrorCode.UNKNOWN_HANDLE, f"unknown key handle {handle_id}")
+        return channel
+
+    def _free(self, handle_id: int) -> None:
+        """Forget a handle's secrets in the delegate (``on_drop`` of both handle tables)."""
+        self._delegate.release(KeyHandle(handle_id, 0))
+
+    def _key_exchange(self, suite: int, ephemeral_id: int, nbytes: int) -> KeyHandle | None:
+        """Check that the key exchange fits the suite.  RSA (``ephemeral_id`` 0): charge the
+        decryption, ``None``.  ECDHE: the ephemeral key's handle, taken out of the table now
+        (used once, whatever happens next)."""
+        ecdhe = _key_exchange(suite) is KeyExchange.ECDHE_RSA
+        if not ephemeral_id:
+            if ecdhe:
+                raise GuardianFailure(p.ErrorCode.UNSUPPORTED,
+                                      "an ECDHE suite needs an EPHEMERAL key (ephemeral_id)")
+            self.cost.charge("rsa", nbytes)
+            return None
+        made_for = self._ephemerals.pop(ephemeral_id)
+        if made_for is None:
             raise GuardianFailure(p.ErrorCode.UNKNOWN_HANDLE,
-                                  f"unknown key handle {handle_id}") from None
+                                  f"unknown ephemeral key {ephemeral_id} (spent, released, "
+                                  "evicted or expired)")
+        if made_for != suite:
+            self._free(ephemeral_id)
+            raise GuardianFailure(p.ErrorCode.UNSUPPORTED,
+                                  f"ephemeral key {ephemeral_id} was made for suite "
+                                  f"0x{made_for:04x}, not 0x{suite:04x}")
+        return KeyHandle(ephemeral_id, made_for)
+
+    def _spend(self, ephemeral: KeyHandle | None) -> None:
+        """An ephemeral key serves one key exchange: make sure the delegate forgot it."""
+        if ephemeral is not None:
+            self._free(ephemeral.id)
+
+    def _ephemeral_secret(self, ephemeral: KeyHandle | None) -> tuple[int, bytes] | None:
+        """For the debug switch only: the ephemeral key's (group, private) before it is spent."""
+        if self._reveal is None or ephemeral is None:
+            return None
+        return self._delegate._ephemerals.get(ephemeral.id)
 
     def _call(self, fn, *args):  # type: ignore[no-untyped-def]
         try:
@@ -321,25 +493,45 @@ class GuardianService:
             raise GuardianFailure(p.ErrorCode.UNKNOWN_HANDLE, str(exc)) from None
 
     def _new_channel(self, handle: KeyHandle, encrypted_premaster: bytes | None,
-                     how: ChannelInput) -> None:
-        state = advance(ChannelState.NEW, how)
-        self._channels[handle.id] = _Channel(RequestRouter(self.app), handle.cipher_suite, state)
+                     how: ChannelInput, ephemeral: tuple[int, bytes] | None = None) -> _Channel:
+        channel = _Channel(handle.cipher_suite, advance(ChannelState.NEW, how))
+        self._channels.add(handle.id, channel, self._owner)
         if self._reveal is not None:
-            self._reveal(json.dumps(self._secrets_of(handle, encrypted_premaster)))
+            self._reveal(json.dumps(self._secrets_of(handle, encrypted_premaster, ephemeral)))
+        return channel
 
-    def _secrets_of(self, handle: KeyHandle, encrypted: bytes | None) -> dict[str, object]:
+    @property
+    def _passthrough(self) -> bool:
+        """The null application claims nothing: opened bytes go to the host unparsed."""
+        return isinstance(self.app, NullApp)
+
+    def _secrets_of(self, handle: KeyHandle, encrypted: bytes | None,
+                    ephemeral: tuple[int, bytes] | None) -> dict[str, object]:
         """The debug switch's record of one handle (see the module docstring)."""
         s = self._delegate._secrets[handle.id]
+        record: dict[str, object] = {"handle": handle.id}
         premaster = b""
-        if encrypted is not None:
+        if ephemeral is not None and encrypted is not None:
+            group, private = ephemeral
+            premaster = ecdhe_shared_secret(group, private, encrypted)
+            record["ephemeral_private"] = private.hex()
+        elif encrypted is not None:
             try:
                 premaster = self._key.decrypt(encrypted, padding.PKCS1v15())
             except ValueError:
                 premaster = b""
         keys = [k.hex() for d in (s.client, s.server)
                 for k in (d.enc_key, d.mac_key, d.iv, d.iv_key) if k]
-        return {"handle": handle.id, "premaster": premaster.hex(),
-                "master_secret": s.master_secret.hex(), "keys": keys}
+        record.update(premaster=premaster.hex(), master_secret=s.master_secret.hex(), keys=keys)
+        return record
+
+
+def _key_exchange(suite: int) -> KeyExchange | None:
+    """The suite's key exchange; ``None`` for a suite this guardian does not know."""
+    try:
+        return SUITES[CipherSuite(suite)].key_exchange
+    except (ValueError, KeyError):
+        return None
 
 
 def _step(channel: _Channel, channel_input: ChannelInput) -> None:
@@ -351,6 +543,12 @@ def _step(channel: _Channel, channel_input: ChannelInput) -> None:
         raise GuardianFailure(p.ErrorCode.UNSUPPORTED, str(exc)) from None
 
 
+def _final_alert(content_type: int, plaintext: bytes) -> bool:
+    """Whether a record is an alert that ends its direction: close_notify (0) or fatal (2)."""
+    return content_type == ContentType.ALERT and len(plaintext) >= 2 and (
+        plaintext[0] == 2 or plaintext[1] == 0)
+
+
 def _check_run(seqs: list[int], expected: int, what: str) -> None:
     if seqs != list(range(expected, expected + len(seqs))):
         raise GuardianFailure(p.ErrorCode.SEQUENCE,
@@ -360,6 +558,7 @@ def _check_run(seqs: list[int], expected: int, what: str) -> None:
 
 _HANDLERS: dict[type, Callable[[GuardianService, object], object]] = {
     p.Hello: GuardianService._hello,
+    p.Ephemeral: GuardianService._ephemeral,
     p.Derive: GuardianService._derive,
     p.Resume: GuardianService._resume,
     p.VerifyData: GuardianService._verify_data,

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
-from tls12.aio import DEFAULT_HANDSHAKE_TIMEOUT, SansIOConnection, TLSStream
+from tls12.aio import DEFAULT_HANDSHAKE_TIMEOUT, Answer, SansIOConnection, TLSStream
 from tls12.config import ServerConfig
 from tls12.server_connection import ServerConnection
 
@@ -37,7 +37,8 @@ class BackgroundServer:
     Used as a context manager; ``port`` and ``url`` are known after entering.
     ``stop()`` closes the listening socket and cancels open connections.
     ``connection_factory`` and ``on_close`` are passed to :func:`~testbed.apps.server.start_server`
-    (a WebALPS host builds delegated connections and releases their key handles).
+    (a WebALPS host builds delegated connections and releases their key handles), and so is
+    ``answer`` (how those connections' questions to their delegate are answered).
     """
 
     def __init__(
@@ -52,8 +53,10 @@ class BackgroundServer:
         coalesce: bool = True,
         connection_factory: Callable[[ServerConfig], SansIOConnection] = ServerConnection,
         on_close: Callable[[TLSStream], None] | None = None,
+        answer: Answer | None = None,
     ) -> None:
         self.root = Path(root)
+        self.answer = answer
         self.connection_factory = connection_factory
         self.on_close = on_close
         self.config = config
@@ -88,6 +91,7 @@ class BackgroundServer:
                 coalesce=self.coalesce,
                 connection_factory=self.connection_factory,
                 on_close=self.on_close,
+                answer=self.answer,
             )
         except BaseException as exc:
             self._failure = exc

@@ -19,7 +19,7 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
-from tls12.aio import DEFAULT_HANDSHAKE_TIMEOUT, SansIOConnection, TLSStream, serve
+from tls12.aio import DEFAULT_HANDSHAKE_TIMEOUT, Answer, SansIOConnection, TLSStream, serve
 from tls12.config import ServerConfig
 from tls12.server_connection import ServerConnection
 
@@ -41,6 +41,7 @@ async def start_server(
     connection_factory: Callable[[ServerConfig], SansIOConnection] = ServerConnection,
     on_close: Callable[[TLSStream], None] | None = None,
     coalesce: bool = True,
+    answer: Answer | None = None,
 ) -> asyncio.Server:
     """Serve the files under ``root`` over HTTPS on the running event loop.
 
@@ -49,7 +50,8 @@ async def start_server(
     protocol variants (an SSL-splitting server) build their own connections
     and release per-connection state when a connection ends.  ``coalesce``
     decides whether the response head shares a record with the body (see
-    :class:`HTTPFileHandler`); SSL splitting turns it off.
+    :class:`HTTPFileHandler`); SSL splitting turns it off.  ``answer``: the
+    delegate's answers for connections that ask by event (:func:`tls12.aio.serve`).
     """
     root_path = Path(root).resolve(strict=True)
     if not root_path.is_dir():
@@ -66,6 +68,7 @@ async def start_server(
         config,
         handshake_timeout=handshake_timeout,
         connection_factory=connection_factory,
+        answer=answer,
         on_open=the_stats.open,
         on_close=_chain(the_stats.record, on_close),
     )

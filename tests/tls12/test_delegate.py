@@ -19,6 +19,7 @@ from tls12.config import ClientConfig, ServerConfig
 from tls12.delegate import (
     DelegatedStateError,
     DelegateError,
+    EventDelegate,
     KeyHandle,
     LocalDelegate,
     SessionDelegate,
@@ -30,7 +31,7 @@ from tls12.record import OutgoingRecord
 from tls12.server_connection import ServerConnection
 from tls12.session import InMemorySessionStore
 from tls12.suites import SUITES, CipherSuite, KeyExchange
-from tls12.testing import credentials, pipe, seeded_rng
+from tls12.testing import AnsweringServer, credentials, pipe, seeded_rng
 
 CBC_RSA = [s for s, p in SUITES.items() if p.block_size and p.key_exchange is KeyExchange.RSA]
 CBC_ECDHE = [s for s, p in SUITES.items() if p.block_size and p.key_exchange is KeyExchange.ECDHE_RSA]
@@ -48,6 +49,8 @@ class RecordingClient(ClientConnection):
     premasters: list[bytes]
 
     def _premaster_and_client_key_exchange(self) -> tuple[bytes, bytes]:
+        if SUITES[self.cipher_suite].key_exchange is KeyExchange.ECDHE_RSA:
+            return super()._premaster_and_client_key_exchange()  # deterministic already
         premaster = TLS12.to_bytes(2, "big") + self.config.rng(46)
         key = self.context.server_public_key
         assert key is not None
@@ -60,17 +63,25 @@ class RecordingClient(ClientConnection):
         return premaster, push_client_key_exchange_rsa(c)
 
 
-def _server(suite: CipherSuite, store: InMemorySessionStore, seed: int, delegated: bool
+def _server(suite: CipherSuite, store: InMemorySessionStore, seed: int, delegated: bool | str
             ) -> tuple[ServerConnection, LocalDelegate | None]:
+    """``delegated``: False, True (asked inline) or ``"events"`` (asked by event, answered at
+    once by :class:`tls12.testing.AnsweringServer`)."""
     config = ServerConfig(credentials=credentials(), cipher_suites=(suite,), session_store=store,
                           rng=seeded_rng(seed))
     if not delegated:
         return ServerConnection(config), None
     delegate = LocalDelegate(config.credentials.private_key, rng=config.rng)
-    return ServerConnection(config, delegate=delegate), delegate
+    return _delegated(config, delegate, delegated), delegate
 
 
-def _session_on_wire(suite: CipherSuite, ems: bool, delegated: bool) -> list[tuple[str, bytes]]:
+def _delegated(config: ServerConfig, delegate: LocalDelegate, mode: bool | str) -> ServerConnection:
+    if mode == "events":
+        return AnsweringServer(ServerConnection(config, delegate=EventDelegate()), delegate)  # type: ignore[return-value]
+    return ServerConnection(config, delegate=delegate)
+
+
+def _session_on_wire(suite: CipherSuite, ems: bool, delegated: bool | str) -> list[tuple[str, bytes]]:
     """Every byte in flight of a full handshake, data, a resumption, more data and closes."""
     wire: list[tuple[str, bytes]] = []
 
@@ -101,7 +112,8 @@ def _session_on_wire(suite: CipherSuite, ems: bool, delegated: bool) -> list[tup
     client2 = ClientConnection(ClientConfig(cipher_suites=(suite,), offer_extended_master_secret=ems,
                                             session=client.session, rng=seeded_rng(3)))
     if delegated:
-        server2 = ServerConnection(server.config, delegate=delegate)
+        assert delegate is not None
+        server2 = _delegated(server.config, delegate, delegated)
     else:
         server2 = ServerConnection(server.config)
     c_events, s_events = pipe(client2, server2, to_server=up, to_client=down)
@@ -117,11 +129,15 @@ def _session_on_wire(suite: CipherSuite, ems: bool, delegated: bool) -> list[tup
     return wire
 
 
+@pytest.mark.parametrize("mode", [True, "events"], ids=["inline", "events"])
 @pytest.mark.parametrize("ems", [True, False], ids=["ems", "no-ems"])
-@pytest.mark.parametrize("suite", CBC_RSA, ids=[SUITES[s].openssl_name for s in CBC_RSA])
-def test_delegated_session_is_byte_identical(suite: CipherSuite, ems: bool) -> None:
+@pytest.mark.parametrize("suite", CBC_RSA + CBC_ECDHE[:2],
+                         ids=[SUITES[s].openssl_name for s in CBC_RSA + CBC_ECDHE[:2]])
+def test_delegated_session_is_byte_identical(suite: CipherSuite, ems: bool, mode: bool | str) -> None:
+    """Asked inline or by event, RSA or ECDHE (the delegate makes and signs the ephemeral
+    key): the same bytes as the server that holds every secret itself."""
     plain = _session_on_wire(suite, ems, delegated=False)
-    delegated = _session_on_wire(suite, ems, delegated=True)
+    delegated = _session_on_wire(suite, ems, delegated=mode)
     assert len(plain) > 6
     assert delegated == plain
 
@@ -249,18 +265,31 @@ def test_tampered_record_is_bad_record_mac() -> None:
         server.receive_data(bytes(record))
 
 
-def test_delegated_server_skips_ecdhe() -> None:
+class _RSAOnlyDelegate:
+    """A delegate that makes no ephemeral keys (it has no ``ephemeral``)."""
+
+    def __init__(self, inner: LocalDelegate) -> None:
+        self._inner = inner
+        for op in ("derive", "resume", "verify_data", "check_finished", "seal", "open"):
+            setattr(self, op, getattr(inner, op))
+
+
+def test_a_delegate_without_ephemeral_keys_skips_ecdhe() -> None:
     config = ServerConfig(credentials=credentials(), cipher_suites=(*CBC_ECDHE, *CBC_RSA),
                           rng=seeded_rng(1))
-    delegate = LocalDelegate(config.credentials.private_key, rng=config.rng)
-    server = ServerConnection(config, delegate=delegate)
+    delegate = _RSAOnlyDelegate(LocalDelegate(config.credentials.private_key, rng=config.rng))
+    server = ServerConnection(config, delegate=delegate)  # type: ignore[arg-type]
     client = ClientConnection(ClientConfig(rng=seeded_rng(2)))
     _, s_events = pipe(client, server)
     assert s_events[0].cipher_suite in CBC_RSA  # type: ignore[attr-defined]
-    only_ecdhe = ServerConnection(config, delegate=delegate)
+    only_ecdhe = ServerConnection(config, delegate=delegate)  # type: ignore[arg-type]
     ecdhe_client = ClientConnection(ClientConfig(cipher_suites=tuple(CBC_ECDHE), rng=seeded_rng(3)))
     with pytest.raises(HandshakeFailure):
         pipe(ecdhe_client, only_ecdhe)
+    # the same delegate with ephemeral keys serves the ECDHE client
+    full = ServerConnection(config, delegate=LocalDelegate(config.credentials.private_key, rng=config.rng))
+    _, s_events = pipe(ClientConnection(ClientConfig(cipher_suites=tuple(CBC_ECDHE), rng=seeded_rng(3))), full)
+    assert s_events[0].cipher_suite in CBC_ECDHE  # type: ignore[attr-defined]
 
 
 def test_sessions_do_not_cross_the_delegate_boundary() -> None:

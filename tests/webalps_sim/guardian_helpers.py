@@ -24,13 +24,15 @@ from pathlib import Path
 
 from testbed.apps.harness import BackgroundServer
 from tls12.suites import SUITES
+from webalps_sim.aio.channel import GuardianChannel
 from webalps_sim.aio.guardian import GuardianServer
 from webalps_sim.aio.host import (
     WEBALPS_SUITES,
     GuardianSessionStore,
+    guardian_answer,
     handle_releaser,
     webalps_config,
-    webalps_connection_factory,
+    webalps_connection,
 )
 from webalps_sim.aio.remote import RemoteDelegate
 from webalps_sim.app import GuardianApp
@@ -137,15 +139,20 @@ class InProcessGuardian:
 
 
 def webalps_host(docroot: Path, sock: Path, tap: Callable[[str, bytes], None] | None = None,
-                 store_size: int = 0) -> tuple[BackgroundServer, RemoteDelegate]:
+                 store_size: int = 0) -> tuple[BackgroundServer, GuardianChannel]:
     """A WebALPS host for ``docroot`` relaying to the guardian at ``sock`` (not started);
-    ``store_size`` > 0 gives it a session cache of that many sessions."""
-    remote = RemoteDelegate(sock, tap=tap)
-    store = GuardianSessionStore(remote, store_size) if store_size else None
-    server = BackgroundServer(docroot, webalps_config(remote, session_store=store),
-                              connection_factory=webalps_connection_factory(remote),
-                              on_close=handle_releaser(store))
-    return server, remote
+    ``store_size`` > 0 gives it a session cache of that many sessions.  The channel is the
+    host's own (:class:`webalps_sim.aio.channel.GuardianChannel`, on the server's loop)."""
+    fetch = RemoteDelegate(sock)
+    chain = fetch.chain()
+    fetch.close()
+    channel = GuardianChannel(sock, tap=tap)
+    store = GuardianSessionStore(channel, store_size) if store_size else None
+    server = BackgroundServer(docroot, webalps_config(chain, session_store=store),
+                              connection_factory=webalps_connection,
+                              on_close=handle_releaser(channel, store),
+                              answer=guardian_answer(channel))
+    return server, channel
 
 
 def curl_get(url: str, ca_pem: Path, cipher: str, *, extra: tuple[str, ...] = ()

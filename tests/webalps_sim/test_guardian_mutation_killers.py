@@ -34,8 +34,13 @@ from tls12.events import ApplicationData
 from tls12.record import OutgoingRecord
 from tls12.testing import pipe
 from webalps_sim import protocol as p
-from webalps_sim.aio.host import WEBALPS_SUITES, WebALPSServerConnection
-from webalps_sim.aio.remote import GuardianRefused, RecordRejected, RemoteDelegate
+from webalps_sim.aio.host import WEBALPS_SUITES
+from webalps_sim.aio.remote import (
+    GuardianRefused,
+    RecordRejected,
+    RemoteDelegate,
+    WebALPSServerConnection,
+)
 from webalps_sim.app import Headers, Response
 from webalps_sim.evoting import MAX_BODY, EvotingApp, write_election
 from webalps_sim.sealed import MAGIC, RollbackError, SealedStateError, SealedStore, TamperedError
@@ -205,9 +210,8 @@ def test_a_right_finished_checked_alone_unlocks_the_channel(sock: Path) -> None:
         client_hash, client_verify, server_hash = remote.finish_args
         seqs = []
         for _ in range(2):
-            reply = remote._call(p.Finish(handle.id, handle.cipher_suite, client_hash,
-                                          client_verify, server_hash, 0x0303),
-                                 p.FinishReply, handle)
+            reply = remote.request(p.Finish(handle.id, handle.cipher_suite, client_hash,
+                                            client_verify, server_hash, 0x0303))
             assert isinstance(reply, p.FinishReply) and reply.ok
             seqs.append(reply.seq)
         assert seqs == [1, 2]  # server record 0 was the first Finished

@@ -7,7 +7,8 @@ connection's master secret: every one must be among the guardian's, so the searc
 for the right values.  Then:
 
 * every byte the host sent to or received from the guardian (a tap on
-  :class:`webalps_sim.aio.remote.RemoteDelegate`) is searched for each secret;
+  :class:`webalps_sim.aio.channel.GuardianChannel`) is searched for each secret -- the ECDHE
+  suites' ephemeral private keys included;
 * every ``bytes``/``bytearray``/``memoryview`` the garbage collector can reach in this process
   -- which runs the host, with a client connection still open -- is searched for each secret,
   except the test's own copies.  A control plants a copy of one secret in a container and
@@ -34,7 +35,9 @@ from tests.webalps_sim.guardian_helpers import (
     provision,
     webalps_host,
 )
-from webalps_sim.aio.host import WEBALPS_SUITES, WebALPSServerConnection
+from tls12.server_connection import ServerConnection
+from tls12.suites import SUITES, KeyExchange
+from webalps_sim.aio.host import WEBALPS_SUITES
 
 pytestmark = pytest.mark.interop
 
@@ -103,16 +106,22 @@ def test_no_premaster_master_secret_or_key_on_the_host(tmp_path: Path) -> None:
             logged = {bytes.fromhex(line.split()[2]) for line in keylog.read_text().splitlines()
                       if line.startswith("CLIENT_RANDOM")}
             assert len(logged) == len(names) and logged <= masters  # the switch tells the truth
+            ephemerals = {bytes.fromhex(r["ephemeral_private"]) for r in revealed
+                          if r.get("ephemeral_private")}
             secrets = sorted(masters | {bytes.fromhex(r["premaster"]) for r in revealed}
-                             | {bytes.fromhex(k) for r in revealed for k in r["keys"]})
+                             | {bytes.fromhex(k) for r in revealed for k in r["keys"]}
+                             | ephemerals)
             assert len(revealed) == 2 * len(names) and len(secrets) >= 2 * len(names) * 6
+            ecdhe = sum(1 for s in WEBALPS_SUITES if SUITES[s].key_exchange is KeyExchange.ECDHE_RSA)
+            assert ecdhe >= 2 and len(ephemerals) == 2 * ecdhe  # the ECDHE keys are searched too
 
             # 1. the channel
             assert len(channel["out"]) > 10_000 and len(channel["in"]) > 10_000
             assert _secrets_in([bytes(channel["out"]), bytes(channel["in"])], secrets) == []
 
             # 2. the host's memory, with live delegated connections
-            live = [o for o in gc.get_objects() if isinstance(o, WebALPSServerConnection)]
+            live = [o for o in gc.get_objects()
+                    if isinstance(o, ServerConnection) and o.asks_by_event]
             assert live, "no open WebALPS connection to search"
             skip = {id(s) for s in (*secrets, *masters, *logged)}
             buffers = _reachable_buffers(skip)

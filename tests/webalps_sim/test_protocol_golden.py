@@ -30,6 +30,15 @@ GOLDEN_MESSAGES: list[object] = [
                    b"\x16\x03\x03\x00\x01z"),
     p.Seal(0xFFFFFFFFFFFFFFFF, 0xFFFF, True, ((21, 0x0303, 2**64 - 1, b"a" * 300),)),
     p.Open(1, 2, False, ((0, 22, 0x0301, b""), (1, 23, 0x0302, b"yz"))),
+    # ECDHE_RSA (issue 21): the ephemeral key's request and reply, and DERIVE / DERIVE_FINISH
+    # naming it (the client's point where RSA has the encrypted premaster)
+    p.Ephemeral(0x001D, 0x0401, b"c" * 32, b"s" * 32, 0xC02F),
+    p.EphemeralReply(9, 0xC013, b"P" * 32, b"g" * 256),
+    p.Derive(b"\x04" + b"q" * 64, 0x0303, b"c" * 32, b"s" * 32, 0xC027, b"h" * 32, 0xFFFFFFFF),
+    p.DeriveFinish(b"k" * 32, 0x0303, b"c" * 32, b"s" * 32, 0xC02F, True, b"\x10\x00\x00\x00",
+                   0x0303, b"f" * 40, 9),
+    p.Error(p.ErrorCode.BAD_KEY_EXCHANGE, "invalid ECDH public value"),
+    p.Error(p.ErrorCode.LIMIT, "too many host connections"),
 ]
 
 
@@ -56,6 +65,7 @@ def test_golden_frame_bytes(index: int) -> None:
 
 u8 = st.integers(0, 0xFF)
 u16 = st.integers(0, 0xFFFF)
+u32 = st.integers(0, 2**32 - 1)
 u64 = st.integers(0, 2**64 - 1)
 r32 = st.binary(min_size=32, max_size=32)
 v1 = st.binary(max_size=255)
@@ -67,7 +77,9 @@ STRATEGIES: dict[type, st.SearchStrategy[object]] = {
     p.Hello: st.builds(p.Hello),
     p.Info: st.builds(p.Info, st.lists(v3.filter(bool), max_size=3).map(tuple), v1,
                       text.filter(lambda s: len(s.encode()) < 256), v1),
-    p.Derive: st.builds(p.Derive, v2, u16, r32, r32, u16, st.none() | v1.filter(bool)),
+    p.Derive: st.builds(p.Derive, v2, u16, r32, r32, u16, st.none() | v1.filter(bool), u32),
+    p.Ephemeral: st.builds(p.Ephemeral, u16, u16, r32, r32, u16),
+    p.EphemeralReply: st.builds(p.EphemeralReply, u64, u16, v1, v2),
     p.Resume: st.builds(p.Resume, u64, u16, r32, r32),
     p.VerifyData: st.builds(p.VerifyData, u64, u16, st.booleans(), v1),
     p.CheckFinished: st.builds(p.CheckFinished, u64, u16, st.booleans(), v1, v1),
@@ -78,7 +90,8 @@ STRATEGIES: dict[type, st.SearchStrategy[object]] = {
     p.Release: st.builds(p.Release, u64),
     p.Finish: st.builds(p.Finish, u64, u16, v1, v1, v1, u16),
     p.FinishReply: st.builds(p.FinishReply, st.booleans(), v1, u64, v2),
-    p.DeriveFinish: st.builds(p.DeriveFinish, v2, u16, r32, r32, u16, st.booleans(), v3, u16, v2),
+    p.DeriveFinish: st.builds(p.DeriveFinish, v2, u16, r32, r32, u16, st.booleans(), v3, u16, v2,
+                              u32),
     p.DerivedReply: st.builds(p.DerivedReply, u64, u16, v1, v1, u64, v2),
     p.HandleReply: st.builds(p.HandleReply, u64, u16),
     p.DataReply: st.builds(p.DataReply, v2),

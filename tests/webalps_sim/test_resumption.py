@@ -8,6 +8,7 @@ next connection makes a full handshake instead of failing.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import ssl
 from pathlib import Path
@@ -21,10 +22,10 @@ from tests.webalps_sim.guardian_helpers import (
     provision,
     webalps_host,
 )
-from tls12.delegate import KeyHandle
+from tls12.delegate import DelegateRequest, KeyHandle
 from webalps_sim import protocol as p
 from webalps_sim.aio.host import WEBALPS_SUITES, GuardianSessionStore
-from webalps_sim.aio.remote import GuardianRefused
+from webalps_sim.questions import HandleLost
 
 pytestmark = pytest.mark.interop
 
@@ -66,9 +67,11 @@ def test_resumption_through_the_guardian(tmp_path: Path) -> None:
             _get(server.port, ctx, None)
             assert len(store) == 2 and not store.holds(first)
             server.wait_idle()
-            with pytest.raises(GuardianRefused, match="unknown key handle"):
-                remote._call(p.VerifyData(first.id, first.cipher_suite, False, b"t" * 32),
-                             p.DataReply)
+            # asked on the host's own channel (handles belong to the host connection)
+            asked = asyncio.run_coroutine_threadsafe(
+                remote.answer(DelegateRequest(0, "verify_data", (first, False, b"t" * 32))),
+                server._loop).result(30)  # type: ignore[arg-type]
+            assert isinstance(asked, HandleLost) and asked.code == p.ErrorCode.UNKNOWN_HANDLE
             _, _, reused = _get(server.port, ctx, session)
             assert not reused
 

@@ -24,6 +24,7 @@ from webalps_sim.state import (
     ChannelInput,
     ChannelState,
     ChannelStateError,
+    HandleTable,
     advance,
     describe,
 )
@@ -108,3 +109,77 @@ def test_the_error_frame_carries_the_tables_refusal() -> None:
     assert isinstance(message, p.Error) and message.code == p.ErrorCode.UNSUPPORTED
     assert "before the client's Finished was verified" in message.message
     assert service._channels[handle].read_seq == 0
+
+
+# -- the handle table: bounded, owned, idle expiry (issue 21) ----------------------------------
+
+LIMIT, LIFETIME = 4, 10.0
+
+#: one step of a table's life: ("add", owner) | ("use", index) | ("pop", index)
+#: | ("tick", seconds) | ("drop", owner)
+_steps = st.lists(st.one_of(
+    st.tuples(st.just("add"), st.integers(0, 2)),
+    st.tuples(st.just("use"), st.integers(0, 30)),
+    st.tuples(st.just("pop"), st.integers(0, 30)),
+    st.tuples(st.just("tick"), st.sampled_from([1.0, 4.0, 9.5, 10.0, 25.0])),
+    st.tuples(st.just("drop"), st.integers(0, 2)),
+), max_size=60)
+
+
+@given(_steps)
+def test_the_handle_table_is_an_lru_with_owners_and_idle_expiry(steps: list[tuple[str, float]]
+                                                                ) -> None:
+    """Against a plain model: a list of ``[id, owner, last_used]`` in order of last use."""
+    now = [0.0]
+    dropped: list[int] = []
+    table: HandleTable[str] = HandleTable(LIMIT, LIFETIME, lambda: now[0], dropped.append)
+    model: list[list[float]] = []
+    expected_drops: list[int] = []
+
+    def expire() -> None:
+        for entry in [e for e in model if e[2] <= now[0] - LIFETIME]:
+            model.remove(entry)
+            expected_drops.append(int(entry[0]))
+
+    for number, (op, arg) in enumerate(steps):
+        if op == "add":
+            expire()
+            table.add(number, f"v{number}", arg)
+            model.append([number, arg, now[0]])
+            while len(model) > LIMIT:
+                expected_drops.append(int(model.pop(0)[0]))
+        elif op in ("use", "pop"):
+            handle = int(arg)
+            if op == "use":
+                expire()
+                entry = next((e for e in model if e[0] == handle), None)
+                assert table.use(handle) == (None if entry is None else f"v{handle}")
+                if entry is not None:
+                    model.remove(entry)
+                    model.append([handle, entry[1], now[0]])
+            else:
+                entry = next((e for e in model if e[0] == handle), None)
+                assert table.pop(handle) == (None if entry is None else f"v{handle}")
+                if entry is not None:
+                    model.remove(entry)
+        elif op == "tick":
+            now[0] += arg
+        else:
+            mine = [e for e in model if e[1] == arg]
+            assert table.drop_owner(arg) == len(mine)
+            for entry in mine:
+                model.remove(entry)
+            expected_drops += sorted(int(e[0]) for e in mine)
+            dropped[len(dropped) - len(mine):] = sorted(dropped[len(dropped) - len(mine):])
+        assert list(table) == [int(e[0]) for e in model]
+        assert dropped == expected_drops
+        for owner in range(3):
+            assert table.owned_by(owner) == sum(1 for e in model if e[1] == owner)
+    assert table == {int(e[0]): f"v{int(e[0])}" for e in model}  # a read-only Mapping
+
+
+def test_the_handle_table_refuses_a_useless_bound() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        HandleTable(0, 1.0, lambda: 0.0, lambda _: None)
+    with pytest.raises(ValueError, match="positive"):
+        HandleTable(1, 0.0, lambda: 0.0, lambda _: None)

@@ -1,31 +1,41 @@
-"""The untrusted host: a static-file web server in three modes, one of them relaying to a guardian.
+"""The untrusted host: a static-file web server, its TLS connections' secrets in a guardian.
 
 ::
 
-    python -m webalps_sim.host --mode http    --port P --docroot DIR
-    python -m webalps_sim.host --mode https   --port P --docroot DIR [--cert C --key K]
     python -m webalps_sim.host --mode webalps --port P --docroot DIR --guardian SOCK \
-        [--guardian-wait SECONDS]
+        [--http-port H] [--guardian-timeout SECONDS] [--guardian-wait SECONDS] [--session-cache]
+    python -m webalps_sim.host --mode https   --port P --docroot DIR [--cert C --key K] [--http-port H]
+    python -m webalps_sim.host --mode http    --port P --docroot DIR
 
-All three serve the files under ``DIR`` with the h11 handler of the HTTPS file server
+Every mode serves the files under ``DIR`` with the h11 handler of the HTTPS file server
 (:class:`testbed.apps.file_handler.HTTPFileHandler`), so the baselines of the paper's Tables 1/2
 differ only in the transport:
 
 * ``http`` -- plain HTTP over TCP;
 * ``https`` -- the ordinary :mod:`tls12` server with its own key (``--cert``/``--key``, or a
   fresh self-signed pair);
-* ``webalps`` -- :class:`WebALPSServerConnection`: a :class:`tls12.ServerConnection` whose
-  session delegate is a :class:`webalps_sim.aio.remote.RemoteDelegate` to the guardian.  The host
-  holds the guardian's certificate chain (fetched from the guardian at start) and no private key;
-  the premaster, the master secret and every record key stay in the guardian, which opens every
-  client record, answers the requests its application claims, and seals every record the host
-  sends (``webalps.md`` §4.1).  Only RSA-key-exchange CBC suites (:data:`WEBALPS_SUITES`).
-  ``--session-cache`` resumes sessions by ID: the cache holds key handles
-  (:class:`GuardianSessionStore`), the master secrets stay in the guardian.
+* ``webalps`` -- every connection is a :class:`tls12.ServerConnection` that asks its delegate
+  by event (:class:`tls12.delegate.EventDelegate`), and a
+  :class:`webalps_sim.aio.channel.GuardianChannel` answers on the event loop: the host holds the
+  guardian's certificate chain (fetched at start) and no private key; the premaster, the
+  master secret, every record key and (ECDHE) the ephemeral key stay in the guardian, which
+  opens every client record, answers the requests its application claims, and seals every
+  record the host sends (``webalps.md`` §4.1).  Suites: :data:`WEBALPS_SUITES` (RSA and ECDHE_RSA
+  key exchange, CBC records).  ``--session-cache`` resumes sessions by ID: the cache holds key
+  handles (:class:`GuardianSessionStore`), the master secrets stay in the guardian.
 
-The host prints ``listening on URL`` once it accepts connections.  If the guardian dies, the
-connections using it fail (their clients see the TLS connection drop) and the host reconnects
-on the next handshake; while the guardian is down, new connections fail the same way.
+``--http-port`` serves plain HTTP from the same process beside the TLS port, as the paper's
+Figure 4 server answers plain and secure requests side by side.  The host never waits for the
+guardian on its event loop: a question waits at most ``--guardian-timeout`` seconds (default
+30), then only the connection that asked ends (``internal_error``, in the clear during the
+handshake; after it the socket closes, since a protected alert needs the guardian too).  A
+stopped guardian therefore delays only the connections that need it -- new clients still get
+the ServerHello flight of an RSA suite at once (an ECDHE ServerKeyExchange is signed by the
+guardian), and plain HTTP is served throughout; when it resumes, the waiting connections go on.
+
+The host prints ``listening on URL`` for the TLS port (then for ``--http-port``) once it accepts
+connections.  If the guardian dies, the connections using it fail and the host reconnects on the
+next question; a guardian restarted with the same state serves again without a host restart.
 """
 
 from __future__ import annotations
@@ -49,25 +59,22 @@ from testbed.apps.stats import ServerStats
 from tls12.aio import TLSStream
 from tls12.certs import Credentials, generate_self_signed
 from tls12.config import ServerConfig
-from tls12.delegate import DelegatedWriteProtection, KeyHandle
-from tls12.errors import AlertDescription
-from tls12.events import Event
-from tls12.messages import ClientHello
-from tls12.record import ContentType, OutgoingRecord
+from tls12.delegate import DelegateRequest, EphemeralKey, EventDelegate, FlightResult, KeyHandle
 from tls12.server_connection import ServerConnection
 from tls12.session import InMemorySessionStore, Session
 from tls12.suites import SUITES, CipherSuite, KeyExchange, parse_suite_list
 
-from .remote import GuardianUnavailable, RemoteDelegate
+from ..questions import GuardianUnavailable, prepare
+from .channel import DEFAULT_TIMEOUT, GuardianChannel
 
 __all__ = [
     "WEBALPS_SUITES",
-    "WebALPSServerConnection",
     "webalps_config",
-    "webalps_connection_factory",
+    "webalps_connection",
+    "guardian_answer",
     "GuardianSessionStore",
     "handle_releaser",
-    "release_handle",
+    "start_webalps_server",
     "PlainStream",
     "start_http_server",
     "main",
@@ -75,115 +82,57 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_APPLICATION_DATA = ContentType.APPLICATION_DATA
-
 WEBALPS_SUITES: tuple[CipherSuite, ...] = tuple(
-    s for s, prm in SUITES.items() if prm.block_size and prm.key_exchange is KeyExchange.RSA
+    s for s, prm in SUITES.items()
+    if prm.block_size and prm.key_exchange in (KeyExchange.RSA, KeyExchange.ECDHE_RSA)
 )
-"""The suites a guardian serves: RSA key exchange (the delegate's), CBC records."""
+"""The suites a guardian serves: RSA or ECDHE_RSA key exchange (the guardian decrypts the
+premaster, or makes and signs the ephemeral key), CBC records."""
+
+OPERATIONS = frozenset({"derive_finish", "finish"})
+"""The optional questions a guardian answers in one exchange (see :mod:`tls12.delegate`)."""
 
 
-class WebALPSServerConnection(ServerConnection):
-    """A server connection whose secrets are in the guardian; it passes on the guardian's records.
-
-    When the keys arrive (a handle), it registers with the remote delegate where the responses
-    the guardian's application seals go (:meth:`tls12.ServerConnection.queue_sealed`, so they go
-    out in sequence); when the client asked that answer to end the connection, the connection
-    then sends close_notify.  A lost guardian ends the connection with ``internal_error`` (protected alerts
-    need the guardian too, so after the handshake the socket simply closes).
-
-    Sealing waits for the next write: the records of ``send_data`` stay unsealed until
-    :meth:`data_to_send` (or anything else that needs them on the wire) and are sealed in one
-    guardian call together with whatever is written before that -- a response and the
-    close_notify of ``send_data(...); close()`` cost one ``SEAL``, not two.  Sequence numbers
-    are assigned when the records are queued, so nothing else changes (a WebALPS host sets no
-    record writer: once the keys are in use, its records go straight to the guardian).
-    """
-
-    def __init__(self, config: ServerConfig, *args: Any, **kwargs: Any) -> None:
-        super().__init__(config, *args, **kwargs)
-        self._unsealed: list[OutgoingRecord] = []
-
-    def _write_records(self, content_type: int, fragments: list[bytes]) -> None:
-        if not isinstance(self._write, DelegatedWriteProtection):  # plaintext handshake
-            super()._write_records(content_type, fragments)
-            return
-        version = self.context.version
-        self._unsealed += [OutgoingRecord(content_type, version, self._write.next_seq(), f)
-                           for f in fragments]
-        if content_type != _APPLICATION_DATA:  # alerts, Finished: out with what came before
-            self._seal_unsealed()
-
-    def _seal_unsealed(self) -> None:
-        records, self._unsealed = self._unsealed, []
-        if records:
-            self._output += self._write.seal_many(records)
-
-    def data_to_send(self) -> bytes:
-        self._seal_unsealed()
-        return super().data_to_send()
-
-    def data_to_send_records(self) -> list[bytes]:
-        self._seal_unsealed()
-        return super().data_to_send_records()
-
-    def queue_sealed(self, records: bytes, count: int) -> None:
-        self._seal_unsealed()  # ours first: they have the earlier sequence numbers
-        super().queue_sealed(records, count)
-
-    def _set_delegated_keys(self, handle: KeyHandle) -> None:
-        super()._set_delegated_keys(handle)
-        delegate = self._delegate
-        if isinstance(delegate, RemoteDelegate):
-            delegate.attach(handle, self._guardian_records)
-
-    def _guardian_records(self, records: bytes, count: int, close: bool) -> None:
-        """Pass on the guardian's answer; close after it if its client asked to."""
-        self.queue_sealed(records, count)
-        if close:
-            self.close()
-
-    def _find_session(self, hello: ClientHello, client_ems: bool) -> Session | None:
-        """Before resuming, make sure the guardian that holds the session's keys is still the same
-        run (a restarted guardian empties the cache through ``on_restart``: full handshake)."""
-        if hello.session_id and self.config.session_store is not None:
-            delegate = self._delegate
-            if isinstance(delegate, RemoteDelegate):
-                delegate.check_alive()
-        return super()._find_session(hello, client_ems)
-
-    def receive_data(self, data: bytes, *, max_records: int | None = None) -> list[Event]:
-        try:
-            self._seal_unsealed()  # before the guardian seals anything of its own
-            return super().receive_data(data, max_records=max_records)
-        except GuardianUnavailable:
-            self.abort(AlertDescription.INTERNAL_ERROR)
-            raise
-
-    @property
-    def key_handle(self) -> KeyHandle | None:
-        """The guardian's name for this connection's keys (nothing secret)."""
-        return self._key_handle
-
-
-def webalps_config(remote: RemoteDelegate, suites: tuple[CipherSuite, ...] = WEBALPS_SUITES,
-                   session_store: GuardianSessionStore | None = None) -> ServerConfig:
-    """A server config with the guardian's certificate chain and no private key."""
+def webalps_config(chain: list[bytes], suites: tuple[CipherSuite, ...] = WEBALPS_SUITES,
+                   session_store: Any = None) -> ServerConfig:
+    """A server config with the guardian's certificate chain (DER, leaf first) and no key."""
     bad = [s for s in suites if s not in WEBALPS_SUITES]
     if bad:
-        raise ValueError(f"a guardian serves RSA CBC suites only, not {bad}")
-    chain = tuple(x509.load_der_x509_certificate(c) for c in remote.chain())
-    return ServerConfig(credentials=Credentials.chain_only(chain), cipher_suites=suites,
+        raise ValueError(f"a guardian serves RSA and ECDHE_RSA CBC suites only, not {bad}")
+    certs = tuple(x509.load_der_x509_certificate(c) for c in chain)
+    return ServerConfig(credentials=Credentials.chain_only(certs), cipher_suites=suites,
                         session_store=session_store)
 
 
-def webalps_connection_factory(remote: RemoteDelegate):  # type: ignore[no-untyped-def]
-    """``connection_factory`` for :func:`testbed.apps.server.start_server`."""
+def webalps_connection(config: ServerConfig) -> ServerConnection:
+    """``connection_factory``: a server connection that asks the guardian by event."""
+    return ServerConnection(config, delegate=EventDelegate(OPERATIONS))
 
-    def factory(config: ServerConfig) -> WebALPSServerConnection:
-        return WebALPSServerConnection(config, delegate=remote)
 
-    return factory
+def _handles_in(answer: object) -> list[KeyHandle]:
+    if isinstance(answer, KeyHandle):
+        return [answer]
+    if isinstance(answer, (FlightResult, EphemeralKey)):
+        return [answer.handle]
+    return []
+
+
+def guardian_answer(channel: GuardianChannel) -> Callable[[Any, DelegateRequest], Any]:
+    """``answer(conn, request)`` for :func:`tls12.aio.serve`: ask the guardian, and before the
+    stream supplies the answer, queue what the guardian sealed by itself
+    (:func:`webalps_sim.questions.prepare`).  A handle that arrives for a connection that is
+    gone meanwhile is released at once."""
+
+    async def answer(conn: Any, request: DelegateRequest) -> object:
+        result = await channel.answer(request)
+        if conn.closed:
+            for handle in _handles_in(result):
+                channel.release(handle)
+            return result
+        prepare(conn, result)
+        return result
+
+    return answer
 
 
 class GuardianSessionStore:
@@ -191,10 +140,11 @@ class GuardianSessionStore:
 
     A session that leaves the cache (evicted, removed) has its handle released in the guardian,
     so the guardian keeps at most ``max_entries`` resumable master secrets; when the guardian
-    restarts, every handle is gone and the cache is emptied (``RemoteDelegate.on_restart``).
+    restarts (or the channel to it is opened again: the guardian frees the handles of a closed
+    host connection), every handle is gone and the cache is emptied (``on_restart``).
     """
 
-    def __init__(self, remote: RemoteDelegate, max_entries: int = 10_000) -> None:
+    def __init__(self, remote: Any, max_entries: int = 10_000) -> None:
         if max_entries < 1:
             raise ValueError("max_entries must be positive")
         self.remote = remote
@@ -242,27 +192,38 @@ class GuardianSessionStore:
             self.remote.release(session.handle)
 
 
-def handle_releaser(store: GuardianSessionStore | None = None) -> Callable[[TLSStream], None]:
-    """``on_close``: tell the guardian to forget a closed connection's keys.
+def handle_releaser(channel: Any, store: GuardianSessionStore | None = None
+                    ) -> Callable[[TLSStream], None]:
+    """``on_close``: tell the guardian to forget a closed connection's keys (``channel``: a
+    :class:`GuardianChannel` or a blocking :class:`webalps_sim.aio.remote.RemoteDelegate`).
 
-    Keys that a cached session still names (``store``) stay until the session leaves the cache.
+    Keys that a cached session still names (``store``) stay until the session leaves the cache;
+    an ephemeral key whose ClientKeyExchange never came goes too.
     """
 
     def release(stream: TLSStream) -> None:
         conn = stream.conn
-        if not isinstance(conn, WebALPSServerConnection) or conn.key_handle is None:
+        if not isinstance(conn, ServerConnection):
             return
-        if store is not None and store.holds(conn.key_handle):
-            return
-        delegate = conn._delegate
-        assert isinstance(delegate, RemoteDelegate)
-        delegate.release(conn.key_handle)
+        for handle in (conn.key_handle, conn.ephemeral_handle):
+            if handle is not None and not (store is not None and store.holds(handle)):
+                channel.release(handle)
 
     return release
 
 
-release_handle = handle_releaser()
-"""``on_close`` of a WebALPS host without a session cache."""
+async def start_webalps_server(docroot: str | Path, host: str, port: int, channel: GuardianChannel,
+                               *, suites: tuple[CipherSuite, ...] = WEBALPS_SUITES,
+                               session_cache: bool = False, stats: ServerStats | None = None,
+                               idle_timeout: float = DEFAULT_IDLE_TIMEOUT) -> asyncio.Server:
+    """The WebALPS host's TLS server on the running loop (the channel is connected here)."""
+    chain = await channel.chain()
+    store = GuardianSessionStore(channel) if session_cache else None
+    return await start_server(docroot, host, port, webalps_config(chain, suites, store),
+                              stats=stats, idle_timeout=idle_timeout,
+                              connection_factory=webalps_connection,
+                              on_close=handle_releaser(channel, store),
+                              answer=guardian_answer(channel))
 
 
 class PlainStream:
@@ -326,12 +287,18 @@ def build_parser() -> argparse.ArgumentParser:
                                      description="WebALPS host: HTTP, HTTPS or via a guardian.")
     parser.add_argument("--mode", required=True, choices=("http", "https", "webalps"))
     parser.add_argument("--port", type=cli.port, default=8443, help="TCP port (0 = any free)")
+    parser.add_argument("--http-port", type=cli.port, metavar="PORT",
+                        help="also serve plain HTTP on this port from the same process "
+                        "(https, webalps; 0 = any free)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind")
     parser.add_argument("--docroot", required=True, type=cli.existing_directory)
     parser.add_argument("--guardian", type=Path, help="the guardian's Unix socket (webalps)")
     parser.add_argument("--guardian-wait", type=cli.non_negative_float, default=0.0,
                         metavar="SECONDS", help="keep trying to reach the guardian this long at "
                         "start (default 0: fail at once)")
+    parser.add_argument("--guardian-timeout", type=cli.positive_float, default=DEFAULT_TIMEOUT,
+                        metavar="SECONDS", help="end a connection whose question the guardian "
+                        f"has not answered after this long (default {DEFAULT_TIMEOUT:g})")
     parser.add_argument("--cert", type=Path, help="PEM chain for https mode")
     parser.add_argument("--key", type=Path, help="PEM RSA key for https mode")
     parser.add_argument("--ciphers", help="colon-separated suites (OpenSSL names)")
@@ -341,12 +308,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def _wait_for_guardian(remote: RemoteDelegate, seconds: float) -> None:
+async def _wait_for_guardian(channel: GuardianChannel, seconds: float) -> None:
     """Try to reach the guardian for up to ``seconds`` (it may still be starting)."""
     deadline = asyncio.get_running_loop().time() + seconds
     while True:
         try:
-            remote.connect()
+            await channel.connect()
             return
         except GuardianUnavailable:
             if asyncio.get_running_loop().time() >= deadline:
@@ -354,37 +321,44 @@ async def _wait_for_guardian(remote: RemoteDelegate, seconds: float) -> None:
             await asyncio.sleep(0.1)
 
 
+async def _tls_server(args: argparse.Namespace) -> asyncio.Server:
+    suites = parse_suite_list(args.ciphers) if args.ciphers else None
+    if args.mode == "https":
+        creds = (cli.load_credentials_arg(args.cert, args.key) if args.cert
+                 else generate_self_signed())
+        config = ServerConfig(
+            credentials=creds, **({"cipher_suites": suites} if suites else {}),
+            session_store=InMemorySessionStore() if args.session_cache else None,
+        )
+        return await start_server(args.docroot, args.host, args.port, config)
+    channel = GuardianChannel(args.guardian, timeout=args.guardian_timeout)
+    await _wait_for_guardian(channel, args.guardian_wait)
+    return await start_webalps_server(args.docroot, args.host, args.port, channel,
+                                      suites=suites or WEBALPS_SUITES,
+                                      session_cache=args.session_cache)
+
+
 async def _serve(args: argparse.Namespace) -> None:
+    servers: list[tuple[str, asyncio.Server]] = []
     if args.mode == "http":
-        server = await start_http_server(args.docroot, args.host, args.port)
-        scheme = "http"
+        servers.append(("http", await start_http_server(args.docroot, args.host, args.port)))
     else:
-        suites = parse_suite_list(args.ciphers) if args.ciphers else None
-        if args.mode == "https":
-            creds = (cli.load_credentials_arg(args.cert, args.key) if args.cert
-                     else generate_self_signed())
-            config = ServerConfig(
-                credentials=creds, **({"cipher_suites": suites} if suites else {}),
-                session_store=InMemorySessionStore() if args.session_cache else None,
-            )
-            server = await start_server(args.docroot, args.host, args.port, config)
-        else:
-            remote = RemoteDelegate(args.guardian)
-            await _wait_for_guardian(remote, args.guardian_wait)
-            store = GuardianSessionStore(remote) if args.session_cache else None
-            config = webalps_config(remote, suites or WEBALPS_SUITES, store)
-            server = await start_server(args.docroot, args.host, args.port, config,
-                                        connection_factory=webalps_connection_factory(remote),
-                                        on_close=handle_releaser(store))
-        scheme = "https"
+        servers.append(("https", await _tls_server(args)))
+        if args.http_port is not None:
+            plain = await start_http_server(args.docroot, args.host, args.http_port)
+            servers.append(("http", plain))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    host, port = server.sockets[0].getsockname()[:2]
-    print(f"listening on {scheme}://{host}:{port}", flush=True)
-    async with server:
+    for scheme, server in servers:
+        host, port = server.sockets[0].getsockname()[:2]
+        print(f"listening on {scheme}://{host}:{port}", flush=True)
+    try:
         await stop.wait()
+    finally:
+        for _, server in servers:
+            server.close()
 
 
 def _main(args: argparse.Namespace) -> int:
@@ -392,6 +366,8 @@ def _main(args: argparse.Namespace) -> int:
                         format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     if args.mode == "webalps" and args.guardian is None:
         raise cli.UsageError("--mode webalps needs --guardian SOCKET")
+    if args.mode == "http" and args.http_port is not None:
+        raise cli.UsageError("--http-port is for --mode https or webalps (--port is the HTTP port)")
     if args.mode != "https" and (args.cert or args.key):
         raise cli.UsageError("--cert/--key are for --mode https (a WebALPS host holds no key)")
     if (args.cert is None) != (args.key is None):

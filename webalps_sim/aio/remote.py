@@ -1,35 +1,25 @@
-"""The host's end of the guardian channel: a :class:`tls12.delegate.SessionDelegate` over a socket.
+"""A blocking client of the guardian: a :class:`tls12.delegate.SessionDelegate` over its socket.
 
-:class:`RemoteDelegate` implements every delegate operation as one request/reply exchange with
-the guardian process (:mod:`webalps_sim.protocol`), so a :class:`tls12.ServerConnection` given
-it holds nothing but key handles::
+The WebALPS host itself does not use this class: it answers its connections' questions on the
+event loop (:mod:`webalps_sim.aio.channel`).  :class:`RemoteDelegate` is the same protocol for
+code that may block -- tests that play the host byte by byte, tools, a notebook -- and it turns
+questions into requests and replies into answers with the same :class:`webalps_sim.questions.Asker`
+as the asyncio channel.  Every :class:`tls12.delegate.SessionDelegate` method is one exchange,
+serialised by a lock; :meth:`RemoteDelegate.answer` takes a :class:`tls12.delegate.DelegateRequest`
+and returns the answer or the exception value, as an event-driven adapter supplies it.
 
-    remote = RemoteDelegate("/run/guardian.sock")
-    config = ServerConfig(credentials=Credentials.chain_only(remote.chain()), ...)
-    conn = ServerConnection(config, delegate=remote)
+:class:`WebALPSServerConnection` puts the two together for a test or a tool: a
+:class:`tls12.ServerConnection` that asks by event, answered at once by a :class:`RemoteDelegate`
+(the records the guardian seals by itself are queued before the plaintexts are supplied,
+:func:`webalps_sim.questions.supply`).  It stands wherever :func:`tls12.testing.pipe` wants a
+server.
 
-Batching is the connection's (:mod:`tls12.delegate`): one ``SEAL`` per ``send_data`` and one
-``OPEN`` per burst of buffered application records, so a round trip costs per flight, not per
-record.  A full handshake takes one exchange when the client's ClientKeyExchange,
-ChangeCipherSpec and Finished reach the host together (``DERIVE_FINISH``, see
-:meth:`RemoteDelegate.derive_finish`), else three: ``DERIVE``, ``OPEN`` of the client's Finished
-and ``FINISH``, which checks it, makes the server's and returns it sealed.  Records the guardian seals by itself -- its application answered a request -- come
-back in an ``OPEN`` reply; :meth:`RemoteDelegate.attach` names, per handle, the callable that
-queues them on the connection (:meth:`tls12.ServerConnection.queue_sealed`), and it is called
-*before* ``open`` returns, so those records precede anything the connection writes next.
-
-Calls are blocking and serialised by a lock (one guardian, one card): the host's event loop
-waits for the guardian, as the paper's Apache process waits for the coprocessor.
-
-Failures are typed.  :class:`GuardianUnavailable` -- the socket cannot be opened, or the guardian
-died mid-request: the connection using it fails (its client sees the TLS connection drop), the
-socket is dropped, and the next call reconnects.  A guardian that comes back is a new run
-(``Info.run_id``): every handle of the old run is dead (:class:`GuardianUnavailable` again) and
-the ``on_restart`` callbacks run (the host empties its session cache).  An ``ERROR`` reply is
-:class:`GuardianRefused`; for ``OPEN``, a record the guardian would not open (bad MAC, wrong
-sequence number) is :class:`RecordRejected`, a ``ValueError``, which the connection turns into a
-``bad_record_mac`` alert.  ``tap(direction, data)``, if given, sees every byte sent (``"out"``)
-and received (``"in"``) on the channel.
+Failures are typed (:mod:`webalps_sim.questions`).  :class:`GuardianUnavailable` -- the socket
+cannot be opened, or the guardian died mid-request: the socket is dropped and the next call
+reconnects, running the ``on_restart`` callbacks.  An ``ERROR`` reply is
+:class:`GuardianRefused`; a record the guardian would not open is :class:`RecordRejected`, a
+``ValueError``.  ``tap(direction, data)``, if given, sees every byte sent (``"out"``) and
+received (``"in"``) on the channel.
 """
 
 from __future__ import annotations
@@ -38,40 +28,32 @@ import itertools
 import socket
 import struct
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from tls12.delegate import DelegateError, FlightResult, KeyHandle
-from tls12.messages import HandshakeType, frame_handshake
-from tls12.record import ContentType, OutgoingRecord
+from tls12.config import ServerConfig
+from tls12.delegate import DelegateRequest, EventDelegate, KeyHandle
+from tls12.server_connection import ServerConnection
+from tls12.testing import AnsweringServer
 
 from .. import protocol as p
-from ..errors import WebAlpsError
+from ..questions import (
+    Asker,
+    GuardianProtocolError,
+    GuardianRefused,
+    GuardianUnavailable,
+    HandleLost,
+    RecordRejected,
+    supply,
+)
 
-__all__ = ["RemoteDelegate", "GuardianUnavailable", "GuardianRefused", "RecordRejected"]
-
-SealedSink = Callable[[bytes, int, bool], None]
-"""``sink(records, count, close)``: queue ``count`` sealed records; then close if ``close``."""
-
-
-class GuardianUnavailable(WebAlpsError, DelegateError):
-    """The guardian cannot be reached, died mid-request, or restarted and lost the handle."""
-
-
-class GuardianRefused(WebAlpsError, DelegateError):
-    """The guardian answered with an error."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(f"guardian refused ({code}): {message}")
-        self.code = code
-
-
-class RecordRejected(WebAlpsError, ValueError):
-    """The guardian would not open a record (one error for MAC, padding and sequence faults)."""
+__all__ = ["RemoteDelegate", "WebALPSServerConnection", "GuardianUnavailable", "GuardianRefused",
+           "HandleLost", "RecordRejected"]
 
 
 class RemoteDelegate:
-    """A session delegate whose secrets live in the guardian process at ``path``."""
+    """A session delegate whose secrets live in the guardian process at ``path`` (blocking)."""
 
     MAX_DEFERRED = 64
     """``RELEASE`` requests held for the next request at most; then they go out alone."""
@@ -86,20 +68,17 @@ class RemoteDelegate:
         self.tap = tap
         self.info: p.Info | None = None
         self.on_restart: list[Callable[[], None]] = []
-        """Called (no arguments) when the guardian came back as a new run."""
+        """Called (no arguments) whenever the channel is opened again (the handles are gone)."""
         self.reconnects = 0
+        self.asker = Asker()
         self._sock: socket.socket | None = None
         self._decoder = p.FrameDecoder()
         self._buffer = bytearray(p.RECV_SIZE)  # every read lands here: no allocation per read
         self._view = memoryview(self._buffer)
         self._lock = threading.RLock()
         self._ids = itertools.count(1)
-        self._live: set[int] = set()
-        self._sinks: dict[int, SealedSink] = {}
         self._unanswered: set[int] = set()  # requests whose replies nobody waits for (RELEASE)
         self._deferred: list[bytes] = []  # RELEASE frames that go out with the next request
-        # handle: seq, version, message, sealed -- the server's Finished, sealed in advance
-        self._finished: dict[int, tuple[int, int, bytes, bytes]] = {}
 
     # -- channel ---------------------------------------------------------------------------
 
@@ -129,12 +108,11 @@ class RemoteDelegate:
                 previous, self.info = self.info, info
                 if previous is not None:
                     self.reconnects += 1
-                    if previous.run_id != info.run_id:
-                        self._live.clear()
-                        self._sinks.clear()
-                        self._finished.clear()
-                        for callback in list(self.on_restart):
-                            callback()
+                    # a new run lost every handle; so did the same run, which frees the
+                    # handles of a closed host connection
+                    self.asker.clear()
+                    for callback in list(self.on_restart):
+                        callback()
             assert self.info is not None
             return self.info
 
@@ -240,124 +218,69 @@ class RemoteDelegate:
             raise self._drop(f"malformed reply: {exc}") from None
         return reply
 
-    def _call(self, message: object, expect: type, handle: KeyHandle | None = None) -> object:
+    # -- questions ---------------------------------------------------------------------
+
+    def answer(self, request: DelegateRequest) -> Any:
+        """The answer to a connection's question, or the exception value (never raises)."""
+        ready = self.asker.sealed_ahead(request)
+        if ready is not None:
+            return ready
+        try:
+            message = self.asker.message_for(request)
+            with self._lock:
+                self.connect()
+                reply = self._exchange(message)
+        except GuardianUnavailable as exc:
+            return exc
+        answer = self.asker.answer_from(request, reply)
+        if isinstance(answer, GuardianProtocolError):
+            with self._lock:
+                self.close()
+        return answer
+
+    def request(self, message: p.Message) -> object:
+        """Send one guardian request as it is; the reply message (an ``Error`` too).  For tests
+        and tools that speak the protocol directly."""
         with self._lock:
             self.connect()
-            if handle is not None and handle.id not in self._live:
-                raise GuardianUnavailable(f"key handle {handle.id} was lost when the guardian restarted")
-            reply = self._exchange(message)
-        if isinstance(reply, p.Error):
-            if reply.code in (p.ErrorCode.BAD_RECORD, p.ErrorCode.SEQUENCE) and isinstance(message, p.Open):
-                raise RecordRejected("bad record MAC")
-            raise GuardianRefused(reply.code, reply.message)
-        if not isinstance(reply, expect):
-            raise self._drop(f"{type(reply).__name__} in reply to {type(message).__name__}")
-        return reply
+            return self._exchange(message)
 
-    def _new_handle(self, reply: object) -> KeyHandle:
-        assert isinstance(reply, p.HandleReply)
-        self._live.add(reply.handle_id)
-        return KeyHandle(reply.handle_id, reply.cipher_suite)
+    def _ask(self, op: str, *args: Any, **kwargs: Any) -> Any:
+        answer = self.answer(DelegateRequest(0, op, args, tuple(kwargs.items())))
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
 
-    # -- SessionDelegate -------------------------------------------------------------------
+    # -- SessionDelegate (each one exchange) --------------------------------------------------
 
-    def derive(self, encrypted_premaster: bytes, client_version: int, client_random: bytes,
-               server_random: bytes, cipher_suite: int, session_hash: bytes | None) -> KeyHandle:
-        message = p.Derive(encrypted_premaster, client_version, client_random, server_random,
-                           cipher_suite, session_hash)
-        return self._new_handle(self._call(message, p.HandleReply))
+    def derive(self, *args: Any, **kwargs: Any) -> KeyHandle:
+        return self._ask("derive", *args, **kwargs)  # type: ignore[no-any-return]
 
-    def resume(self, session: KeyHandle, client_random: bytes, server_random: bytes) -> KeyHandle:
-        message = p.Resume(session.id, session.cipher_suite, client_random, server_random)
-        return self._new_handle(self._call(message, p.HandleReply, session))
+    def derive_finish(self, *args: Any, **kwargs: Any) -> Any:
+        return self._ask("derive_finish", *args, **kwargs)
 
-    def verify_data(self, handle: KeyHandle, from_client: bool, transcript_hash: bytes) -> bytes:
-        message = p.VerifyData(handle.id, handle.cipher_suite, from_client, transcript_hash)
-        reply = self._call(message, p.DataReply, handle)
-        return reply.data  # type: ignore[attr-defined, no-any-return]
+    def ephemeral(self, *args: Any) -> Any:
+        return self._ask("ephemeral", *args)
 
-    def check_finished(self, handle: KeyHandle, from_client: bool, transcript_hash: bytes,
-                       verify_data: bytes) -> bool:
-        message = p.CheckFinished(handle.id, handle.cipher_suite, from_client, transcript_hash,
-                                  verify_data)
-        return self._call(message, p.BoolReply, handle).value  # type: ignore[attr-defined, no-any-return]
+    def resume(self, *args: Any) -> KeyHandle:
+        return self._ask("resume", *args)  # type: ignore[no-any-return]
 
-    def finish(self, handle: KeyHandle, client_hash: bytes, client_verify_data: bytes,
-               server_hash: bytes) -> bytes | None:
-        """``check_finished`` + ``verify_data`` in one exchange (``tls12.delegate``).
+    def verify_data(self, *args: Any) -> bytes:
+        return self._ask("verify_data", *args)  # type: ignore[no-any-return]
 
-        The reply also carries the server's Finished record, sealed; the :meth:`seal` that
-        follows for exactly that record returns it without another round trip.
-        """
-        reply = self._call(p.Finish(handle.id, handle.cipher_suite, client_hash,
-                                    client_verify_data, server_hash, 0x0303), p.FinishReply, handle)
-        assert isinstance(reply, p.FinishReply)
-        if not reply.ok:
-            return None
-        message = frame_handshake(HandshakeType.FINISHED, reply.verify_data)
-        self._finished[handle.id] = (reply.seq, 0x0303, message, reply.sealed)
-        return reply.verify_data
+    def check_finished(self, *args: Any) -> bool:
+        return self._ask("check_finished", *args)  # type: ignore[no-any-return]
 
-    def derive_finish(self, encrypted_premaster: bytes, client_version: int,
-                      client_random: bytes, server_random: bytes, cipher_suite: int,
-                      transcript: bytes, extended_master_secret: bool, record_version: int,
-                      finished_fragment: bytes) -> FlightResult | None:
-        """The client's whole flight in one exchange (``tls12.delegate.FlightDelegate``).
+    def finish(self, *args: Any) -> bytes | None:
+        return self._ask("finish", *args)  # type: ignore[no-any-return]
 
-        The reply also carries the server's Finished record, sealed, kept for the :meth:`seal`
-        that asks for it.  A record the guardian cannot open is :class:`RecordRejected`; a wrong
-        Finished is ``None``; either way the guardian kept no handle.
-        """
-        message = p.DeriveFinish(encrypted_premaster, client_version, client_random,
-                                 server_random, cipher_suite, extended_master_secret, transcript,
-                                 record_version, finished_fragment)
-        with self._lock:
-            self.connect()
-            reply = self._exchange(message)
-        if isinstance(reply, p.Error):
-            if reply.code == p.ErrorCode.BAD_RECORD:
-                raise RecordRejected("bad record MAC")
-            if reply.code == p.ErrorCode.BAD_FINISHED:
-                return None
-            raise GuardianRefused(reply.code, reply.message)
-        if not isinstance(reply, p.DerivedReply):
-            raise self._drop(f"{type(reply).__name__} in reply to DeriveFinish")
-        handle = self._new_handle(p.HandleReply(reply.handle_id, reply.cipher_suite))
-        ours = frame_handshake(HandshakeType.FINISHED, reply.verify_data)
-        self._finished[handle.id] = (reply.seq, record_version, ours, reply.sealed)
-        return FlightResult(handle, reply.client_finished, reply.verify_data)
+    def seal(self, *args: Any) -> bytes:
+        return self._ask("seal", *args)  # type: ignore[no-any-return]
 
-    def seal(self, handle: KeyHandle, from_client: bool, records: Sequence[OutgoingRecord]) -> bytes:
-        ready = self._finished.pop(handle.id, None)
-        if ready is not None and not from_client and len(records) == 1:
-            r = records[0]
-            if (r.content_type, r.seq, r.version, r.plaintext) == (ContentType.HANDSHAKE, *ready[:3]):
-                return ready[3]
-        batch = tuple((r.content_type, r.version, r.seq, r.plaintext) for r in records)
-        reply = self._call(p.Seal(handle.id, handle.cipher_suite, from_client, batch), p.Sealed,
-                           handle)
-        return reply.records  # type: ignore[attr-defined, no-any-return]
-
-    def open(self, handle: KeyHandle, from_client: bool,
-             records: Sequence[tuple[int, int, int, bytes]]) -> list[bytes]:
-        reply = self._call(p.Open(handle.id, handle.cipher_suite, from_client, tuple(records)),
-                           p.Opened, handle)
-        assert isinstance(reply, p.Opened)
-        if len(reply.plaintexts) != len(records):
-            raise self._drop(f"{len(reply.plaintexts)} plaintexts for {len(records)} records")
-        if reply.sealed_count:
-            sink = self._sinks.get(handle.id)
-            if sink is None:
-                raise GuardianRefused(0, "the guardian answered a request on a connection "
-                                         "that takes no sealed records")
-            sink(reply.sealed, reply.sealed_count, reply.close)
-        return list(reply.plaintexts)
-
-    # -- handles ---------------------------------------------------------------------------
-
-    def attach(self, handle: KeyHandle, sink: SealedSink) -> None:
-        """Where the records the guardian seals by itself for ``handle`` go."""
-        self._sinks[handle.id] = sink
+    def open(self, *args: Any) -> list[bytes]:
+        """Plaintexts (a :class:`webalps_sim.questions.OpenAnswer`: with the records the
+        guardian sealed by itself, which the caller must queue first)."""
+        return self._ask("open", *args)  # type: ignore[no-any-return]
 
     def release(self, handle: KeyHandle) -> None:
         """Forget ``handle`` here and in the guardian (best effort: a dead guardian forgot it).
@@ -366,15 +289,32 @@ class RemoteDelegate:
         guardian wake-up for both; at most :attr:`MAX_DEFERRED` wait, and :meth:`close` sends
         them), and its reply is dropped when that exchange reads it.
         """
-        self._sinks.pop(handle.id, None)
-        self._finished.pop(handle.id, None)
+        self.asker.forget(handle.id)
         with self._lock:
-            if handle.id not in self._live or self._sock is None:
+            if self._sock is None:
                 return
-            self._live.discard(handle.id)
-            # no reply awaited: a closing connection should not wait for the guardian
             request_id = next(self._ids) & 0xFFFFFFFF
             self._deferred.append(p.message_frame(p.Release(handle.id), request_id))
             self._unanswered.add(request_id)
             if len(self._deferred) >= self.MAX_DEFERRED:
                 self._flush_deferred()
+
+
+class WebALPSServerConnection(AnsweringServer):
+    """A host connection for tests and tools: asks by event, answered at once by a
+    :class:`RemoteDelegate` (see the module docstring).  Any other attribute is the
+    :class:`tls12.ServerConnection`'s."""
+
+    def __init__(self, config: ServerConfig, *, delegate: RemoteDelegate) -> None:
+        super().__init__(ServerConnection(config, delegate=EventDelegate()), delegate)
+
+    def answer(self, request: DelegateRequest) -> list[Any]:
+        """Answer by calling the delegate's method of that name (so a subclass of
+        :class:`RemoteDelegate` may change how an operation is asked)."""
+        if request in self.held:
+            self.held.remove(request)
+        try:
+            answer = request.call(self.delegate)
+        except Exception as exc:  # noqa: BLE001 - a failed operation is an answer too
+            answer = exc
+        return supply(self.conn, request, answer)
