@@ -35,6 +35,7 @@ mutation: build  ## mutation testing of the safety checks (slow; not in make tes
 
 reproduce: build  ## regenerate every figure and table at quick sizes into results/
 	$(PY) notebooks/run_all.py $(if $(FULL),--full,)
+	$(PY) -m webalps_sim.campaign --trials 40 --seed 1
 
 benchmarks: build  ## run every benchmark (each ratio the median of 5 interleaved repeats against a reference measured in the same run, --repeats; JSON with repeats and wall_s in results/benchmarks/)
 	mkdir -p results/benchmarks
@@ -54,6 +55,7 @@ benchmarks: build  ## run every benchmark (each ratio the median of 5 interleave
 	$(PY) benchmarks/bench_sslacc.py --json results/benchmarks/sslacc.json
 	$(PY) benchmarks/bench_sslacc_failover.py --json results/benchmarks/sslacc_failover.json
 	$(PY) benchmarks/bench_webalps.py --json results/benchmarks/webalps.json
+	$(PY) benchmarks/bench_webalps_host.py --json results/benchmarks/webalps_host.json --csv results/benchmarks/webalps_host.csv
 
 notebook: build  ## open the notebooks in JupyterLab from the project's venv (quick sizes; REPRODUCE_QUICK=0 for full)
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks

@@ -73,6 +73,8 @@ MODULES = (
     "webalps_sim.evoting",
     "webalps_sim.experiments",
     "webalps_sim.load",
+    "webalps_sim.campaign",
+    "webalps_sim.model_driver",
 )
 #: Programs with so few options that fewer than five bad command lines exist, with the reason.
 FEW_CASES = {
@@ -86,6 +88,8 @@ EXEMPT = {
     "testbed.apps.https_cli": "the body of testbed.https_server (a shim), swept under that name",
     "sine.aio": "internal worker: sine.experiments.link.measure runs its run-plan "
                             "subcommand inside the link testbed's client namespace",
+    "webalps_sim.aio.campaign": "the body of webalps_sim.campaign (a shim that calls it), swept "
+                                "under that name",
 }
 #: The packages whose programs the sweep must know about (see test_every_program_is_swept).
 PACKAGES = ("tls12", "netsim", "testbed", "sslsplit", "sine", "reverse_ssl", "sslacc_sim", "webalps_sim")
@@ -375,6 +379,16 @@ CASES: tuple[Case, ...] = (
     case("webalps_sim.load", "https://127.0.0.1:1/ --cafile {rsa}", 2, "--cafile", "expected a pem certificate, got a private key"),
     case("webalps_sim.load", "https://127.0.0.1:1/ --ciphers NO-SUCH-CIPHER", 2, "--ciphers", "no cipher"),
     case("webalps_sim.load", "http://127.0.0.1:{closed}/ --seconds 0.2", 1, "no request completed", "refused"),
+    # webalps_sim.campaign (every case fails before a process starts)
+    case("webalps_sim.model_driver", "--loads 0", 2, "--loads"),
+    case("webalps_sim.model_driver", "--mix 1.5", 2, "--mix"),
+    case("webalps_sim.model_driver", "--kinds ftp", 2, "--kinds", "ftp"),
+    case("webalps_sim.model_driver", "--seconds -1", 2, "--seconds"),
+    case("webalps_sim.campaign", "--trials 0", 2, "--trials", "0"),
+    case("webalps_sim.campaign", "--clients abc", 2, "--clients", "abc"),
+    case("webalps_sim.campaign", "--curl-clients -1", 2, "--curl-clients", "-1"),
+    case("webalps_sim.campaign", "--seed x", 2, "--seed", "x"),
+    case("webalps_sim.campaign", "--out {text}", 2, "--out", "not a directory"),
 )
 # fmt: on
 

@@ -45,7 +45,9 @@ Seams for the protocols built on this core (documented where they live):
    messages and states, and a subclass of the role's handshake context
    (:mod:`tls12.context`) holds new fields (Reverse SSL does all three);
 5. :mod:`tls12.delegate` -- a session-crypto delegate: the server holds key
-   handles, never the premaster, master secret or record keys (WebALPS).
+   handles, never the premaster, master secret or record keys (WebALPS); asked
+   inline or, never calling out of ``receive_data``, by event
+   (:mod:`tls12.delegation`: ``DelegateNeeded``, :meth:`Connection.supply`).
 """
 
 from __future__ import annotations
@@ -397,6 +399,11 @@ class Connection(KeySchedule, StateSeam, Delegation):
         self._write_records(ContentType.ALERT, [bytes((level, description))])
 
     def _fatal(self, description: AlertDescription) -> None:
+        """Queue a fatal alert and close.  Before our keys are in use, plaintext handshake
+        bytes not yet taken are dropped: the peer gets the alert alone, first (a flight it
+        could answer would only mislead it; nothing is numbered in the clear)."""
+        if not self._write.encrypted:
+            self._output.clear()
         if self.state is not HandshakeState.CLOSED and not self._close_sent:
             try:
                 self._send_alert(AlertLevel.FATAL, description)

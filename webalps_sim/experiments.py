@@ -18,8 +18,9 @@ Every function returns a DataFrame; the notebook (``notebooks/webalps.ipynb``) p
 * :func:`calibrate_model` / :func:`figure4`: the SimPy model (:mod:`webalps_sim.model_throughput`)
   calibrated from the *single-client* runs of Table 1 only, compared with the measured mix runs
   (which it never saw) and extended to the paper's 8 clients x 3 threads. **Modelled.**
-* :func:`figure4_variant`: Figure 4 by ``variant="measured" | "model"`` (a dispatcher over the
-  two functions above).
+* :func:`figure4_variant`: Figure 4 by ``variant="measured" | "model" | "driver"`` (a
+  dispatcher over the two functions above and :func:`webalps_sim.model_driver.figure4_rows`:
+  real connections through the delegate seam in simulated time).
 * :func:`cost_breakdown`: where the modelled card time of one WebALPS request goes (RSA,
   records, Finished, host-card transfers), from the guardian's per-operation counters.
 
@@ -40,6 +41,7 @@ import pandas as pd
 from .aio.loadgen import closed_loop
 from .aio.testbed import FILE_SIZE, HOSTS, Testbed, measure_run, testbed
 from .costmodel import PAPER_EXTRA_PER_REQUEST_S, Card4758, CostAccount
+from .model_driver import figure4_rows
 from .model_throughput import ServerParams, simulate, sweep
 
 __all__ = [
@@ -357,22 +359,27 @@ def figure4(t1: pd.DataFrame, measured: pd.DataFrame, *, model_seconds: float = 
     return out
 
 
-VARIANTS = ("measured", "model")
+VARIANTS = ("measured", "model", "driver")
 """The variants of Figure 4 (:func:`figure4_variant`)."""
 
 
 def figure4_variant(variant: str = "model", *, t1: pd.DataFrame | None = None,
                     measured: pd.DataFrame | None = None, quick: bool = True,
                     seconds: float | None = None, **model_options: Any) -> pd.DataFrame:
-    """Figure 4 by ``variant``: ``"measured"`` or ``"model"``, one row per (host, clients).
+    """Figure 4 by ``variant``: ``"measured"``, ``"model"`` or ``"driver"``, one row per (host, clients).
 
     ``"measured"``: :func:`figure4_measured` (real processes on loopback).  ``"model"``: the
     rows of :func:`figure4` that come from the SimPy model (``source`` ``"model"`` and
     ``"model-extended"``), calibrated on ``t1`` (:func:`table1`) and matched to ``measured``;
     either is measured first when not given.  ``model_options`` go to :func:`figure4`.
+    ``"driver"``: real connections through the WebALPS delegate seam in simulated time
+    (:func:`webalps_sim.model_driver.figure4_rows`, calibrated on the paper's Table 1, nothing
+    measured here); ``model_options`` go to it.
     """
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, not {variant!r}")
+    if variant == "driver":
+        return figure4_rows(**model_options)
     if measured is None:
         measured = figure4_measured(quick, seconds)
     if variant == "measured":

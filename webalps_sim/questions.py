@@ -40,11 +40,14 @@ from tls12.delegate import DelegateError, DelegateRequest, EphemeralKey, FlightR
 from tls12.errors import IllegalParameter, LocalProtocolError
 from tls12.messages import HandshakeType, frame_handshake
 from tls12.record import ContentType
+from tls12.suites import SUITES, CipherSuite, KeyExchange
 
 from . import protocol as p
 from .errors import WebAlpsError
 
 __all__ = [
+    "WEBALPS_SUITES",
+    "OPERATIONS",
     "Asker",
     "GuardianRefused",
     "GuardianProtocolError",
@@ -55,6 +58,18 @@ __all__ = [
     "prepare",
     "supply",
 ]
+
+
+WEBALPS_SUITES: tuple[CipherSuite, ...] = tuple(
+    s for s, prm in SUITES.items()
+    if prm.block_size and prm.key_exchange in (KeyExchange.RSA, KeyExchange.ECDHE_RSA)
+)
+"""The suites a guardian serves: RSA or ECDHE_RSA key exchange (the guardian decrypts the
+premaster, or makes and signs the ephemeral key), CBC records."""
+
+OPERATIONS = frozenset({"derive_finish", "finish"})
+"""The optional questions a guardian answers in one exchange (``tls12.delegate.EventDelegate``):
+the real host and the SimPy model ask exactly these."""
 
 
 class GuardianUnavailable(WebAlpsError, DelegateError):

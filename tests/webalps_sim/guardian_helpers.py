@@ -77,6 +77,11 @@ class GuardianProcess:
         self.env = {**child_env(), **(env or {})}
         self.proc: subprocess.Popen[str] | None = None
 
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
     def start(self, timeout: float = 60.0) -> GuardianProcess:
         cmd = [sys.executable, "-m", "webalps_sim.guardian", "--state-dir", str(self.state_dir),
                "--listen", str(self.sock), *self.args]
@@ -184,3 +189,78 @@ def python_get(port: int, path: str, ca_pem: Path, cipher: str, host: str = "loc
         return response.status, dict(response.getheaders()), response.read()
     finally:
         conn.close()
+
+
+class HostProcess:
+    """``python -m webalps_sim.host`` as a child process: its TLS port and ``--http-port``.
+
+    The host runs apart from the test, as in a deployment: a guardian frozen with SIGSTOP
+    cannot stall the test's own threads, and the host's liveness is its process's.
+    """
+
+    def __init__(self, docroot: Path, sock: Path, *args: str) -> None:
+        self.cmd = [sys.executable, "-m", "webalps_sim.host", "--mode", "webalps", "--port", "0",
+                    "--http-port", "0", "--guardian", str(sock), "--docroot", str(docroot),
+                    "--quiet", *args]
+        self.proc: subprocess.Popen[str] | None = None
+        self.port = self.http_port = 0
+
+    def start(self, timeout: float = 60.0) -> HostProcess:
+        self.proc = subprocess.Popen(self.cmd, cwd=REPO, env=child_env(), stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        while not (self.port and self.http_port):
+            line = self.proc.stdout.readline()
+            if not line or time.monotonic() > deadline:
+                self.proc.kill()
+                _, err = self.proc.communicate(timeout=10)
+                raise RuntimeError(f"host did not start: {line!r} {err}")
+            if line.startswith("listening on https://"):
+                self.port = int(line.rsplit(":", 1)[1])
+            elif line.startswith("listening on http://"):
+                self.http_port = int(line.rsplit(":", 1)[1])
+        return self
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> str:
+        """Stop the host (SIGTERM); its stderr."""
+        if self.proc is None:
+            return ""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=30)
+        err = self.proc.stderr.read() if self.proc.stderr is not None else ""
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+        return err
+
+    def __enter__(self) -> HostProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+GNUTLS_PRIORITY = {
+    "AES128-SHA": "+RSA:+AES-128-CBC:+SHA1",
+    "AES256-SHA": "+RSA:+AES-256-CBC:+SHA1",
+    "AES128-SHA256": "+RSA:+AES-128-CBC:+SHA256",
+    "ECDHE-RSA-AES128-SHA": "+ECDHE-RSA:+AES-128-CBC:+SHA1",
+    "ECDHE-RSA-AES128-SHA256": "+ECDHE-RSA:+AES-128-CBC:+SHA256",
+}
+"""GnuTLS priority fragments that offer exactly one of the guardian's suites."""
+
+
+def gnutls_priority(openssl_name: str) -> str:
+    """A GnuTLS priority string offering TLS 1.2 and only the suite ``openssl_name``."""
+    return ("NONE:+VERS-TLS1.2:" + GNUTLS_PRIORITY[openssl_name]
+            + ":+COMP-NULL:+SIGN-ALL:+GROUP-ALL:+CTYPE-X509")

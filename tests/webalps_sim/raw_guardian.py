@@ -8,25 +8,23 @@ encrypts it to the guardian's key, computes the master secret and the keys as th
 so it can make a right client Finished (``FINISH``), encrypt an application-data record the
 guardian must open (``OPEN``) and read the records the guardian seals.
 
-Nothing here is the host's code (:mod:`webalps_sim.aio.remote`), nor imports it: a test that
-passes with this client checks the guardian alone.  :func:`provision_small_key` and
-:class:`GuardianChild` certify and start a guardian process as
-``tests/webalps_sim/guardian_helpers.py`` does, without loading the host; :func:`proc_status`
-reads the child's ``/proc/PID/status`` (RSS, threads).
+Nothing here uses the host's code (:mod:`webalps_sim.aio.remote`, :mod:`webalps_sim.aio.channel`):
+a test that passes with this client checks the guardian alone.  :func:`provision_small_key`
+certifies a guardian with a small key (fast RSA), :class:`GuardianChild` is the helpers'
+guardian process (``tests/webalps_sim/guardian_helpers.py``), and :func:`proc_status` reads the
+child's ``/proc/PID/status`` (RSS, threads).
 """
 
 from __future__ import annotations
 
 import os
 import socket
-import subprocess
-import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
+from tests.webalps_sim.guardian_helpers import GuardianProcess
 from tls12 import prf
 from tls12.record import (
     IV_KEY_LABEL,
@@ -63,45 +61,8 @@ def proc_status(pid: int, field: str) -> int:
     raise KeyError(field)
 
 
-class GuardianChild:
-    """``python -m webalps_sim.guardian --state-dir STATE --listen SOCK ARGS...`` as a child
-    process, from its "guardian listening" line until the ``with`` block ends."""
-
-    def __init__(self, state_dir: Path, sock: Path, *args: str) -> None:
-        self.cmd = [sys.executable, "-m", "webalps_sim.guardian", "--state-dir", str(state_dir),
-                    "--listen", str(sock), *args]
-        self.proc: subprocess.Popen[str] | None = None
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def __enter__(self) -> GuardianChild:
-        env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        self.proc = subprocess.Popen(self.cmd, cwd=REPO, env=env, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
-        assert self.proc.stdout is not None
-        deadline = time.monotonic() + 60
-        line = self.proc.stdout.readline()
-        while "guardian listening" not in line:
-            if not line or time.monotonic() > deadline:
-                self.proc.kill()
-                _, err = self.proc.communicate(timeout=10)
-                raise RuntimeError(f"guardian did not start: {line!r} {err}")
-            line = self.proc.stdout.readline()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self.proc is not None
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=30)
-        self.proc.communicate(timeout=30)
+GuardianChild = GuardianProcess
+"""The guardian as a child process (``guardian.pid`` for ``/proc`` and signals)."""
 
 
 class RawGuardian:

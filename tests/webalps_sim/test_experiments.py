@@ -195,7 +195,7 @@ def test_figure4_variant_dispatches_to_the_measured_rows_or_the_model_rows() -> 
     pd.testing.assert_frame_equal(
         model, full[full["source"] != "measured"].reset_index(drop=True))
     with pytest.raises(ValueError, match="variant"):
-        ex.figure4_variant("driver", t1=t1, measured=measured)
+        ex.figure4_variant("nosuch", t1=t1, measured=measured)
 
 
 def test_cost_breakdown_groups_the_counters() -> None:

@@ -62,9 +62,9 @@ from tls12.config import ServerConfig
 from tls12.delegate import DelegateRequest, EphemeralKey, EventDelegate, FlightResult, KeyHandle
 from tls12.server_connection import ServerConnection
 from tls12.session import InMemorySessionStore, Session
-from tls12.suites import SUITES, CipherSuite, KeyExchange, parse_suite_list
+from tls12.suites import CipherSuite, parse_suite_list
 
-from ..questions import GuardianUnavailable, prepare
+from ..questions import OPERATIONS, WEBALPS_SUITES, GuardianUnavailable, prepare
 from .channel import DEFAULT_TIMEOUT, GuardianChannel
 
 __all__ = [
@@ -81,17 +81,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-WEBALPS_SUITES: tuple[CipherSuite, ...] = tuple(
-    s for s, prm in SUITES.items()
-    if prm.block_size and prm.key_exchange in (KeyExchange.RSA, KeyExchange.ECDHE_RSA)
-)
-"""The suites a guardian serves: RSA or ECDHE_RSA key exchange (the guardian decrypts the
-premaster, or makes and signs the ephemeral key), CBC records."""
-
-OPERATIONS = frozenset({"derive_finish", "finish"})
-"""The optional questions a guardian answers in one exchange (see :mod:`tls12.delegate`)."""
-
 
 def webalps_config(chain: list[bytes], suites: tuple[CipherSuite, ...] = WEBALPS_SUITES,
                    session_store: Any = None) -> ServerConfig:
@@ -304,6 +293,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--ciphers", help="colon-separated suites (OpenSSL names)")
     parser.add_argument("--session-cache", action="store_true",
                         help="resume sessions by session ID (https, webalps)")
+    parser.add_argument("--stats-json", type=Path, metavar="FILE",
+                        help="on exit (SIGTERM/SIGINT), write the counters as JSON: requests "
+                        "served per port and, in webalps mode, guardian questions per operation "
+                        "and round trips")
     parser.add_argument("--quiet", action="store_true", help="no per-request log lines")
     return parser
 
@@ -321,7 +314,8 @@ async def _wait_for_guardian(channel: GuardianChannel, seconds: float) -> None:
             await asyncio.sleep(0.1)
 
 
-async def _tls_server(args: argparse.Namespace) -> asyncio.Server:
+async def _tls_server(args: argparse.Namespace, stats: ServerStats,
+                      channels: list[GuardianChannel]) -> asyncio.Server:
     suites = parse_suite_list(args.ciphers) if args.ciphers else None
     if args.mode == "https":
         creds = (cli.load_credentials_arg(args.cert, args.key) if args.cert
@@ -330,22 +324,44 @@ async def _tls_server(args: argparse.Namespace) -> asyncio.Server:
             credentials=creds, **({"cipher_suites": suites} if suites else {}),
             session_store=InMemorySessionStore() if args.session_cache else None,
         )
-        return await start_server(args.docroot, args.host, args.port, config)
+        return await start_server(args.docroot, args.host, args.port, config, stats=stats)
     channel = GuardianChannel(args.guardian, timeout=args.guardian_timeout)
+    channels.append(channel)
     await _wait_for_guardian(channel, args.guardian_wait)
     return await start_webalps_server(args.docroot, args.host, args.port, channel,
                                       suites=suites or WEBALPS_SUITES,
-                                      session_cache=args.session_cache)
+                                      session_cache=args.session_cache, stats=stats)
+
+
+def _write_stats(path: Path, counters: dict[str, ServerStats],
+                 channels: list[GuardianChannel]) -> None:
+    """The ``--stats-json`` file: what a benchmark reads after stopping the host."""
+    import json
+
+    data: dict[str, Any] = {
+        scheme: {"requests": st.requests, "connections": st.opened, "bytes_in": st.bytes_in,
+                 "bytes_out": st.bytes_out}
+        for scheme, st in counters.items()
+    }
+    for channel in channels:
+        data["guardian"] = {"questions": dict(channel.requests), "round_trips": channel.round_trips,
+                            "reconnects": channel.reconnects}
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
 async def _serve(args: argparse.Namespace) -> None:
     servers: list[tuple[str, asyncio.Server]] = []
+    counters = {"http": ServerStats()}
+    channels: list[GuardianChannel] = []
     if args.mode == "http":
-        servers.append(("http", await start_http_server(args.docroot, args.host, args.port)))
+        servers.append(("http", await start_http_server(args.docroot, args.host, args.port,
+                                                       stats=counters["http"])))
     else:
-        servers.append(("https", await _tls_server(args)))
+        counters["https"] = ServerStats()
+        servers.append(("https", await _tls_server(args, counters["https"], channels)))
         if args.http_port is not None:
-            plain = await start_http_server(args.docroot, args.host, args.http_port)
+            plain = await start_http_server(args.docroot, args.host, args.http_port,
+                                            stats=counters["http"])
             servers.append(("http", plain))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -359,6 +375,8 @@ async def _serve(args: argparse.Namespace) -> None:
     finally:
         for _, server in servers:
             server.close()
+        if args.stats_json is not None:
+            _write_stats(args.stats_json, counters, channels)
 
 
 def _main(args: argparse.Namespace) -> int:

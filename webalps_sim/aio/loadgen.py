@@ -9,6 +9,9 @@ immediately starts the next one. Per fetch it records, like ``http_load``:
   too (``tcp_s``), since the paper's sub-millisecond HTTPS connect times look like TCP only;
 * **request time**: from the established connection to the last byte of the response.
 
+:func:`keepalive_loop` is the other setting: each client keeps one connection alive and sends
+its requests on it one after another (a handshake only when a connection is first opened).
+
 Requests per second is the number of complete, correct fetches (status 200, body length equal to
 ``Content-Length``) divided by the wall time. A *mix* (Figure 4's e-commerce workload: 92 % HTTP,
 8 % HTTPS) draws each request's URL at random with the given weights, one seeded
@@ -39,7 +42,8 @@ from testbed import cli
 
 from ..errors import WebAlpsError
 
-__all__ = ["Fetch", "FetchError", "LoadResult", "client_context", "closed_loop", "fetch_once"]
+__all__ = ["Fetch", "FetchError", "LoadResult", "client_context", "closed_loop", "fetch_once",
+           "keepalive_loop"]
 
 #: The suite the WebALPS delegate supports (RSA key exchange, CBC, MAC-then-encrypt).
 DEFAULT_CIPHERS = "AES128-SHA"
@@ -210,6 +214,63 @@ def closed_loop(urls: str | Sequence[str | tuple[str, float]], *, seconds: float
                 result.fetches.append(fetch)
 
     threads = [threading.Thread(target=client, args=(n,), daemon=True) for n in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    result.seconds = max(time.perf_counter() - begin, seconds)
+    return result
+
+
+def _keepalive_client(url: str, ctx: ssl.SSLContext, deadline: float, timeout: float,
+                      result: LoadResult, lock: threading.Lock) -> None:
+    """One keep-alive client: one connection (re-opened after an error) carrying ``GET`` after
+    ``GET`` until ``deadline``; each fetch's ``connect_s`` is the handshake it waited for (0 on
+    a reused connection)."""
+    parts = urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 443
+    request = f"GET {parts.path or '/'} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: webalps-load\r\n\r\n"
+    sock: socket.socket | ssl.SSLSocket | None = None
+    while time.perf_counter() < deadline:
+        start = time.perf_counter()
+        try:
+            if sock is None:
+                sock = socket.create_connection((host, port), timeout=timeout)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if parts.scheme == "https":
+                    sock = ctx.wrap_socket(sock, server_hostname=host)
+            connected = time.perf_counter()
+            sock.sendall(request.encode())
+            nbytes = _read_response(sock)
+        except (OSError, FetchError) as exc:
+            with lock:
+                result.errors.append(f"{url}: {type(exc).__name__}: {exc}")
+            if sock is not None:
+                sock.close()
+            sock = None
+            time.sleep(0.01)
+            continue
+        done = time.perf_counter()
+        with lock:
+            result.fetches.append(Fetch(url, start, connected - start, done - connected, nbytes))
+    if sock is not None:
+        sock.close()
+
+
+def keepalive_loop(url: str, *, seconds: float = 2.0, clients: int = 1, cafile: str | None = None,
+                   ciphers: str = DEFAULT_CIPHERS, timeout: float = 30.0) -> LoadResult:
+    """Like :func:`closed_loop`, but each of the ``clients`` keeps **one** connection alive and
+    sends its requests on it one after another (HTTP/1.1 keep-alive, no pipelining): the
+    record-layer cost of a request without a handshake per request."""
+    if seconds <= 0 or clients < 1:
+        raise ValueError("seconds must be positive and clients at least 1")
+    ctx = client_context(cafile, ciphers)
+    result = LoadResult(seconds=seconds, clients=clients)
+    lock = threading.Lock()
+    begin = time.perf_counter()
+    threads = [threading.Thread(target=_keepalive_client, daemon=True,
+                                args=(url, ctx, begin + seconds, timeout, result, lock))
+               for _ in range(clients)]
     for t in threads:
         t.start()
     for t in threads:

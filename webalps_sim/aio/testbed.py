@@ -27,7 +27,8 @@ from typing import Any
 
 from .loadgen import LoadResult, closed_loop
 
-__all__ = ["FILE_NAME", "FILE_SIZE", "HOSTS", "Testbed", "cpu_seconds", "measure_run", "testbed"]
+__all__ = ["FILE_NAME", "FILE_SIZE", "HOSTS", "Testbed", "certify_guardian", "cpu_seconds", "measure_run",
+           "testbed"]
 
 REPO = Path(__file__).resolve().parents[2]
 FILE_NAME, FILE_SIZE = "2k.bin", 2048
@@ -114,14 +115,10 @@ def _host_cmd(mode: str, port: int, docroot: Path, *extra: str) -> list[str]:
             "--docroot", str(docroot), "--quiet", *extra]
 
 
-def _start_webalps(stack: ExitStack, bed: Testbed, name: str, cost_model: str,
-                   docroot: Path, cpu: int | None = None) -> None:
-    state = bed.workdir / f"guardian-{name}"
-    sock = state / "guardian.sock"
+def certify_guardian(state: Path, ca: Path) -> Path:
+    """Make a guardian state folder ``state`` and have the WebALPS CA in ``ca`` (made if absent)
+    certify it, with the programs a user runs; the CA certificate's path."""
     state.mkdir()
-    stats = bed.workdir / f"cost-{name}.json"
-    env = {**_env(), "WEBALPS_COST_STATS": str(stats)}
-    ca = bed.workdir / "ca"
     steps = [["webalps_sim.guardian", "--state-dir", str(state), "--app", "null", "--init"],
              ["webalps_sim.ca", "sign", "--dir", str(ca), "--csr", str(state / "guardian.csr"),
               "--app", "null", "--out", str(state / "guardian-chain.pem")]]
@@ -132,6 +129,17 @@ def _start_webalps(stack: ExitStack, bed: Testbed, name: str, cost_model: str,
                               text=True, timeout=120)
         if done.returncode:
             raise RuntimeError(f"{' '.join(step[:2])} failed: {done.stderr.strip()[-600:]}")
+    return ca / "ca.pem"
+
+
+def _start_webalps(stack: ExitStack, bed: Testbed, name: str, cost_model: str,
+                   docroot: Path, cpu: int | None = None) -> None:
+    state = bed.workdir / f"guardian-{name}"
+    sock = state / "guardian.sock"
+    stats = bed.workdir / f"cost-{name}.json"
+    env = {**_env(), "WEBALPS_COST_STATS": str(stats)}
+    ca = bed.workdir / "ca"
+    certify_guardian(state, ca)
     glog, hlog = bed.workdir / f"guardian-{name}.log", bed.workdir / f"host-{name}.log"
     guardian = _start(stack, [sys.executable, "-m", "webalps_sim.guardian", "--state-dir",
                               str(state), "--listen", str(sock), "--app", "null",
