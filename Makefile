@@ -35,7 +35,6 @@ mutation: build  ## mutation testing of the safety checks (slow; not in make tes
 
 reproduce: build  ## regenerate every figure and table at quick sizes into results/
 	$(PY) notebooks/run_all.py $(if $(FULL),--full,)
-	$(PY) -m webalps_sim.campaign --trials 40 --seed 1
 
 benchmarks: build  ## run every benchmark (each ratio the median of 5 interleaved repeats against a reference measured in the same run, --repeats; JSON with repeats and wall_s in results/benchmarks/)
 	mkdir -p results/benchmarks

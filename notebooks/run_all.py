@@ -9,10 +9,13 @@ Steps, in order:
    measured on this machine with their provenance; the SSLACC notebook's
    Figures 28/29 read this file (the model's inputs called *measured* are
    measured by this run, not typed in);
-3. every ``notebooks/*.ipynb`` executed headless with nbclient, working
+3. ``python -m webalps_sim.campaign --trials 40 --seed 1 --out results/webalps_campaign`` --
+   the WebALPS fault campaign (guardian killed, frozen, fed garbage, a reply corrupted, at
+   seeded random instants while 16 clients download), whose summary the README quotes;
+4. every ``notebooks/*.ipynb`` executed headless with nbclient, working
    directory ``notebooks/``, environment ``REPRODUCE_QUICK=1`` (``0`` with
    ``--full``); executed copies go to ``results/notebooks/``;
-4. ``results/RUN.json`` records the run: git revision, Python and package
+5. ``results/RUN.json`` records the run: git revision, Python and package
    versions (from :mod:`testbed.results`, the helper every notebook's first cell
    uses to write its own ``run.json``), configuration, and each step's status
    and duration.
@@ -42,6 +45,9 @@ NOTEBOOKS = REPO / "notebooks"
 RESULTS = REPO / "results"
 #: Where step 2 writes the SSLACC cluster costs (read by notebooks/sslacc.ipynb).
 SSLACC_COSTS = RESULTS / "sslacc" / "cluster_costs.json"
+FAULT_CAMPAIGN = RESULTS / "webalps_campaign" / "fault_campaign.json"
+STEP_FILES = {SSLACC_COSTS: "run_measure_costs", FAULT_CAMPAIGN: "run_fault_campaign"}
+"""The files the steps before the notebooks write (the README quotes them), and the step."""
 QUICK_DEMO_SIZES = "1K,1M"
 FULL_DEMO_SIZES = "0,1,4000,16K,1M,16M,64M"
 PACKAGES = (
@@ -95,8 +101,26 @@ def run_measure_costs(full: bool, out: Path = SSLACC_COSTS) -> dict[str, Any]:
     }
 
 
+def run_fault_campaign(out: Path = FAULT_CAMPAIGN) -> dict[str, Any]:
+    """Step 3: the WebALPS fault campaign into ``out``'s folder (40 trials, seed 1, the same
+    with or without ``--full``: 2.5 minutes); ok only if its summary exists and it passed."""
+    folder = out.parent
+    target = folder.relative_to(REPO) if folder.is_relative_to(REPO) else folder
+    cmd = [sys.executable, "-m", "webalps_sim.campaign", "--trials", "40", "--seed", "1",
+           "--out", str(target)]
+    out.unlink(missing_ok=True)          # a stale file must not pass for this run's campaign
+    start = time.monotonic()
+    proc = subprocess.run(cmd, cwd=REPO, timeout=3600)
+    return {
+        "step": "webalps_sim.campaign",
+        "command": "python " + " ".join(cmd[1:]),
+        "ok": proc.returncode == 0 and out.is_file(),
+        "seconds": round(time.monotonic() - start, 2),
+    }
+
+
 def run_notebook(path: Path, full: bool) -> dict[str, Any]:
-    """Step 3: execute one notebook headless and save the executed copy."""
+    """Step 4: execute one notebook headless and save the executed copy."""
     import nbformat
     from nbclient import NotebookClient
 
@@ -147,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_demo:
         steps.append(run_demo(args.full))
     steps.append(run_measure_costs(args.full))
+    steps.append(run_fault_campaign())
     notebooks = sorted(NOTEBOOKS.glob("*.ipynb"))
     for nb in notebooks:
         print(f"executing {nb.relative_to(REPO)} ...", flush=True)

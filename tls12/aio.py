@@ -225,18 +225,24 @@ class TLSStream:
     # -- questions to the delegate ---------------------------------------------
 
     def _ask(self, request: Any) -> None:
-        task = asyncio.get_running_loop().create_task(self._answered(request))
-        self._answering.add(task)
-        task.add_done_callback(self._answering.discard)
-
-    async def _answered(self, request: Any) -> None:
-        """Get one answer and supply it; the events that follow are handled as a read's."""
+        """Have ``answer(conn, request)`` answered: a future gets a callback (no task), a
+        coroutine runs in a task of its own."""
         assert self._answer is not None
         try:
-            answer = await self._answer(self.conn, request)
+            pending = self._answer(self.conn, request)
         except Exception as exc:  # noqa: BLE001 - a failed answer ends this connection only
-            logger.exception("answering %s failed", request.op)
-            answer = exc
+            self._supply(request, exc)
+            return
+        if isinstance(pending, asyncio.Future):
+            pending.add_done_callback(lambda done: self._supply(request, _outcome(done)))
+            return
+        task = asyncio.ensure_future(pending)
+        self._answering.add(task)
+        task.add_done_callback(self._answering.discard)
+        task.add_done_callback(lambda done: self._supply(request, _outcome(done)))
+
+    def _supply(self, request: Any, answer: object) -> None:
+        """Supply one answer; the events that follow are handled as a read's."""
         try:
             events = self.conn.supply(request.id, answer)  # type: ignore[attr-defined]
         except TLSError as exc:
@@ -473,6 +479,17 @@ class TLSStream:
         if self.at_eof:
             state = "closed"
         return f"<TLSStream {self.peername} {state} in={self.bytes_in} out={self.bytes_out}>"
+
+
+def _outcome(done: asyncio.Future[Any]) -> object:
+    """A finished answer future's result, or its failure as the answer."""
+    if done.cancelled():
+        return asyncio.CancelledError("the answer was cancelled")
+    exc = done.exception()
+    if exc is not None:
+        logger.error("answering a delegate question failed: %r", exc)
+        return exc
+    return done.result()
 
 
 Handler = Callable[[TLSStream], Awaitable[None]]

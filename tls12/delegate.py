@@ -87,9 +87,9 @@ from __future__ import annotations
 
 import hmac
 import itertools
-from itertools import groupby
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import groupby
 from typing import Any, Protocol, runtime_checkable
 
 from cryptography.hazmat.primitives.asymmetric import padding, rsa

@@ -97,22 +97,12 @@ class KeySchedule:
         self._pending_write, self._pending_read = pending  # type: ignore[assignment]
 
     def _finished_body(self, from_client: bool) -> bytes:
-        if self._delegate is not None:
-            assert self._key_handle is not None
-            transcript_hash = prf.transcript_hash(bytes(self.context.transcript))
-            return self._delegate.verify_data(self._key_handle, from_client, transcript_hash)
+        """Our verify_data (a delegated server asks its delegate instead: ``tls12.delegation``)."""
         return prf.verify_data(self.master_secret, from_client, prf.transcript_hash(bytes(self.context.transcript)))
 
     def _check_finished(self, finished: Finished) -> None:
-        """Verify the peer's Finished against the transcript before it (the base hashed it already)."""
-        if self._delegate is not None:
-            assert self._key_handle is not None
-            transcript_hash = prf.transcript_hash(self._transcript_before_message())
-            if not self._delegate.check_finished(
-                self._key_handle, not self.is_client, transcript_hash, finished.verify_data
-            ):
-                raise DecryptError("Finished verify_data mismatch")
-            return
+        """Verify the peer's Finished against the transcript before it (the base hashed it
+        already); a delegated server asks its delegate instead (``tls12.delegation``)."""
         expected = prf.verify_data(
             self.master_secret, not self.is_client, prf.transcript_hash(self._transcript_before_message())
         )

@@ -128,6 +128,8 @@ def find(rows: Iterable[dict[str, Any]], **match: Any) -> dict[str, Any]:
 REPRODUCE_STEPS = {
     "sslacc/cluster_costs.json":
         "python -m sslacc_sim.measure --json results/sslacc/cluster_costs.json",
+    "webalps_campaign/fault_campaign.json":
+        "python -m webalps_sim.campaign --trials 40 --seed 1 --out results/webalps_campaign",
 }
 
 

@@ -221,7 +221,7 @@ def _webalps_fig4(src: Source) -> list[str]:
 
 @row("systems")
 def _webalps_faults(src: Source) -> list[str]:
-    d = src.json("webalps/fault_campaign.json")
+    d = src.json("webalps_campaign/fault_campaign.json")
     t, per, ctl = d["total"], d["per_fault"], d["negative_control"]
     if d["config"]["quick"] or not ctl["ok"]:
         raise MissingResult("the README quotes a full fault campaign whose control passed")

@@ -281,3 +281,148 @@ def test_delegate_needed_events_carry_every_question_once() -> None:
     # the whole flight was one question; what remains is sealing our Finished
     assert [e.request.op for e in events if isinstance(e, DelegateNeeded)] == ["seal"]
     assert any(isinstance(e, HandshakeComplete) for e in events)
+
+
+# --- what the mutation run found unchecked (mutation/groups/tls12.toml) ---------------------
+
+
+@pytest.mark.parametrize("mode", ["inline", "events"])
+def test_a_wrong_client_finished_is_decrypt_error_with_its_message(mode: str) -> None:
+    """The flight's ``None`` (a Finished the delegate found wrong), inline and by event."""
+    from tls12.errors import DecryptError
+
+    class WrongFinished(LocalDelegate):
+        def derive_finish(self, *args: object, **kwargs: object) -> None:  # type: ignore[override]
+            super().derive_finish(*args, **kwargs)  # type: ignore[arg-type]
+            return None
+
+    delegate = WrongFinished(credentials().private_key, rng=seeded_rng(7))
+    if mode == "events":
+        server: object = _event_server(RSA, delegate)
+    else:
+        server = ServerConnection(_config(RSA), delegate=delegate)
+    with pytest.raises(DecryptError, match="^Finished verify_data mismatch$"):
+        pipe(_client(RSA), server)  # type: ignore[arg-type]
+
+
+def test_a_check_finished_without_finish_says_what_failed() -> None:
+    """A delegate without the one-call forms: ``derive``, ``open``, ``check_finished``, then
+    ``verify_data``; a client Finished it finds wrong is ``decrypt_error``."""
+    from tls12.errors import DecryptError
+
+    delegate = _delegate()
+    server = AnsweringServer(ServerConnection(_config(RSA), delegate=EventDelegate(set())), delegate)
+    server.hold = lambda r: r.op == "check_finished"
+    pipe(_client(RSA), server)
+    (check,) = server.held
+    assert [r.op for r in server.asked] == ["derive", "open", "check_finished"]
+    with pytest.raises(DecryptError, match="^Finished verify_data mismatch$"):
+        server.conn.supply(check.id, False)
+
+
+def test_failed_answers_name_their_cause() -> None:
+    from tls12.delegation import unwrap
+
+    with pytest.raises(BadRecordMAC, match="^bad record MAC$"):
+        unwrap(ValueError("no"), record=True)
+    # a ValueError to a question about keys is our failure, not the peer's record
+    with pytest.raises(InternalError, match="^the delegate failed: ValueError"):
+        unwrap(ValueError("no"))
+    with pytest.raises(InternalError, match="^the delegate failed: TimeoutError"):
+        unwrap(TimeoutError("2 s"))
+    server = ServerConnection(_config(RSA), delegate=EventDelegate())
+    with pytest.raises(LocalProtocolError, match="^no question 99 is waiting for an answer$"):
+        server.supply(99, b"")
+
+
+def test_a_derive_answered_with_value_error_is_internal_error() -> None:
+    """Only a record question's ``ValueError`` is ``bad_record_mac`` (``derive`` has none)."""
+    delegate = _delegate()
+    server = AnsweringServer(ServerConnection(_config(RSA), delegate=EventDelegate(set())), delegate)
+    server.hold = lambda r: r.op == "derive"
+    pipe(_client(RSA), server)
+    (held,) = server.held
+    with pytest.raises(InternalError):
+        server.conn.supply(held.id, ValueError("the delegate could not parse it"))
+    assert server.conn.data_to_send()[-1] == AlertDescription.INTERNAL_ERROR
+
+
+def test_a_seal_that_fails_closes_the_connection() -> None:
+    delegate = _delegate()
+    server = _event_server(RSA, delegate)
+    pipe(_client(RSA), server)
+    server.hold = lambda r: r.op == "seal"
+    server.send_data(b"response")
+    server.data_to_send()
+    (seal,) = server.held
+    with pytest.raises(InternalError, match="^the delegate could not seal: "):
+        server.conn.supply(seal.id, TimeoutError("no answer"))
+    assert server.conn.closed and server.conn.data_to_send() == b""
+
+
+def test_bytes_queued_behind_a_seal_keep_what_went_before() -> None:
+    """Records the delegate sealed by itself (``queue_sealed``) wait behind an unanswered seal
+    and are appended after it, never in place of output already waiting to be taken."""
+    delegate = _delegate()
+    server = _event_server(RSA, delegate)
+    client = _client(RSA)
+    pipe(client, server)
+    server.hold = lambda r: r.op == "seal"
+    server.send_data(b"first")
+    server.data_to_send()
+    (seal,) = server.held
+    conn = server.conn
+    conn.queue_sealed(b"\x17\x03\x03\x00\x01X", 0)  # held behind the seal
+    assert conn.data_to_send() == b""
+    server.answer(seal)
+    out = conn.data_to_send()
+    assert out.endswith(b"\x17\x03\x03\x00\x01X") and len(out) > 6
+
+
+def test_the_transition_of_a_message_that_waited_is_traced_with_its_type() -> None:
+    from tls12.messages import HandshakeType
+
+    delegate = _delegate()
+    config = _config(RSA)
+    conn = ServerConnection(config, delegate=EventDelegate())
+    conn.enable_trace()
+    server = AnsweringServer(conn, delegate)
+    server.hold = lambda r: r.op == "derive_finish"
+    pipe(_client(RSA), server)
+    (held,) = server.held
+    conn.take_trace()
+    server.answer(held)
+    inputs = [e.data["input"] for e in conn.take_trace() if e.name == "transition"]
+    assert inputs[0] == HandshakeType.CLIENT_KEY_EXCHANGE
+
+
+def test_a_protected_record_of_another_version_is_protocol_version() -> None:
+    from tls12.errors import ProtocolVersionError
+
+    delegate = _delegate()
+    server = _event_server(RSA, delegate)
+    client = _client(RSA)
+    pipe(client, server)
+    client.send_data(b"x")
+    wire = bytearray(client.data_to_send())
+    wire[2] = 0x01  # TLS 1.0 in the record header
+    with pytest.raises(ProtocolVersionError, match="^record version 0x0301$"):
+        server.receive_data(bytes(wire))
+    assert not [r for r in server.asked if r.op == "open" and r.args[2][0][3] == bytes(wire[5:])]
+
+
+def test_the_skipped_finished_error_names_the_record_and_state() -> None:
+    delegate = _delegate()
+    server = _event_server(RSA, delegate)
+    client = _client(RSA)
+    server.receive_data(client.data_to_send())
+    client.receive_data(server.data_to_send())
+    flight = client.data_to_send()
+    from tls12.record import split_records
+
+    ends = split_records(flight)
+    assert ends is not None
+    finished = bytearray(flight[ends[1]:])
+    finished[0] = 23
+    with pytest.raises(UnexpectedMessage, match="^application data in state expect_finished$"):
+        server.receive_data(flight[: ends[1]] + bytes(finished))

@@ -241,6 +241,7 @@ class HostProcess:
         for stream in (self.proc.stdout, self.proc.stderr):
             if stream is not None:
                 stream.close()
+        self.proc = None  # stopped: a second stop() does nothing
         return err
 
     def __enter__(self) -> HostProcess:

@@ -23,7 +23,7 @@ plain-HTTP server (:class:`BrokenServer`): a body cut short of its ``Content-Len
 ``failed-closed``, a short body announced as whole ``accepted-partial`` (the classifier can see
 a partial body), an honest one ``complete``.
 
-Results (``--out``, default ``results/webalps``): ``fault_campaign.csv`` (one row per trial),
+Results (``--out``, default ``results/webalps_campaign``): ``fault_campaign.csv`` (one row per trial),
 ``fault_campaign.json`` (totals per fault kind, success fraction = complete / attempted,
 accepted-partial total, host restarts, resumed fraction, the negative control, the command, the
 seed and the run's provenance) and ``fault_campaign.png`` (downloads per fault kind and
@@ -557,7 +557,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="how many of the clients are curl (default 2)")
     parser.add_argument("--quick", action="store_true",
                         help="small files (16-256 KiB), short faults, 6 trials")
-    parser.add_argument("--out", type=cli.directory, help="results folder (default results/webalps)")
+    parser.add_argument("--out", type=cli.directory, help="results folder (default results/webalps_campaign)")
     return parser
 
 
@@ -574,7 +574,7 @@ def _config(args: argparse.Namespace) -> tuple[CampaignConfig, dict[str, Any]]:
 
 def _main(args: argparse.Namespace) -> int:
     cfg, config = _config(args)
-    out = args.out or results.results_dir("webalps")
+    out = args.out or results.results_dir("webalps_campaign")
     result = run_campaign(cfg, progress=lambda line: print(line, flush=True))
     paths = write_results(out, result, config)
     s = result["summary"]

@@ -8,10 +8,12 @@ those questions over the guardian's Unix socket without ever blocking the event 
     await channel.connect()                       # HELLO: the chain, the run id
     answer = await channel.answer(request)        # a DelegateRequest -> its answer
 
-* **Pipelined.**  Each request gets an id (:mod:`webalps_sim.protocol` frames carry one); a
-  reader task hands each reply to the future waiting for that id, so requests of many
-  connections are in flight at once and may be answered in any order.  Frames issued in the
-  same turn of the event loop go out in one write (one guardian wake-up).
+* **Pipelined, without a task per question.**  Each request gets an id (:mod:`webalps_sim.protocol`
+  frames carry one) and goes out at once; the channel's protocol object decodes replies as they
+  arrive and resolves the future of each id in the same step (:meth:`GuardianChannel.ask`
+  returns that future), so requests of many connections are in flight together and may be
+  answered in any order, and an answer reaches its connection one event-loop step after its
+  bytes arrive.  A time limit is a timer on the loop, not a task.
 * **Bounded waiting.**  ``answer`` waits at most ``timeout`` seconds; then it returns
   :class:`GuardianUnavailable` (the connection that asked ends with ``internal_error``, every
   other connection goes on).  A late reply is dropped.  A frozen guardian (SIGSTOP) therefore
@@ -36,7 +38,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from tls12.delegate import DelegateRequest, KeyHandle
 
@@ -49,6 +51,32 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = 30.0
 """Seconds a question waits for the guardian before its connection is given up."""
+
+
+class _Waiter(NamedTuple):
+    future: asyncio.Future[Any]
+    request: DelegateRequest | None
+    """``None``: a raw exchange (``HELLO``), whose failure is raised, not answered."""
+    then: Callable[[Any], None] | None
+    timer: asyncio.TimerHandle
+
+
+class _Protocol(asyncio.Protocol):
+    """The Unix-socket protocol of one channel connection: bytes straight to the channel."""
+
+    def __init__(self, channel: GuardianChannel) -> None:
+        self.channel = channel
+        self.decoder = p.FrameDecoder()
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self.channel._received(self, data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.channel._lost(self, exc)
 
 
 class GuardianChannel:
@@ -69,17 +97,16 @@ class GuardianChannel:
         self.round_trips = 0
         self.asker = Asker()
         self._ids = itertools.count(1)
-        self._writer: asyncio.StreamWriter | None = None
-        self._reader_task: asyncio.Task[None] | None = None
-        self._pending: dict[int, asyncio.Future[object]] = {}
-        self._out: list[bytes] = []
+        self._proto: _Protocol | None = None
+        self._pending: dict[int, _Waiter] = {}
         self._connecting: asyncio.Lock | None = None
 
     # -- the channel -------------------------------------------------------------------
 
     @property
     def connected(self) -> bool:
-        return self._writer is not None and not self._writer.is_closing()
+        proto = self._proto
+        return proto is not None and proto.transport is not None and not proto.transport.is_closing()
 
     async def connect(self) -> p.Info:
         """Open the channel if it is closed and identify the guardian; its ``Info``."""
@@ -89,14 +116,13 @@ class GuardianChannel:
             if self.connected:
                 assert self.info is not None
                 return self.info
+            loop = asyncio.get_running_loop()
             try:
-                reader, writer = await asyncio.wait_for(
-                    asyncio.open_unix_connection(self.path, limit=p.MAX_FRAME + p.HEADER.size),
-                    self.timeout)
+                _, proto = await asyncio.wait_for(
+                    loop.create_unix_connection(lambda: _Protocol(self), self.path), self.timeout)
             except (OSError, TimeoutError) as exc:
                 raise GuardianUnavailable(f"cannot reach the guardian at {self.path}: {exc!r}") from None
-            self._writer = writer
-            self._reader_task = asyncio.get_running_loop().create_task(self._read(reader, writer))
+            self._proto = proto  # closed already if the peer hung up at once: HELLO then fails
             reply = await self._exchange(p.Hello())
             if not isinstance(reply, p.Info):
                 self.close()
@@ -114,34 +140,50 @@ class GuardianChannel:
         return list((await self.connect()).chain)
 
     def close(self) -> None:
-        """Close the channel (queued ``RELEASE`` frames go first); waiting questions fail.
-        Call it on the loop's thread, or once the loop has ended."""
-        writer, self._writer = self._writer, None
+        """Close the channel; waiting questions fail.  Call it on the loop's thread, or once
+        the loop has ended."""
+        proto, self._proto = self._proto, None
         try:
-            if writer is not None:
-                self._send_now(writer)
-                writer.close()
-            task, self._reader_task = self._reader_task, None
-            if task is not None:
-                task.cancel()
-        except RuntimeError:  # the loop is closed: its sockets went with it
-            pass
-        self._fail_all(GuardianUnavailable("the guardian channel was closed"))
+            if proto is not None and proto.transport is not None:
+                proto.transport.close()
+            self._fail_all(GuardianUnavailable("the guardian channel was closed"))
+        except RuntimeError:  # the loop is closed: its sockets and futures went with it
+            self._pending.clear()
 
     # -- questions -----------------------------------------------------------------------
 
-    async def answer(self, request: DelegateRequest) -> Any:
-        """The answer to one connection's question, or an exception value (never raises)."""
+    def ask(self, request: DelegateRequest,
+            then: Callable[[Any], None] | None = None) -> asyncio.Future[Any]:
+        """A future of the answer to one connection's question (an exception value on
+        failure; it never raises).  ``then(answer)`` runs the moment the answer is known,
+        before the future's callbacks (the host queues the guardian's own records there)."""
+        loop = asyncio.get_running_loop()
         self.requests[request.op] += 1
         ready = self.asker.sealed_ahead(request)
-        if ready is not None:
-            return ready
-        try:
-            message = self.asker.message_for(request)
-            reply = await self._exchange(message)
-        except GuardianUnavailable as exc:
-            return exc
-        return self.asker.answer_from(request, reply)
+        if ready is not None or not self.connected:
+            return loop.create_task(self._answer_later(request, ready, then))
+        future: asyncio.Future[Any] = loop.create_future()
+        self._send(self.asker.message_for(request), future, request, then)
+        return future
+
+    async def answer(self, request: DelegateRequest) -> Any:
+        """:meth:`ask`, awaited."""
+        return await self.ask(request)
+
+    async def _answer_later(self, request: DelegateRequest, ready: bytes | None,
+                            then: Callable[[Any], None] | None) -> Any:
+        """A question answered without waiting (``ready``) or after (re)connecting."""
+        if ready is None:
+            try:
+                await self.connect()
+                future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+                self._send(self.asker.message_for(request), future, request, None)
+                ready = await future
+            except GuardianUnavailable as exc:
+                ready = exc  # type: ignore[assignment]
+        if then is not None:
+            then(ready)
+        return ready
 
     def release(self, handle: KeyHandle) -> None:
         """Tell the guardian to forget ``handle`` (nobody waits for the reply; best effort:
@@ -149,76 +191,99 @@ class GuardianChannel:
         self.asker.forget(handle.id)
         if self.connected:
             self.requests["release"] += 1
-            self._queue(p.message_frame(p.Release(handle.id), next(self._ids) & 0xFFFFFFFF))
+            self._write(p.message_frame(p.Release(handle.id), next(self._ids) & 0xFFFFFFFF))
 
     async def _exchange(self, message: p.Message) -> object:
-        """Send one request and wait (at most :attr:`timeout`) for its reply."""
-        if not self.connected and not isinstance(message, p.Hello):
-            await self.connect()
-        request_id = next(self._ids) & 0xFFFFFFFF
-        future: asyncio.Future[object] = asyncio.get_running_loop().create_future()
-        self._pending[request_id] = future
-        self.round_trips += 1
-        self._queue(p.message_frame(message, request_id))
-        try:
-            return await asyncio.wait_for(future, self.timeout)
-        except TimeoutError:
-            raise GuardianUnavailable(
-                f"the guardian did not answer {type(message).__name__} within {self.timeout} s") from None
-        finally:
-            self._pending.pop(request_id, None)
+        """Send one request and wait (at most :attr:`timeout`) for its reply (raises)."""
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._send(message, future, None, None)
+        return await future
 
     # -- bytes ---------------------------------------------------------------------------
 
-    def _queue(self, frame: bytes) -> None:
-        """Write ``frame`` with every other frame of this turn of the loop, in one write."""
-        if not self._out:
-            asyncio.get_running_loop().call_soon(self._flush)
-        self._out.append(frame)
+    def _send(self, message: p.Message, future: asyncio.Future[Any],
+              request: DelegateRequest | None, then: Callable[[Any], None] | None) -> None:
+        request_id = next(self._ids) & 0xFFFFFFFF
+        timer = asyncio.get_running_loop().call_later(self.timeout, self._expire, request_id)
+        waiter = self._pending[request_id] = _Waiter(future, request, then, timer)
+        self.round_trips += 1
+        if not self._write(p.message_frame(message, request_id)):
+            # the channel closed before the request went out (the guardian went away between
+            # the connection and this request): fail now, not after the time limit
+            del self._pending[request_id]
+            self._fail(waiter, GuardianUnavailable("the guardian channel is closed"))
 
-    def _flush(self) -> None:
-        if self._writer is not None:
-            self._send_now(self._writer)
-        else:
-            self._out.clear()
-
-    def _send_now(self, writer: asyncio.StreamWriter) -> None:
-        frames, self._out = self._out, []
-        if not frames or writer.is_closing():
-            return
-        data = b"".join(frames)
+    def _write(self, frame: bytes) -> bool:
+        """Write ``frame``; False if the channel is closed (nothing written)."""
+        proto = self._proto
+        if proto is None or proto.transport is None or proto.transport.is_closing():
+            return False
         if self.tap is not None:
-            self.tap("out", data)
-        writer.write(data)
+            self.tap("out", frame)
+        proto.transport.write(frame)
+        return True
 
-    async def _read(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """Hand every reply to the future of its request id; on EOF or garbage, fail them all."""
-        decoder = p.FrameDecoder()
-        why: GuardianUnavailable = GuardianUnavailable("the guardian closed the channel")
+    def _received(self, proto: _Protocol, data: bytes) -> None:
+        """Resolve the waiter of every whole reply in ``data``."""
+        if proto is not self._proto:
+            return
+        if self.tap is not None:
+            self.tap("in", data)
         try:
-            while data := await reader.read(p.RECV_SIZE):
-                if self.tap is not None:
-                    self.tap("in", data)
-                for frame in decoder.feed(data):
-                    future = self._pending.pop(frame.request_id, None)
-                    if future is None or future.done():
-                        continue  # a RELEASE's reply, or a request given up on
-                    try:
-                        future.set_result(p.decode_message(frame))
-                    except p.ProtocolError as exc:
-                        future.set_result(GuardianProtocolError(f"malformed reply: {exc}"))
+            frames = proto.decoder.feed(data)
         except p.ProtocolError as exc:
-            why = GuardianProtocolError(f"malformed frame from the guardian: {exc}")
-        except (ConnectionError, OSError) as exc:
-            why = GuardianUnavailable(f"guardian channel lost: {exc!r}")
+            self._drop(GuardianProtocolError(f"malformed frame from the guardian: {exc}"))
+            return
+        for frame in frames:
+            waiter = self._pending.pop(frame.request_id, None)
+            if waiter is None or waiter.future.done():
+                continue  # a RELEASE's reply, or a request given up on
+            waiter.timer.cancel()
+            try:
+                reply: object = p.decode_message(frame)
+            except p.ProtocolError as exc:
+                reply = GuardianProtocolError(f"malformed reply: {exc}")
+            self._resolve(waiter, reply)
+
+    def _resolve(self, waiter: _Waiter, reply: object) -> None:
+        if waiter.request is None:
+            waiter.future.set_result(reply)
+            return
+        answer = (reply if isinstance(reply, GuardianUnavailable)
+                  else self.asker.answer_from(waiter.request, reply))
+        if waiter.then is not None:
+            waiter.then(answer)
+        waiter.future.set_result(answer)
+
+    def _fail(self, waiter: _Waiter, why: GuardianUnavailable) -> None:
+        waiter.timer.cancel()
+        if waiter.future.done():
+            return
+        if waiter.request is None:
+            waiter.future.set_exception(why)
+        else:
+            self._resolve(waiter, why)
+
+    def _expire(self, request_id: int) -> None:
+        waiter = self._pending.pop(request_id, None)
+        if waiter is not None:
+            what = waiter.request.op if waiter.request is not None else "HELLO"
+            self._fail(waiter, GuardianUnavailable(
+                f"the guardian did not answer {what} within {self.timeout} s"))
+
+    def _drop(self, why: GuardianUnavailable) -> None:
         logger.warning("guardian channel closed: %s", why)
-        if self._writer is writer:
-            self._writer = None
-        writer.close()
+        proto, self._proto = self._proto, None
+        if proto is not None and proto.transport is not None:
+            proto.transport.close()
         self._fail_all(why)
+
+    def _lost(self, proto: _Protocol, exc: Exception | None) -> None:
+        if proto is self._proto:
+            self._drop(GuardianUnavailable(f"guardian channel lost: {exc!r}" if exc
+                                           else "the guardian closed the channel"))
 
     def _fail_all(self, why: GuardianUnavailable) -> None:
         pending, self._pending = self._pending, {}
-        for future in pending.values():
-            if not future.done():
-                future.set_exception(why)
+        for waiter in pending.values():
+            self._fail(waiter, why)

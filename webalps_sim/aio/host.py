@@ -107,19 +107,21 @@ def _handles_in(answer: object) -> list[KeyHandle]:
 
 
 def guardian_answer(channel: GuardianChannel) -> Callable[[Any, DelegateRequest], Any]:
-    """``answer(conn, request)`` for :func:`tls12.aio.serve`: ask the guardian, and before the
-    stream supplies the answer, queue what the guardian sealed by itself
-    (:func:`webalps_sim.questions.prepare`).  A handle that arrives for a connection that is
-    gone meanwhile is released at once."""
+    """``answer(conn, request)`` for :func:`tls12.aio.serve`: the future of the guardian's
+    answer (:meth:`GuardianChannel.ask`; no task per question).  The moment the answer is
+    known -- before the stream supplies it -- what the guardian sealed by itself is queued
+    (:func:`webalps_sim.questions.prepare`), or, for a connection that is gone meanwhile, a
+    handle in the answer is released at once."""
 
-    async def answer(conn: Any, request: DelegateRequest) -> object:
-        result = await channel.answer(request)
-        if conn.closed:
-            for handle in _handles_in(result):
-                channel.release(handle)
-            return result
-        prepare(conn, result)
-        return result
+    def answer(conn: Any, request: DelegateRequest) -> Any:
+        def then(result: object) -> None:
+            if conn.closed:
+                for handle in _handles_in(result):
+                    channel.release(handle)
+            else:
+                prepare(conn, result)
+
+        return channel.ask(request, then)
 
     return answer
 
