@@ -84,39 +84,37 @@ def run_demo(full: bool) -> dict[str, Any]:
     }
 
 
-def run_measure_costs(full: bool, out: Path = SSLACC_COSTS) -> dict[str, Any]:
-    """Step 2: measure the SSLACC cluster costs into ``out`` (default :data:`SSLACC_COSTS`)
-    with ``python -m sslacc_sim.measure --json`` in a subprocess; ok only if the file exists."""
-    target = out.relative_to(REPO) if out.is_relative_to(REPO) else out
-    cmd = [sys.executable, "-m", "sslacc_sim.measure", *(["--full"] if full else []),
-           "--json", str(target)]
-    out.unlink(missing_ok=True)          # a stale file must not pass for this run's measurement
+def _relative(path: Path) -> Path:
+    return path.relative_to(REPO) if path.is_relative_to(REPO) else path
+
+
+def _run_module(module: str, args: list[str], out: Path) -> dict[str, Any]:
+    """``python -m module args`` in a subprocess; ok only if it succeeded and wrote ``out``
+    (removed first: a stale file must not pass for this run's)."""
+    cmd = [sys.executable, "-m", module, *args]
+    out.unlink(missing_ok=True)
     start = time.monotonic()
     proc = subprocess.run(cmd, cwd=REPO, timeout=3600)
     return {
-        "step": "sslacc_sim.measure",
+        "step": module,
         "command": "python " + " ".join(cmd[1:]),
         "ok": proc.returncode == 0 and out.is_file(),
         "seconds": round(time.monotonic() - start, 2),
     }
+
+
+def run_measure_costs(full: bool, out: Path = SSLACC_COSTS) -> dict[str, Any]:
+    """Step 2: measure the SSLACC cluster costs into ``out`` (default :data:`SSLACC_COSTS`)
+    with ``python -m sslacc_sim.measure --json``."""
+    return _run_module("sslacc_sim.measure",
+                       [*(["--full"] if full else []), "--json", str(_relative(out))], out)
 
 
 def run_fault_campaign(out: Path = FAULT_CAMPAIGN) -> dict[str, Any]:
     """Step 3: the WebALPS fault campaign into ``out``'s folder (40 trials, seed 1, the same
-    with or without ``--full``: 2.5 minutes); ok only if its summary exists and it passed."""
-    folder = out.parent
-    target = folder.relative_to(REPO) if folder.is_relative_to(REPO) else folder
-    cmd = [sys.executable, "-m", "webalps_sim.campaign", "--trials", "40", "--seed", "1",
-           "--out", str(target)]
-    out.unlink(missing_ok=True)          # a stale file must not pass for this run's campaign
-    start = time.monotonic()
-    proc = subprocess.run(cmd, cwd=REPO, timeout=3600)
-    return {
-        "step": "webalps_sim.campaign",
-        "command": "python " + " ".join(cmd[1:]),
-        "ok": proc.returncode == 0 and out.is_file(),
-        "seconds": round(time.monotonic() - start, 2),
-    }
+    with or without ``--full``: 2.5 minutes); ok only if it passed and wrote its summary."""
+    return _run_module("webalps_sim.campaign", ["--trials", "40", "--seed", "1", "--out",
+                                                 str(_relative(out.parent))], out)
 
 
 def run_notebook(path: Path, full: bool) -> dict[str, Any]:
