@@ -537,7 +537,7 @@ class Connection(KeySchedule, StateSeam, Delegation):
             from .delegate import DelegatedReadCipher
 
             opened, self._opened_ahead = self._opened_ahead, None
-            self._reader.set_cipher(DelegatedReadCipher(pending, self._reader, opened))  # type: ignore[arg-type]
+            self._reader.set_cipher(DelegatedReadCipher(pending, opened))  # type: ignore[arg-type]
         self._pending_read = None
 
     def _send_change_cipher_spec(self) -> None:

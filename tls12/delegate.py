@@ -361,16 +361,15 @@ class DelegatedReadCipher:
     reaches that point.
     """
 
-    __slots__ = ("direction", "reader", "_ahead")
+    __slots__ = ("direction", "_ahead")
 
     MAX_BATCH = 32
 
-    def __init__(self, direction: DelegatedDirection, reader: object | None = None,
+    def __init__(self, direction: DelegatedDirection,
                  opened: tuple[bytes, bytes] | None = None) -> None:
         """``opened``: ``(fragment, plaintext)`` of record 0 of this epoch, already opened by
         the delegate (:meth:`FlightDelegate.derive_finish`); given back without a call."""
         self.direction = direction
-        self.reader = reader
         self._ahead: dict[int, tuple[bytes, bytes]] = {0: opened} if opened is not None else {}
 
     def has(self, seq: int, fragment: bytes) -> bool:
@@ -392,7 +391,6 @@ class DelegatedReadCipher:
         return d.delegate.open(d.handle, d.from_client, [(seq, content_type, version, fragment)])[0]
 
 
-_APPLICATION_DATA = ContentType.APPLICATION_DATA
 _HANDSHAKE = ContentType.HANDSHAKE
 _FINISHED = HandshakeType.FINISHED
 _VERIFY_DATA_LENGTH = 12
