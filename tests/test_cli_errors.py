@@ -314,7 +314,9 @@ CASES: tuple[Case, ...] = (
     # sslacc_sim.aio.linux.node (run as root in namespaces by sslacc_sim.aio.linux.failover; every case
     # fails before the node binds, listens or opens a raw socket)
     case("sslacc_sim.aio.linux.node", "", 2, "required", "role"),
-    case("sslacc_sim.aio.linux.node", "primary", 2, "required", "--file", "--vip", "--mirror"),
+    case("sslacc_sim.aio.linux.node", "primary", 2, "required", "--vip", "--mirror"),
+    case("sslacc_sim.aio.linux.node", "primary --vip 127.0.0.1 --mirror 127.0.0.1", 2, "required", "--file", "--docroot"),
+    case("sslacc_sim.aio.linux.node", "primary --plain --docroot {text} --vip 127.0.0.1 --mirror 127.0.0.1", 2, "--docroot", "not a directory"),
     case("sslacc_sim.aio.linux.node", "primary --file {text} --vip 127.0.0.1 --mirror 127.0.0.1", 2, "--cert", "--plain"),
     case("sslacc_sim.aio.linux.node", "primary --plain --file {missing} --vip 127.0.0.1 --mirror 127.0.0.1", 2, "--file", "no such file"),
     case("sslacc_sim.aio.linux.node", "primary --plain --file {docroot} --vip 127.0.0.1 --mirror 127.0.0.1", 2, "--file", "not a file"),

@@ -150,10 +150,13 @@ def _first_after(seen: list[list[float]], cut: float
     modulo 2^32 from the first segment (the server's first byte)."""
     if not seen:
         return None, None, None
-    base = int(seen[0][1])
-    before = [(int(s) - base) % (1 << 32) + int(n) for t, s, n in seen if t < cut]
+    data = [(float(r[0]), int(r[3]), int(r[4])) for r in seen if int(r[4]) > 0]
+    if not data:
+        return None, None, None
+    base = data[0][1]
+    before = [(s - base) % (1 << 32) + n for t, s, n in data if t < cut]
     high = max(before, default=0)
-    after = [(t, (int(s) - base) % (1 << 32) + int(n)) for t, s, n in seen if t >= cut]
+    after = [(t, (s - base) % (1 << 32) + n) for t, s, n in data if t >= cut]
     first = after[0][0] - cut if after else None
     new = next((t - cut for t, end in after if end > high), None)
     return first, new, high
@@ -207,7 +210,8 @@ def _start_nodes(topo: Topology, site: _Site, point: str | None, die_after: int,
     pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "env": env}
     node = [sys.executable, "-m", "sslacc_sim.aio.linux.node"]
     no_resume = [] if resume_at_ack else ["--no-resume-at-ack"]
-    backup = topo.popen("b", [*node, "backup", *site.node_args, *no_resume], **pipes)
+    backup = topo.popen("b", [*node, "backup", *site.node_args, *no_resume,
+                              *topo.fence_args("a")], **pipes)  # fmt: skip
     _wait_line(backup, "ready", _READY_S)
     die = ["--die-at", point, "--die-after", str(die_after)] if point else []
     primary = topo.popen("a", [*node, "primary", *site.node_args, *die], **pipes)
@@ -292,7 +296,7 @@ def run_failover(point: str | None, *, size: int = 16 << 20, suite: str = "AES12
                  timeout: float = 60.0) -> FailoverResult:  # fmt: skip
     """One download with node A dying at ``point`` (``None``: no failure); see the module
     docstring. ``resume_at_ack=False`` leaves the resend to B's retransmission timer
-    (:func:`sslacc_sim.aio.linux.node.take_over`). :class:`FailoverFailed` unless curl exits 0
+    (:mod:`sslacc_sim.aio.linux.takeover`). :class:`FailoverFailed` unless curl exits 0
     with a byte-identical file."""
     curl = _check_run(point, plain)
     start = time.monotonic()

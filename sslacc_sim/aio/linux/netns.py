@@ -88,9 +88,25 @@ class Topology(Namespaces):
         """Take ``node``'s LAN link down (what a pulled cable or a dead NIC looks like)."""
         self.ip(node, "link", "set", "eth0", "down")
 
+    def uncut(self, node: str) -> None:
+        """Bring ``node``'s LAN link back up (a hung node that wakes with its cable in)."""
+        self.ip(node, "link", "set", "eth0", "up")
+
+    def fence_args(self, node: str) -> list[str]:
+        """The buddy's arguments to fence ``node``: the switch's namespace and ``node``'s port
+        there (the fence takes the port down, :mod:`sslacc_sim.aio.linux.backup`)."""
+        return ["--fence-netns", self.ns(_LAN), "--fence-port", f"p{node}"]
+
+    def mac(self, node: str) -> str:
+        """``node``'s LAN MAC address as 12 hex digits."""
+        out = self.run(node, ["cat", "/sys/class/net/eth0/address"], check=True).stdout
+        return out.strip().replace(":", "")
+
     def _build(self) -> None:
         lan = _LAN
-        self.ip(lan, "link", "add", "br0", "type", "bridge")
+        # ageing_time 0: the bridge learns no address and floods every frame to every port, so
+        # the buddy hears each client segment as the owner receives it (sslacc_sim.aio.linux.sniff)
+        self.ip(lan, "link", "add", "br0", "type", "bridge", "ageing_time", "0")
         self.ip(lan, "link", "set", "br0", "up")
         for node in NODES:
             port = f"p{node}"

@@ -178,9 +178,13 @@ def snapshot(sock: socket.socket) -> TcpSnapshot:
 
 
 def restore(
-    snap: TcpSnapshot, unacked: bytes, *, snd_una: int | None = None, sndbuf: int = 1 << 23
+    snap: TcpSnapshot, unacked: bytes, *, snd_una: int | None = None, sndbuf: int = 1 << 23,
+    unread: bytes = b"",
 ) -> socket.socket:
     """A socket in repair mode continuing the connection ``snap`` describes.
+
+    ``unread`` are client bytes from ``snap.rcv_nxt`` on that the application has not read:
+    they go into the receive queue (``rcv_nxt`` ends after them), as if just received.
 
     ``unacked`` are the bytes from ``snd_una`` (default: ``snap.snd_nxt - len(unacked)``) up to
     ``snap.snd_nxt``: the kernel holds them as sent and retransmits them on its timer. The
@@ -210,22 +214,18 @@ def restore(
             sock.connect(snap.remote)
         except OSError as exc:
             raise RepairError(exc.errno, f"connect in repair mode: {exc.strerror}") from None
-        opts = [(_TCPOPT_MAXSEG, snap.mss)]
-        if snap.snd_wscale or snap.rcv_wscale:
-            opts.append((_TCPOPT_WINDOW, snap.snd_wscale | snap.rcv_wscale << 16))
-        if snap.sack:
-            opts.append((_TCPOPT_SACK_PERM, 0))
-        blob = b"".join(_REPAIR_OPT.pack(*o) for o in opts)
-        try:
-            sock.setsockopt(socket.IPPROTO_TCP, TCP_REPAIR_OPTIONS, blob)
-        except OSError as exc:
-            raise RepairError(exc.errno, f"set TCP options: {exc.strerror}") from None
+        _set_options(sock, snap)
+        if unread:
+            _set(sock, TCP_REPAIR_QUEUE, TCP_RECV_QUEUE, "select the receive queue")
+            _fill(sock, unread)
+            _set(sock, TCP_REPAIR_QUEUE, TCP_SEND_QUEUE, "select the send queue")
         view = memoryview(unacked)
-        while view:  # TCP_SEND_QUEUE is still selected: these bytes count as sent
+        while view:  # TCP_SEND_QUEUE is selected: these bytes count as sent
             sent = sock.send(view[: 1 << 16])
             view = view[sent:]
-        window = _WINDOW.pack(snap.rcv_nxt, snap.snd_wnd, snap.max_window, snap.rcv_wnd,
-                              snap.rcv_nxt)  # fmt: skip
+        rcv_end = seq_add(snap.rcv_nxt, len(unread))
+        window = _WINDOW.pack(rcv_end, snap.snd_wnd, snap.max_window, snap.rcv_wnd,
+                              rcv_end)  # fmt: skip
         try:
             sock.setsockopt(socket.IPPROTO_TCP, TCP_REPAIR_WINDOW, window)
         except OSError as exc:
@@ -234,6 +234,31 @@ def restore(
         sock.close()
         raise
     return sock
+
+
+def _set_options(sock: socket.socket, snap: TcpSnapshot) -> None:
+    """Install the options the SYN exchange negotiated (after ``connect`` in repair mode)."""
+    opts = [(_TCPOPT_MAXSEG, snap.mss)]
+    if snap.snd_wscale or snap.rcv_wscale:
+        opts.append((_TCPOPT_WINDOW, snap.snd_wscale | snap.rcv_wscale << 16))
+    if snap.sack:
+        opts.append((_TCPOPT_SACK_PERM, 0))
+    blob = b"".join(_REPAIR_OPT.pack(*o) for o in opts)
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, TCP_REPAIR_OPTIONS, blob)
+    except OSError as exc:
+        raise RepairError(exc.errno, f"set TCP options: {exc.strerror}") from None
+
+
+def _fill(sock: socket.socket, data: bytes) -> None:
+    """Put ``data`` into the selected repair queue."""
+    view = memoryview(data)
+    while view:
+        try:
+            sent = sock.send(view[: 1 << 16])
+        except OSError as exc:
+            raise RepairError(exc.errno, f"fill a repair queue: {exc.strerror}") from None
+        view = view[sent:]
 
 
 def leave_repair(sock: socket.socket, *, probe: bool = True) -> None:

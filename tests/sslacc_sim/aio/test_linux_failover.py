@@ -40,8 +40,9 @@ from sslacc_sim.aio.linux.mirror import (
     split_blob,
 )
 from sslacc_sim.aio.linux.netns import PREFIX, Topology, list_leftovers, sweep_leftovers
-from sslacc_sim.aio.linux.node import BATCH, POINTS, Service, Stream, rebuild
+from sslacc_sim.aio.linux.node import POINTS
 from sslacc_sim.aio.linux.repair import TcpSnapshot
+from sslacc_sim.aio.linux.service import BATCH, Docroot, Service, Stream, rebuild
 from testbed.linux.linktestbed import check_available
 from tls12 import ClientConfig, ClientConnection, ServerConfig, ServerConnection
 from tls12.events import ApplicationData
@@ -126,7 +127,7 @@ def test_backup_rebuilds_every_mirrored_state_byte_identically(tmp_path, suite) 
     mirror_a, mirror_b = socket.socketpair()
     states: list[MirrorState] = []
     written_at_update: list[tuple[int, int]] = []
-    service = Service(server_sock, Stream(path), ServerConnection(config), mirror=mirror_a)
+    service = Service(server_sock, Docroot(path), ServerConnection(config), mirror=mirror_a)
 
     def backup() -> None:
         state = MirrorState()

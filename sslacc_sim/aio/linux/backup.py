@@ -1,0 +1,267 @@
+"""The buddy: mirrors every connection of the owner, declares it dead, takes everything over.
+
+``python -m sslacc_sim.aio.linux.node backup`` runs :class:`Backup`. It accepts the owner's
+cluster links (:mod:`~sslacc_sim.aio.linux.primary`): one for keepalives, one per connection.
+It keeps each connection's :class:`~sslacc_sim.aio.linux.mirror.MirrorState` and, from the
+flooding bridge, what every client sent (:mod:`~sslacc_sim.aio.linux.sniff`).
+
+**Any error on a cluster link is a death**: end of file without ``done``, a reset, a frame cut
+short or malformed, and no keepalive for :data:`~sslacc_sim.aio.linux.primary.DEAD_AFTER_S`
+(a hung node). Then, in this order (:meth:`Backup.take_over`):
+
+1. *fence* the old owner: its switch port goes down, so that nothing it sends after it wakes
+   (a retransmission, a reset) reaches a client;
+2. stop listening to the LAN and read what is queued;
+3. *restore* every connection in repair mode: mirrored ones at the mirrored state, with the
+   client bytes the owner had not consumed back in the receive queue; ones the owner's kernel
+   had established but its server had not mirrored yet, from the SYN exchange heard;
+4. only then *claim* the virtual IP (a listener was bound to it from the start with
+   ``IP_FREEBIND``, so new SYNs find it) and announce it with gratuitous ARP;
+5. leave repair mode (each socket sends a window probe) and serve each connection on.
+
+Negative controls (flags of the program, for the campaign's tests): ``--only-eof-is-death``
+(a reset on a link crashes the buddy, as before), ``--no-fence``, ``--no-sniff-data`` (client
+bytes the owner had not consumed are forgotten) and ``--no-sniff-unaccepted`` (connections
+the owner had not mirrored are not restored).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+from tls12 import ServerConfig, ServerConnection
+
+from . import repair
+from .mirror import ACK, MirrorError, MirrorState, recv_frame
+from .primary import DEAD_AFTER_S
+from .service import Docroot, Service
+from .sniff import FlowTracker, capture, packet_socket
+from .takeover import Restored, gratuitous_arp, restore_flow, resume
+
+__all__ = ["Controls", "Backup"]
+
+
+@dataclass(frozen=True)
+class Controls:
+    """Mechanisms a negative control turns off (all on by default)."""
+
+    any_error_is_death: bool = True
+    keepalive: bool = True
+    fence: bool = True
+    sniff_data: bool = True
+    sniff_unaccepted: bool = True
+
+
+@dataclass
+class Backup:
+    """The buddy program (module docstring)."""
+
+    vip: str
+    port: int
+    listen_on: tuple[str, int]
+    dev: str
+    docroot: Docroot
+    config: ServerConfig | None
+    fence_cmd: list[str] | None = None
+    controls: Controls = Controls()
+    resume_at_ack: bool = True
+    states: dict[tuple[str, int], MirrorState] = field(default_factory=dict)
+    tracker: FlowTracker | None = None
+    death: threading.Event = field(default_factory=threading.Event)
+    reason: str = ""
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    # -- mirroring --
+
+    def die(self, reason: str) -> None:
+        """The owner is dead (the first reason is kept)."""
+        with self._lock:
+            if not self.death.is_set():
+                self.reason = reason
+                self.death.set()
+
+    def _link(self, link: socket.socket) -> None:
+        try:
+            self._read_link(link)
+        except (OSError, MirrorError) as exc:
+            if not self.controls.any_error_is_death:
+                # the negative control: the old rule, under which only a clean end of file
+                # meant death and anything else ended the buddy itself
+                traceback.print_exc()
+                os._exit(1)
+            self.die(f"cluster link: {exc!r}")
+        finally:
+            link.close()
+
+    def _read_link(self, link: socket.socket) -> None:
+        first = recv_frame(link)
+        if first is None:
+            return  # a link that never carried anything
+        if first[0]["type"] == "control":
+            self._control(link)
+            return
+        state = MirrorState()
+        state.apply(*first)
+        key = tuple(state.tcp.remote) if state.tcp is not None else None
+        if key is None:
+            raise MirrorError("a connection link must start with its tcp frame")
+        with self._lock:
+            self.states[key] = state  # type: ignore[index]
+        while (frame := recv_frame(link)) is not None:
+            with self._lock:
+                if self.death.is_set():
+                    return  # frozen: the takeover works from what was acknowledged
+                state.apply(*frame)
+                if frame[0]["type"] == "update":
+                    link.sendall(ACK)
+            if state.done:
+                with self._lock:
+                    self.states.pop(key, None)  # type: ignore[arg-type]
+                if self.tracker is not None:
+                    self.tracker.forget(key)  # type: ignore[arg-type]
+                return
+        self.die("cluster link closed without done")
+
+    def _control(self, link: socket.socket) -> None:
+        if self.controls.keepalive:
+            link.settimeout(DEAD_AFTER_S)
+        while True:
+            try:
+                frame = recv_frame(link)
+            except TimeoutError:
+                self.die(f"no keepalive for {DEAD_AFTER_S} s")
+                return
+            if frame is None:
+                self.die("control link closed")
+                return
+            if frame[0]["type"] != "beat":
+                raise MirrorError(f"unexpected {frame[0]['type']!r} on the control link")
+            link.sendall(ACK)
+
+    def _accept_links(self, server: socket.socket) -> None:
+        while True:
+            link, _ = server.accept()
+            link.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            threading.Thread(target=self._link, args=(link,), daemon=True).start()
+
+    # -- takeover --
+
+    def take_over(self, sniffer: threading.Thread | None, stop: threading.Event
+                  ) -> tuple[list[Restored], dict[str, Any]]:  # fmt: skip
+        """Fence, read the LAN's queue, restore, claim, announce (module docstring)."""
+        t0 = time.monotonic()
+        if self.controls.fence and self.fence_cmd:
+            subprocess.run(self.fence_cmd, check=False, capture_output=True)
+        t_fenced = time.monotonic()
+        stop.set()
+        if sniffer is not None:
+            sniffer.join()
+        with self._lock:
+            states = dict(self.states)
+        flows = dict(self.tracker.flows) if self.tracker is not None else {}
+        restored, failed = [], []
+        for key in sorted(set(states) | set(flows)):
+            try:
+                r = restore_flow(states.get(key), flows.get(key), self.docroot, self.config,
+                                 self.vip, self.port, sniff_data=self.controls.sniff_data,
+                                 sniff_unaccepted=self.controls.sniff_unaccepted,
+                                 at_ack=self.resume_at_ack)  # fmt: skip
+            except (OSError, ValueError, RuntimeError) as exc:
+                failed.append(f"{key}: {exc!r}")
+                continue
+            if r is not None:
+                restored.append(r)
+        t_restored = time.monotonic()
+        subprocess.run(["ip", "addr", "add", f"{self.vip}/24", "dev", self.dev], check=True,
+                       capture_output=True)  # fmt: skip
+        gratuitous_arp(self.dev, self.vip)
+        for r in restored:
+            repair.leave_repair(r.sock)
+        t_claimed = time.monotonic()
+        report = {"reason": self.reason, "detected": t0, "fenced": t_fenced,
+                  "restored": t_restored, "claimed": t_claimed, "connections": len(restored),
+                  "from_sniff": sum(r.from_sniff for r in restored), "failed": failed,
+                  "resent_bytes": sum(len(r.resend) + len(r.queued) for r in restored),
+                  "updates": sum(r.state.updates for r in restored),
+                  "client_lacked": (None if any(r.lacked is None for r in restored)
+                                    else sum(r.lacked or 0 for r in restored)),
+                  "resumed_at_ack": any(r.resend for r in restored),
+                  "lan_frames": self.tracker.frames if self.tracker else 0}  # fmt: skip
+        return restored, report
+
+    def _serve_restored(self, r: Restored) -> None:
+        try:
+            sock = resume(r, self.resume_at_ack)
+            conn = None
+            if self.config is not None:
+                conn = (ServerConnection.import_state(self.config, r.state.tls_full)
+                        if r.state.tls_full is not None else ServerConnection(self.config))
+                if r.state.progress is not None:
+                    conn.import_progress(r.state.progress)
+            Service(sock, self.docroot, conn, snd_pos=r.state.snd_pos, rcv_pos=r.state.rcv_pos,
+                    app=dict(r.state.app) or {"phase": "request", "offset": 0},
+                    keys_sent=True).serve()  # fmt: skip
+        except Exception as exc:  # noqa: BLE001 - one connection's error ends it alone
+            print(f"ERROR restored {r.key}: {exc!r}", file=sys.stderr, flush=True)
+
+    def _serve_new(self, listener: socket.socket) -> None:
+        while True:
+            sock, _ = listener.accept()
+            conn = ServerConnection(self.config) if self.config is not None else None
+            threading.Thread(target=lambda s=sock, c=conn: _serve_quietly(s, self.docroot, c),
+                             daemon=True).start()  # fmt: skip
+
+    def run(self) -> int:
+        """Mirror until the owner dies, take over, then serve every connection on."""
+        server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(self.listen_on)
+        server.listen(256)
+        # bound now, listening for the virtual IP before this node has it (no SYN meets a
+        # node without a listener once the address moves)
+        vip_listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        vip_listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        vip_listener.setsockopt(socket.IPPROTO_IP, 15, 1)  # IP_FREEBIND
+        vip_listener.bind((self.vip, self.port))
+        vip_listener.listen(256)
+        stop = threading.Event()
+        sniffer = None
+        if self.controls.sniff_data or self.controls.sniff_unaccepted:
+            self.tracker = FlowTracker((self.vip, self.port))
+            sniffer = threading.Thread(target=capture, daemon=True, name="sniffer",
+                                       args=(packet_socket(self.dev), self.tracker, stop))
+            sniffer.start()
+        threading.Thread(target=self._accept_links, args=(server,), daemon=True).start()
+        print("ready", flush=True)
+        self.death.wait()
+        restored, report = self.take_over(sniffer, stop)
+        print("RESTORED " + json.dumps(report), flush=True)
+        threads = [threading.Thread(target=self._serve_restored, args=(r,), daemon=True)
+                   for r in restored]  # fmt: skip
+        for t in threads:
+            t.start()
+        threading.Thread(target=self._serve_new, args=(vip_listener,), daemon=True).start()
+        for t in threads:
+            t.join()
+        print("SERVED", flush=True)
+        threading.Event().wait()  # keep serving new connections until stopped
+        return 0
+
+
+def _serve_quietly(sock: socket.socket, docroot: Docroot, conn: ServerConnection | None) -> None:
+    try:
+        Service(sock, docroot, conn).serve()
+    except Exception as exc:  # noqa: BLE001 - one connection's error ends it alone
+        print(f"ERROR new connection: {exc!r}", file=sys.stderr, flush=True)
+    finally:
+        sock.close()
+

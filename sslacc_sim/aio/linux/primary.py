@@ -1,0 +1,155 @@
+"""The owner of the virtual IP: many concurrent connections, each mirrored to the buddy.
+
+``python -m sslacc_sim.aio.linux.node primary`` runs :func:`run_primary`: it listens on the
+virtual IP and serves every accepted connection in its own thread
+(:class:`~sslacc_sim.aio.linux.service.Service`), each with its own cluster link to the buddy:
+the link's first frame is the connection's ``tcp`` snapshot (:mod:`~sslacc_sim.aio.linux.repair`,
+taken right after ``accept``), then updates, each acknowledged before the bytes it describes
+are written, and ``done`` when the client has acknowledged everything.
+
+One more link carries keepalives (``beat`` every :data:`BEAT_S`); the buddy answers each, and
+each answer renews the node's :class:`~sslacc_sim.aio.linux.service.Lease`. A node whose lease
+ran out (it was stopped, its link was cut) *fences itself*: it puts every client socket into
+repair mode, where closing sends nothing (no FIN, no reset, no retransmission), and exits. The
+buddy declares the node dead only after :data:`DEAD_AFTER_S` without a keepalive, later than the
+lease ends, and fences the node's switch port as well before it takes over.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+from tls12 import ServerConfig, ServerConnection
+
+from . import repair
+from .mirror import ACK, recv_frame, send_frame
+from .service import DiePoint, Docroot, Lease, LeaseExpired, Service
+
+__all__ = ["BEAT_S", "LEASE_S", "DEAD_AFTER_S", "SNDBUF", "Primary", "run_primary"]
+
+#: A keepalive this often.
+BEAT_S = 0.05
+#: The lease a keepalive's answer grants, counted from the keepalive's sending.
+LEASE_S = 0.15
+#: The buddy takes over after this long without a keepalive (> :data:`LEASE_S`).
+DEAD_AFTER_S = 0.2
+#: Send buffer of a client socket: bounds what the client can lack, and so what a takeover
+#: sends again.
+SNDBUF = 1 << 18
+_LINK_TIMEOUT_S = 10.0
+_SELF_FENCE_EXIT = 75
+
+
+@dataclass
+class Primary:
+    """The node program's state: the lease and the client sockets it would fence."""
+
+    vip: str
+    port: int
+    buddy: tuple[str, int]
+    docroot: Docroot
+    config: ServerConfig | None
+    die: DiePoint | None = None
+    keepalive: bool = True
+    lease: Lease = field(default_factory=lambda: Lease(LEASE_S))
+    _socks: set[socket.socket] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    served: int = 0
+
+    def link(self) -> socket.socket:
+        """A new cluster link to the buddy."""
+        s = socket.create_connection(self.buddy, timeout=_LINK_TIMEOUT_S)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return s
+
+    def fence_self(self, why: str) -> None:
+        """Silence every client socket (repair mode: closing sends nothing) and exit."""
+        with self._lock:
+            for s in self._socks:
+                try:
+                    s.setsockopt(socket.IPPROTO_TCP, repair.TCP_REPAIR, 1)
+                except OSError:
+                    pass
+        print(f"FENCED {why}", flush=True)
+        os._exit(_SELF_FENCE_EXIT)
+
+    def heartbeat(self, link: socket.socket) -> None:
+        """Send keepalives on ``link``; renew the lease with each answer; fence on expiry."""
+        send_frame(link, {"type": "control"})
+        link.settimeout(BEAT_S)
+        while True:
+            sent = time.monotonic()
+            try:
+                send_frame(link, {"type": "beat"})
+                if link.recv(1) == ACK:
+                    self.lease.renew(sent)
+            except TimeoutError:
+                pass
+            except OSError:
+                return  # the buddy is gone: nothing left to renew the lease; it runs out
+            if not self.lease.valid():
+                self.fence_self("the lease ran out")
+            time.sleep(max(0.0, BEAT_S - (time.monotonic() - sent)))
+
+    def serve_one(self, sock: socket.socket) -> None:
+        """One accepted connection, mirrored on its own link, from snapshot to ``done``."""
+        with self._lock:
+            self._socks.add(sock)
+        try:
+            snap = repair.snapshot(sock)
+            with self.link() as mirror:
+                send_frame(mirror, {"type": "tcp", "tcp": snap.to_json()})
+                conn = ServerConnection(self.config) if self.config is not None else None
+                lease = self.lease if self.keepalive else None
+                Service(sock, self.docroot, conn, mirror=mirror, die=self.die,
+                        lease=lease).serve()  # fmt: skip
+                # wait for the buddy to close: it has read ``done`` then
+                mirror.settimeout(_LINK_TIMEOUT_S)
+                recv_frame(mirror)
+        except LeaseExpired:
+            self.fence_self("the lease ran out during a write")
+        except Exception as exc:  # noqa: BLE001 - one connection's error ends it alone
+            print(f"ERROR connection {sock.fileno()}: {exc!r}", file=sys.stderr, flush=True)
+        finally:
+            with self._lock:
+                self._socks.discard(sock)
+                self.served += 1
+            sock.close()
+
+    def listen(self) -> socket.socket:
+        """The listening socket on the virtual IP."""
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SNDBUF)
+        listener.bind((self.vip, self.port))
+        listener.listen(256)
+        return listener
+
+
+def run_primary(node: Primary, *, limit: int | None = None) -> int:
+    """Serve until killed (or ``limit`` connections); print ``ready`` once listening."""
+    control = node.link()  # the buddy must be there first (a refused link is one clear error)
+    listener = node.listen()
+    if node.keepalive:
+        threading.Thread(target=node.heartbeat, args=(control,), daemon=True,
+                         name="heartbeat").start()  # fmt: skip
+    else:
+        control.close()
+    print("ready", flush=True)
+    accepted = 0
+    threads = []
+    while limit is None or accepted < limit:
+        sock, _ = listener.accept()
+        accepted += 1
+        t = threading.Thread(target=node.serve_one, args=(sock,), daemon=True)
+        t.start()
+        threads.append(t)
+    listener.close()
+    for t in threads:
+        t.join()
+    return 0

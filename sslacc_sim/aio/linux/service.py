@@ -1,0 +1,358 @@
+"""One connection's server side, the same on the primary and on a node that took it over.
+
+:class:`Service` serves one HTTP/1.1 ``GET`` per connection from a :class:`Docroot`, inside
+:mod:`tls12` or over plain TCP. Before each write it sends the buddy an update and waits for
+its acknowledgement (cluster, then commit: :mod:`sslacc_sim.aio.linux.mirror`), and it writes
+only while the node holds its :class:`Lease` (renewed by the buddy's answers to keepalives): a
+node that was stopped and wakes up finds its lease expired and fences itself before a byte
+leaves. A connection is handed off as finished (the ``done`` frame) only once the kernel's send
+queue is empty (``SIOCOUTQ``): until then the buddy can still be asked for the tail.
+
+:func:`rebuild` is the buddy's side of the recipe: from the mirrored state and the file it
+produces, byte for byte, the server bytes the client may still lack.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tls12 import ServerConfig, ServerConnection
+from tls12.events import ApplicationData, ConnectionClosed
+from tls12.state import Progress
+
+from ...errors import SslaccError
+from .mirror import ACK, MirrorState, Segment, join_blob, send_frame
+
+__all__ = [
+    "BATCH", "Docroot", "Stream", "Lease", "LeaseExpired", "DiePoint", "Service", "rebuild",
+    "response_head", "outq",
+]
+
+#: Plaintext bytes of the response per mirrored segment (16 records of 16 KiB).
+BATCH = 1 << 18
+_SIOCOUTQ = 0x5411
+_ACK_TIMEOUT_S = 10.0  # a buddy that does not acknowledge an update for this long is dead
+_WRITE_CHUNK = 1 << 16  # the lease is checked before every chunk this size
+_DRAIN_POLL_S = 0.001
+_DRAIN_LIMIT_S = 60.0
+
+
+class LeaseExpired(SslaccError, RuntimeError):
+    """The node no longer holds its lease: its buddy may have taken the connection over."""
+
+
+def outq(sock: socket.socket) -> int:
+    """Bytes written on ``sock`` that the peer has not acknowledged (``SIOCOUTQ``)."""
+    return int(struct.unpack("i", fcntl.ioctl(sock.fileno(), _SIOCOUTQ, b"\0" * 4))[0])
+
+
+def response_head(size: int) -> bytes:
+    """The HTTP response header for a body of ``size`` bytes (the same on every node)."""
+    return (
+        "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
+        f"Content-Length: {size}\r\nConnection: close\r\n\r\n"
+    ).encode()
+
+
+class Stream:
+    """The response as one byte stream: :func:`response_head` then the file."""
+
+    def __init__(self, path: Path) -> None:
+        self._file = path.open("rb")
+        self.size = path.stat().st_size
+        self.head = response_head(self.size)
+        self.total = len(self.head) + self.size
+
+    def read(self, offset: int, n: int) -> bytes:
+        """``n`` bytes from ``offset`` (short only at the end)."""
+        out = self.head[offset : offset + n]
+        start = max(0, offset - len(self.head))
+        self._file.seek(start)
+        return out + self._file.read(n - len(out))
+
+
+class Docroot:
+    """The files a node serves: every file of a directory by name (``/name``), or one file
+    for every path. Each :meth:`stream` opens its own file object (one per connection)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.single = path.is_file()
+
+    def stream(self, url: str) -> Stream:
+        """The response stream for the request path ``url``; ``FileNotFoundError`` if none."""
+        if self.single:
+            return Stream(self.path)
+        name = url.lstrip("/")
+        if not name or "/" in name or name.startswith("."):
+            raise FileNotFoundError(url)
+        return Stream(self.path / name)
+
+
+@dataclass
+class Lease:
+    """The right to send, renewed by the buddy's answers and valid for ``duration`` s from the
+    moment the renewed keepalive was *sent* (so it ends before the buddy, which counts from
+    when it last *received* one, declares the node dead). ``None`` renewals: always valid."""
+
+    duration: float
+    renewed: float = field(default_factory=time.monotonic)
+
+    def renew(self, sent_at: float) -> None:
+        """A keepalive sent at ``sent_at`` was answered."""
+        self.renewed = max(self.renewed, sent_at)
+
+    def valid(self) -> bool:
+        """The node may still send."""
+        return time.monotonic() - self.renewed < self.duration
+
+
+@dataclass
+class DiePoint:
+    """Where ``--die-at`` stops the primary (``sslacc_sim.aio.linux.node``)."""
+
+    name: str
+    after: int = 0
+
+    def die(self, position: int, record: tuple[int, int] | None = None) -> None:
+        """Say so (``DIE <point> {"pos": bytes written, "record": [start, end] of the record
+        cut in half}``) and wait to be killed: the orchestrator cuts the link, then SIGKILLs."""
+        print(f"DIE {self.name} " + json.dumps({"pos": position, "record": record}), flush=True)
+        time.sleep(3600)
+        raise SystemExit(f"not killed at {self.name}")
+
+
+_die_lock = threading.Lock()
+
+
+@dataclass
+class Service:
+    """One connection's server side (module docstring).
+
+    ``conn`` is ``None`` for plain TCP. ``mirror`` (this connection's cluster link) is ``None``
+    on a node without a buddy. ``snd_pos`` / ``rcv_pos`` count the bytes written / consumed.
+    ``lease``: when set, no byte is written without it (:class:`LeaseExpired`).
+    """
+
+    sock: socket.socket
+    docroot: Docroot
+    conn: ServerConnection | None
+    mirror: socket.socket | None = None
+    die: DiePoint | None = None
+    lease: Lease | None = None
+    snd_pos: int = 0
+    rcv_pos: int = 0
+    app: dict[str, Any] = field(default_factory=lambda: {"phase": "request", "offset": 0})
+    keys_sent: bool = False
+    stream: Stream | None = None
+    on_write: Callable[[], None] | None = None
+    _request: bytes = b""
+
+    def __post_init__(self) -> None:
+        if self.stream is None and "path" in self.app:
+            self.stream = self.docroot.stream(self.app["path"])
+
+    def serve(self) -> None:
+        """Run the connection to its end."""
+        while True:
+            if self.app["phase"] == "response":
+                assert self.stream is not None
+                if self.app["offset"] < self.stream.total:
+                    self._send_body_segment()
+                    continue
+                self._finish()
+                return
+            if self.app["phase"] == "closed":
+                self._finish()
+                return
+            data = self.sock.recv(1 << 16)
+            if not data:
+                return
+            self.rcv_pos += len(data)
+            self._on_data(data)
+
+    # -- receiving --
+
+    def _on_data(self, data: bytes) -> None:
+        was_established = False
+        if self.conn is None:
+            plain, out, closed = data, b"", False
+        else:
+            was_established = self.conn.handshake_complete
+            events = self.conn.receive_data(data)
+            plain = b"".join(e.data for e in events if isinstance(e, ApplicationData))
+            closed = any(isinstance(e, ConnectionClosed) for e in events)
+            out = self.conn.data_to_send()
+        self._request += plain
+        if b"\r\n\r\n" in self._request and self.app["phase"] == "request":
+            self._start_response()
+        full = self.conn.export_state() if self.conn is not None else b""
+        self._commit({"raw": out, "full": full}, raw=True)
+        point = None
+        if self.conn is not None and out:
+            established = self.conn.handshake_complete
+            point = ("after-server-hello-flight" if not established
+                     else "after-client-key-exchange" if not was_established else None)
+        dying = point is not None and self.die is not None and self.die.name == point
+        if dying and point == "after-client-key-exchange":
+            self._die(self.snd_pos)  # mirrored, never written
+        if dying:
+            # The client answers the server's flight within a millisecond; were A's kernel
+            # to acknowledge the answer before the cut, the client would never resend it to
+            # B. Delayed ACKs (40 ms or more) keep it unacknowledged until the link is down.
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 0)
+        self._write(out)
+        if dying:
+            self._die(self.snd_pos)
+        if closed:
+            self.app = {**self.app, "phase": "closed"}
+
+    def _start_response(self) -> None:
+        line = self._request.split(b"\r\n", 1)[0].split(b" ")
+        if len(line) != 3 or line[0] != b"GET":
+            raise ValueError(f"only GET is served, got {self._request[:20]!r}")
+        path = line[1].decode("ascii", "replace")
+        self.stream = self.docroot.stream(path)
+        self.app = {"phase": "response", "offset": 0, "path": path}
+
+    def _die(self, position: int, record: tuple[int, int] | None = None) -> None:
+        assert self.die is not None
+        with _die_lock:  # one connection announces the death; the others wait with it
+            self.die.die(position, record)
+
+    # -- sending --
+
+    def _send_body_segment(self) -> None:
+        assert self.stream is not None
+        offset = self.app["offset"]
+        plain = self.stream.read(offset, min(BATCH, self.stream.total - offset))
+        parts: dict[str, bytes] = {}
+        write_seq = None
+        if self.conn is None:
+            records = [plain]
+        else:
+            if not self.keys_sent:
+                parts["keys"] = self.conn.export_keys()
+                self.keys_sent = True
+            write_seq = self.conn.export_progress().write_seq
+            self.conn.send_data(plain)
+            records = self.conn.data_to_send_records()
+            parts["progress"] = self.conn.export_progress().to_bytes()
+        data = b"".join(records)
+        self.app = {**self.app, "offset": offset + len(plain)}
+        seg = {"pos": self.snd_pos, "length": len(data), "offset": offset,
+               "plain_len": len(plain), "write_seq": write_seq}  # fmt: skip
+        self._commit(parts, seg=seg, length=len(data))
+        die = self.die
+        if die is not None and die.name == "mid-record" and self.snd_pos + len(data) > die.after:
+            done = 0
+            for record in records:
+                start = self.snd_pos + done
+                if start + len(record) > die.after:
+                    self._write(data[: done + len(record) // 2])
+                    self._die(self.snd_pos, (start, start + len(record)))
+                done += len(record)
+        self._write(data)
+        if die is not None and die.name == "transfer" and self.snd_pos >= die.after:
+            self._die(self.snd_pos)
+
+    def _finish(self) -> None:
+        if self.conn is not None and not self.conn.closed:
+            self.conn.close()
+            out = self.conn.data_to_send()
+            self._commit({"raw": out, "full": self.conn.export_state()}, raw=True)
+            self._write(out)
+        if self.mirror is not None:
+            # finished only when the client has every byte: until then the buddy may still
+            # have to send the tail
+            deadline = time.monotonic() + _DRAIN_LIMIT_S
+            while outq(self.sock) and time.monotonic() < deadline:
+                time.sleep(_DRAIN_POLL_S)
+            if outq(self.sock):
+                raise ConnectionError(f"the client acknowledged nothing for {_DRAIN_LIMIT_S} s")
+            send_frame(self.mirror, {"type": "done"})
+        self.sock.shutdown(socket.SHUT_WR)
+        self.sock.settimeout(10)
+        try:
+            while self.sock.recv(1 << 16):
+                pass
+        except OSError:
+            pass
+        self.sock.close()
+
+    def _write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            if self.lease is not None and not self.lease.valid():
+                raise LeaseExpired("the lease ran out before a write")
+            chunk = view[:_WRITE_CHUNK]
+            self.sock.sendall(chunk)
+            self.snd_pos += len(chunk)
+            view = view[len(chunk):]
+            if self.on_write is not None:
+                self.on_write()
+
+    def _commit(self, parts: dict[str, bytes], *, seg: dict[str, Any] | None = None,
+                length: int = 0, raw: bool = False) -> None:  # fmt: skip
+        """Cluster-then-commit: the update for the bytes about to be written, acknowledged."""
+        if self.mirror is None:
+            return
+        if raw and parts.get("raw"):
+            seg = {"pos": self.snd_pos, "length": len(parts["raw"]), "raw": True}
+            length = len(parts["raw"])
+        elif raw:
+            parts.pop("raw", None)
+        lengths, blob = join_blob(parts)
+        header = {"type": "update", "rcv_pos": self.rcv_pos, "snd_pos": self.snd_pos + length,
+                  "una_pos": self.snd_pos - outq(self.sock), "app": self.app, "seg": seg,
+                  "parts": lengths}  # fmt: skip
+        send_frame(self.mirror, header, blob)
+        try:
+            answer = self.mirror.recv(1)
+        except TimeoutError:
+            answer = b""
+        if answer != ACK:
+            raise ConnectionError(
+                f"the buddy did not acknowledge an update within {_ACK_TIMEOUT_S} s")
+
+
+# --- rebuilding on the buddy ----------------------------------------------------------------
+
+
+def rebuild(state: MirrorState, stream: Stream | None, config: ServerConfig | None
+            ) -> tuple[int, bytes]:  # fmt: skip
+    """``(position, bytes)``: the server bytes from the first segment the client may lack up to
+    ``state.snd_pos``, byte-identical to what the primary wrote (or was about to write)."""
+    segments = state.unacked()
+    data = b"".join(_segment_bytes(seg, state, stream, config) for seg in segments)
+    return (segments[0].pos if segments else state.snd_pos), data
+
+
+def _segment_bytes(seg: Segment, state: MirrorState, stream: Stream | None,
+                   config: ServerConfig | None) -> bytes:  # fmt: skip
+    if seg.raw is not None:
+        return seg.raw
+    if stream is None:
+        raise ValueError("a body segment without a response stream")
+    plain = stream.read(seg.offset, seg.plain_len)
+    if seg.write_seq is None:
+        data = plain
+    else:
+        if config is None or state.tls_keys is None:
+            raise ValueError("a TLS segment without mirrored keys")
+        conn = ServerConnection.import_state(config, state.tls_keys)
+        conn.import_progress(Progress(0, seg.write_seq))
+        conn.send_data(plain)
+        data = conn.data_to_send()
+    if len(data) != seg.length:
+        raise ValueError(f"rebuilt {len(data)} bytes for a {seg.length}-byte segment")
+    return data

@@ -1,0 +1,169 @@
+"""Rebuilding one connection on the buddy: from the mirrored state, from what the LAN carried.
+
+:func:`restore_flow` turns what the buddy knows of one connection into a socket in repair mode:
+
+* a **mirrored** connection (a :class:`~sslacc_sim.aio.linux.mirror.MirrorState`): the server
+  bytes the client may lack are rebuilt from the state and the file
+  (:func:`~sslacc_sim.aio.linux.service.rebuild`); the client bytes the owner had received but
+  not consumed come from the LAN record (:class:`~sslacc_sim.aio.linux.sniff.Flow`) and go back
+  into the receive queue;
+* a connection the owner's kernel **established but its server never mirrored** (the SYN and
+  SYN-ACK were heard, no ``tcp`` frame arrived): a fresh connection at the first byte after the
+  SYN exchange, the client's bytes (its ClientHello, say) in the receive queue;
+* a connection the client reset, or whose SYN was never answered, is left alone (the client's
+  next SYN reaches the new owner's listener).
+
+When the LAN record holds the client's last acknowledgement, the socket is restored exactly
+there and the bytes the client lacks are written as new data after the address moves: they
+leave at once. Without it (``--no-sniff-data``) they go into the send queue as already sent and
+:func:`resume` asks the client with a window probe where it stands, restoring once more at its
+answer (:func:`~sslacc_sim.aio.linux.repair.rebase`) so that a restored socket, which has no RTT
+sample, need not wait for its 1 s retransmission timer.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from dataclasses import dataclass, replace
+
+from tls12 import ServerConfig
+
+from . import repair
+from .mirror import MirrorState
+from .service import Docroot, rebuild
+from .sniff import Flow
+
+__all__ = ["Restored", "restore_flow", "resume", "gratuitous_arp", "snapshot_from_flow"]
+
+_PROBE_WAIT_S = 0.2  # how long a restored socket waits for the answer to its window probe
+_MASK = 0xFFFFFFFF
+
+
+@dataclass
+class Restored:
+    """A connection restored in repair mode, not yet running.
+
+    ``resend`` are bytes to write as new data once it runs (the client lacks them and the
+    socket sits exactly at the client's acknowledgement); ``queued``/``queued_start``: the
+    bytes put into the send queue as already sent instead (position of the first).
+    """
+
+    key: tuple[str, int]
+    sock: socket.socket
+    state: MirrorState
+    snap: repair.TcpSnapshot
+    from_sniff: bool
+    resend: bytes = b""
+    queued: bytes = b""
+    queued_start: int = 0
+    unread: int = 0
+    lacked: int | None = None
+    """Server bytes the client had not acknowledged (from the LAN record; ``None``: unknown)."""
+
+
+def snapshot_from_flow(flow: Flow, vip: str, port: int) -> repair.TcpSnapshot:
+    """The :class:`~sslacc_sim.aio.linux.repair.TcpSnapshot` the owner would have taken at
+    ``accept``, from the SYN exchange heard on the LAN."""
+    if flow.server_isn is None:
+        raise ValueError("no SYN-ACK heard for this connection")
+    scaled = flow.client_wscale is not None and flow.server_wscale is not None
+    snd_wscale = flow.client_wscale if scaled else 0
+    rcv_wscale = flow.server_wscale if scaled else 0
+    return repair.TcpSnapshot(
+        local=(vip, port), remote=flow.client,
+        snd_nxt=(flow.server_isn + 1) & _MASK, rcv_nxt=flow.rcv_base,
+        mss=flow.client_mss, snd_wscale=snd_wscale or 0, rcv_wscale=rcv_wscale or 0,
+        sack=flow.client_sack and flow.server_sack,
+        snd_wnd=flow.client_window << (snd_wscale or 0),
+        max_window=flow.client_window << (snd_wscale or 0),
+        rcv_wnd=max(flow.server_window << (rcv_wscale or 0), 65535),
+    )  # fmt: skip
+
+
+def restore_flow(state: MirrorState | None, flow: Flow | None, docroot: Docroot,
+                 config: ServerConfig | None, vip: str, port: int, *, sniff_data: bool = True,
+                 sniff_unaccepted: bool = True, at_ack: bool = True) -> Restored | None:  # fmt: skip
+    """One connection in repair mode (module docstring), or ``None`` when there is nothing to
+    restore. ``at_ack=False``: never at the client's acknowledgement (everything the client
+    may lack goes into the send queue, for the kernel's retransmission timer). Raises ``ValueError``/:class:`~sslacc_sim.aio.linux.repair.RepairError` when the
+    connection cannot be restored (the caller reports it and goes on with the others)."""
+    if flow is not None and flow.reset:
+        return None
+    from_sniff = state is None or state.tcp is None
+    if from_sniff:
+        if flow is None or not flow.established or not sniff_unaccepted:
+            return None
+        state = MirrorState(tcp=snapshot_from_flow(flow, vip, port))
+    assert state is not None and state.tcp is not None
+    if state.done:
+        return None
+    stream = docroot.stream(state.app["path"]) if "path" in state.app else None
+    start, unacked = rebuild(state, stream, config)
+    snap = state.tcp
+    rcv_first = repair.seq_add(snap.rcv_nxt, state.rcv_pos)
+    unread = b""
+    use_flow = flow is not None and (sniff_data or from_sniff)
+    if use_flow:
+        assert flow is not None
+        rel = (rcv_first - flow.rcv_base) & _MASK
+        if rel > len(flow.data):
+            raise ValueError(f"the LAN record ends at {len(flow.data)}, the owner consumed {rel}")
+        unread = bytes(flow.data[rel:])
+    heard = _acked_position(flow, snap, start, state.snd_pos) if use_flow else None
+    lacked = None if heard is None else state.snd_pos - heard
+    acked = heard if at_ack else None
+    if acked is not None:
+        resend = unacked[acked - start :]
+        at = replace(snap, snd_nxt=repair.seq_add(snap.snd_nxt, acked), rcv_nxt=rcv_first)
+        sock = repair.restore(at, b"", unread=unread)
+        return Restored(tuple(snap.remote), sock, state, at, from_sniff, resend=resend,  # type: ignore[arg-type]
+                        unread=len(unread), lacked=lacked)  # fmt: skip
+    at = replace(snap, snd_nxt=repair.seq_add(snap.snd_nxt, state.snd_pos), rcv_nxt=rcv_first)
+    sock = repair.restore(at, unacked, unread=unread)
+    return Restored(tuple(snap.remote), sock, state, at, from_sniff, queued=unacked,  # type: ignore[arg-type]
+                    queued_start=start, unread=len(unread), lacked=lacked)  # fmt: skip
+
+
+def _acked_position(flow: Flow | None, snap: repair.TcpSnapshot, start: int, end: int
+                    ) -> int | None:  # fmt: skip
+    """The client's last acknowledgement heard, as a position of the server's stream, when it
+    lies within the mirrored ``[start, end]``; else ``None``."""
+    if flow is None or flow.acked is None:
+        return None if end else 0
+    pos = (flow.acked - snap.snd_nxt) & _MASK
+    return pos if start <= pos <= end else None
+
+
+def resume(r: Restored, resume_at_ack: bool = True) -> socket.socket:
+    """Let a restored, already running socket send what the client lacks; return the socket
+    to serve on (a new one when it was rebased at the client's acknowledgement)."""
+    if r.resend:
+        r.sock.sendall(r.resend)
+        return r.sock
+    if not r.queued or not resume_at_ack:
+        return r.sock
+    missing = repair.await_ack(r.sock, _PROBE_WAIT_S)
+    if missing and repair.unread(r.sock) == 0:
+        # The client lacks the last ``missing`` bytes. Left alone they would go out when the
+        # retransmission timer fires (1 s: a restored socket has no RTT sample). Instead,
+        # restore again exactly at the client's ACK, with those bytes as new data: sent now.
+        end = r.queued_start + len(r.queued)
+        sock = repair.rebase(r.sock, replace(r.snap, snd_nxt=repair.seq_add(r.snap.snd_nxt,
+                                                                           -missing)))
+        sock.sendall(r.queued[end - missing - r.queued_start :])
+        return sock
+    return r.sock
+
+
+def gratuitous_arp(dev: str, address: str, count: int = 3) -> None:
+    """Broadcast ``count`` ARP requests for ``address`` from ``dev``'s MAC (sender = target =
+    ``address``): neighbours move their entry for it to this host at once."""
+    with socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0806)) as s:
+        s.bind((dev, 0))
+        mac = s.getsockname()[4]
+        ip = socket.inet_aton(address)
+        arp = struct.pack(">HHBBH", 1, 0x0800, 6, 4, 1) + mac + ip + b"\0" * 6 + ip
+        frame = b"\xff" * 6 + mac + b"\x08\x06" + arp
+        for _ in range(count):
+            s.send(frame)
