@@ -190,17 +190,25 @@ class Backup:
         report = {"reason": self.reason, "detected": t0, "fenced": t_fenced,
                   "restored": t_restored, "claimed": t_claimed, "connections": len(restored),
                   "from_sniff": sum(r.from_sniff for r in restored), "failed": failed,
-                  "resent_bytes": sum(len(r.resend) + len(r.queued) for r in restored),
+                  "resent_bytes": sum(len(r.queued) for r in restored),
                   "updates": sum(r.state.updates for r in restored),
                   "client_lacked": (None if any(r.lacked is None for r in restored)
                                     else sum(r.lacked or 0 for r in restored)),
-                  "resumed_at_ack": any(r.resend for r in restored),
                   "lan_frames": self.tracker.frames if self.tracker else 0}  # fmt: skip
         return restored, report
 
-    def _serve_restored(self, r: Restored) -> None:
+    def _serve_restored(self, r: Restored, resumed: list[dict[str, Any]],
+                        all_resumed: threading.Barrier) -> None:  # fmt: skip
+        how = "failed"
         try:
-            sock = resume(r, self.resume_at_ack)
+            try:
+                sock, how = resume(r, self.resume_at_ack)
+            finally:
+                # the report waits for every connection's resume
+                resumed.append({"client": list(r.key), "resume": how, "queued": len(r.queued),
+                                "lacked": r.lacked, "unread": r.unread,
+                                "from_sniff": r.from_sniff, "at": time.monotonic()})  # fmt: skip
+                all_resumed.wait()
             conn = None
             if self.config is not None:
                 conn = (ServerConnection.import_state(self.config, r.state.tls_full)
@@ -245,10 +253,16 @@ class Backup:
         self.death.wait()
         restored, report = self.take_over(sniffer, stop)
         print("RESTORED " + json.dumps(report), flush=True)
-        threads = [threading.Thread(target=self._serve_restored, args=(r,), daemon=True)
-                   for r in restored]  # fmt: skip
+        resumed: list[dict[str, Any]] = []
+        barrier = threading.Barrier(len(restored) + 1)
+        threads = [threading.Thread(target=self._serve_restored, args=(r, resumed, barrier),
+                                    daemon=True) for r in restored]  # fmt: skip
         for t in threads:
             t.start()
+        barrier.wait()
+        print("RESUMED " + json.dumps({
+            "resumed_at_ack": sum(c["resume"] == "rebased" for c in resumed),
+            "connections": resumed}), flush=True)  # fmt: skip
         threading.Thread(target=self._serve_new, args=(vip_listener,), daemon=True).start()
         for t in threads:
             t.join()

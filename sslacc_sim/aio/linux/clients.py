@@ -37,13 +37,16 @@ The clients and their exact commands (``SUITE`` is :attr:`Request.suite`, ``T`` 
     close_notify as soon as its standard input ends, which can cut a slow response short, so
     :func:`start` writes the request into a pipe it keeps open; gnutls-cli exits when the server
     closes (the request says ``Connection: close``) and :func:`finish` closes the pipe after.
+    gnutls-cli writes what it receives one byte per ``write()``: about a second of CPU per MiB
+    into a file, so it reads a large file more slowly than the others and the server sees it.
 ``openssl``
     ``openssl s_client -connect ADDRESS:PORT -servername HOST -verify_hostname HOST
     -CAfile CERT -verify_return_error -tls1_2 -cipher SUITE -no_ticket -quiet -ign_eof``, the
     request on standard input from a file; ``-quiet`` keeps everything but the response off
     standard output (``OUT``). With ``resume`` one ``sh -c`` runs two of them in turn: the
     first with ``-sess_out SESSION`` writing ``OUT.first``, the second with
-    ``-sess_in SESSION -msg -msgfile LOG`` writing ``OUT``. ``-brief`` and ``-quiet`` print
+    ``-sess_in SESSION -msg -msgfile LOG`` writing ``OUT`` (without ``-sess_in`` when the
+    server gave no session ID: s_client then saves no session). ``-brief`` and ``-quiet`` print
     nothing about reuse, so the message log decides: the second handshake was a resumption
     when the server sent a ServerHello and no Certificate (an abbreviated handshake).
 
@@ -283,7 +286,10 @@ def _judge_raw(raw: bytes, expected: bytes) -> _Verdict:
     return _Verdict(judge_body(response.body, expected), got, True)
 
 
-def _judge_output(client: str, output: bytes, oversized: bool, expected: bytes) -> _Verdict:
+def _judge_output(client: str, output: bytes | None, oversized: bool, expected: bytes) -> _Verdict:
+    """The verdict on one output file (``None``: the client never wrote it)."""
+    if output is None:  # curl writes its file, empty or not, once a response begins
+        return _Verdict("no body received" if client == "curl" else "no HTTP response head", 0, False)
     if oversized:
         return _Verdict(f"output larger than {MAX_BODY + _MAX_HEAD} bytes", len(output), False)
     if client == "curl":
@@ -294,14 +300,23 @@ def _judge_output(client: str, output: bytes, oversized: bool, expected: bytes) 
 # --- the client's own words ---------------------------------------------------------------
 
 # lines the clients print on success too: OpenSSL's verify trace, gnutls-cli's progress
-_NOISE = re.compile(r"^(depth=\d+ |verify return:1$|CONNECTED\(|DONE$|Processed \d+ CA|Resolving |Connecting |- )")
+_NOISE = re.compile(
+    r"^(depth=\d+ |verify return:1$|CONNECTED\(|DONE$|Processed \d+ CA|Resolving |Connecting |- )"
+)
 
 
 def client_error_text(stderr: str, log: str = "") -> str:
-    """The meaningful end of a client's stderr (and of gnutls-cli's ``***`` log lines), ≤ ~300 chars."""
+    """What the client said went wrong, in at most ~300 characters (``''`` if it said nothing).
+
+    The last two meaningful lines of its stderr, joined by ``' | '`` -- without the lines every
+    run prints (OpenSSL's ``depth=0 ...`` / ``verify return:1``), plus gnutls-cli's ``***``
+    lines from its log; for curl only its own ``curl: (N) ...`` line, not the advice after it.
+    A longer text keeps its end, where OpenSSL puts the reason.
+    """
     lines = [line.strip() for line in stderr.splitlines()]
     lines = [line for line in lines if line and not _NOISE.match(line)]
     lines += [line.strip() for line in log.splitlines() if line.startswith("***")]
+    lines = [line for line in lines if line.startswith("curl: (")] or lines
     text = " | ".join(lines[-2:])
     return text if len(text) <= _ERROR_CHARS else "..." + text[-(_ERROR_CHARS - 3) :]
 
@@ -363,7 +378,8 @@ except Exception as exc:
 def _curl_argv(req: Request) -> list[str]:
     return [
         "curl", "-sS", "--http1.1", "--tls-max", "1.2", "--tlsv1.2", "--ciphers", req.suite,
-        "--cacert", str(req.cacert), "--resolve", f"{req.host}:{req.port}:{req.bracketed_address}",
+        "--cacert", str(req.cacert),
+        "--resolve", f"{req.host}:{req.port}:{req.bracketed_address}",
         "--max-time", f"{req.timeout:g}", f"https://{req.host}:{req.port}{req.path}",
         "-o", str(req.out),
     ]  # fmt: skip
@@ -387,17 +403,21 @@ def _gnutls_argv(req: Request, files: _Files) -> list[str]:
 
 def _openssl_argv(req: Request, files: _Files) -> list[str]:
     base = [
-        "openssl", "s_client", "-connect", f"{req.bracketed_address}:{req.port}", "-servername", req.host,
-        "-verify_hostname", req.host, "-CAfile", str(req.cacert), "-verify_return_error",
+        "openssl", "s_client", "-connect", f"{req.bracketed_address}:{req.port}",
+        "-servername", req.host, "-verify_hostname", req.host, "-CAfile", str(req.cacert), "-verify_return_error",
         "-tls1_2", "-cipher", req.suite, "-no_ticket", "-quiet", "-ign_eof",
     ]  # fmt: skip
     if not req.resume:
         return base
     session, request = str(files.beside(".session")), shlex.quote(str(files.beside(".request")))
     first = shlex.join([*base, "-sess_out", session])
-    second = shlex.join([*base, "-sess_in", session, "-msg", "-msgfile", str(files.beside(".log"))])
+    second = [*base, "-msg", "-msgfile", str(files.beside(".log"))]
+    resuming, fresh = shlex.join([*second, "-sess_in", session]), shlex.join(second)
     first_out = shlex.quote(str(files.beside(".first")))
-    return ["sh", "-c", f"{first} <{request} >{first_out} || exit $?; exec {second} <{request}"]
+    # no session file when the server gave no session ID: the second fetch starts afresh
+    return ["sh", "-c", f"{first} <{request} >{first_out} || exit $?; "
+            f"if [ -s {shlex.quote(session)} ]; then exec {resuming} <{request}; "
+            f"else exec {fresh} <{request}; fi"]  # fmt: skip
 
 
 class _ClientProcess(subprocess.Popen[bytes]):
@@ -406,7 +426,9 @@ class _ClientProcess(subprocess.Popen[bytes]):
     started: float = 0.0
 
 
-def start(req: Request, wrap: Callable[[list[str]], list[str]] = lambda argv: argv) -> subprocess.Popen[bytes]:
+def start(
+    req: Request, wrap: Callable[[list[str]], list[str]] = lambda argv: argv
+) -> subprocess.Popen[bytes]:
     """Start the client of ``req``; ``wrap`` prefixes its argv (``["ip", "netns", "exec", NS, *argv]``).
 
     Stale output files are deleted first. The client runs in a process group of its own, so
@@ -444,12 +466,12 @@ def start(req: Request, wrap: Callable[[list[str]], list[str]] = lambda argv: ar
 # --- finishing ----------------------------------------------------------------------------
 
 
-def _wait(proc: subprocess.Popen[bytes], req: Request) -> int:
-    """The exit status, or -1 after killing a client that overran its timeout."""
+def _wait(proc: subprocess.Popen[bytes], req: Request) -> tuple[int, bool]:
+    """The exit status and whether we killed the client (status -1) for overrunning its timeout."""
     started = proc.started if isinstance(proc, _ClientProcess) else time.monotonic()
     remaining = max(0.0, started + req.timeout + KILL_MARGIN - time.monotonic())
     try:
-        return proc.wait(timeout=remaining)
+        return proc.wait(timeout=remaining), False
     except subprocess.TimeoutExpired:
         try:
             if isinstance(proc, _ClientProcess):
@@ -459,7 +481,7 @@ def _wait(proc: subprocess.Popen[bytes], req: Request) -> int:
         except ProcessLookupError:
             pass
         proc.wait()
-        return -1
+        return -1, True
     finally:
         if proc.stdin is not None:
             try:
@@ -468,13 +490,13 @@ def _wait(proc: subprocess.Popen[bytes], req: Request) -> int:
                 pass
 
 
-def _read_capped(path: Path, limit: int) -> tuple[bytes, bool]:
-    """At most ``limit`` bytes of ``path`` (``b''`` if it does not exist) and whether there was more."""
+def _read_capped(path: Path, limit: int) -> tuple[bytes | None, bool]:
+    """At most ``limit`` bytes of ``path`` (``None`` if it does not exist) and whether there was more."""
     try:
         with open(path, "rb") as f:
             data = f.read(limit + 1)
     except FileNotFoundError:
-        return b"", False
+        return None, False
     return data[:limit], len(data) > limit
 
 
@@ -504,18 +526,19 @@ def finish(proc: subprocess.Popen[bytes], req: Request, expected: bytes) -> Outc
     """
     if len(expected) > MAX_BODY:
         raise ValueError(f"expected body of {len(expected)} bytes exceeds MAX_BODY ({MAX_BODY})")
-    status = _wait(proc, req)
+    status, killed = _wait(proc, req)
     files = _Files(req.out)
     log = _read_text(files.beside(".log")) if req.client == "gnutls" else ""
     said = client_error_text(_read_text(files.beside(".stderr")), log)
-    if status == -1:
+    if killed:
         said = f"killed after {req.timeout + KILL_MARGIN:g} s" + (f": {said}" if said else "")
     elif status != 0 and not said:
         said = f"exit status {status}"
     limit = MAX_BODY if req.client == "curl" else MAX_BODY + _MAX_HEAD
     outputs = [("first response: ", files.beside(".first"))] if req.resume else []
     outputs.append(("", req.out))
-    verdicts = [(prefix, _judge_output(req.client, *_read_capped(path, limit), expected)) for prefix, path in outputs]
+    verdicts = [(prefix, _judge_output(req.client, *_read_capped(path, limit), expected))
+                for prefix, path in outputs]  # fmt: skip
     problems = [prefix + v.problem for prefix, v in verdicts if v.problem]
     reported_ok = status == 0 and not said
     return Outcome(

@@ -53,7 +53,7 @@ from .node import POINTS
 
 __all__ = [
     "FailoverResult", "FailoverFailed", "run_failover", "measure_failover", "HOSTNAME",
-    "file_bytes",
+    "file_bytes", "wait_line", "site_credentials",
 ]
 
 #: The name in the certificate; curl maps it to the virtual IP with ``--resolve``.
@@ -109,7 +109,7 @@ def file_bytes(size: int) -> bytes:
     return bytes(out[:size])
 
 
-def _credentials(workdir: Path) -> tuple[Path, Path]:
+def site_credentials(workdir: Path) -> tuple[Path, Path]:
     """A fresh RSA key and a self-signed certificate naming :data:`HOSTNAME`, as PEM files."""
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     creds = Credentials((self_signed_certificate(key, HOSTNAME),), key)
@@ -118,7 +118,7 @@ def _credentials(workdir: Path) -> tuple[Path, Path]:
     return cert, key_path
 
 
-def _wait_line(proc: subprocess.Popen[str], prefix: str, timeout: float) -> str:
+def wait_line(proc: subprocess.Popen[str], prefix: str, timeout: float) -> str:
     """The first line of ``proc``'s stdout starting with ``prefix`` (others are skipped)."""
     deadline = time.monotonic() + timeout
     assert proc.stdout is not None
@@ -197,7 +197,7 @@ def _site(work: Path, size: int, plain: bool, suite: str) -> _Site:
     if plain:
         common.append("--plain")
     else:
-        cert, key = _credentials(work)
+        cert, key = site_credentials(work)
         common += ["--suite", suite, "--cert", str(cert), "--key", str(key)]
     return _Site(work, body, port, common, cert)
 
@@ -212,13 +212,13 @@ def _start_nodes(topo: Topology, site: _Site, point: str | None, die_after: int,
     no_resume = [] if resume_at_ack else ["--no-resume-at-ack"]
     backup = topo.popen("b", [*node, "backup", *site.node_args, *no_resume,
                               *topo.fence_args("a")], **pipes)  # fmt: skip
-    _wait_line(backup, "ready", _READY_S)
+    wait_line(backup, "ready", _READY_S)
     die = ["--die-at", point, "--die-after", str(die_after)] if point else []
     primary = topo.popen("a", [*node, "primary", *site.node_args, *die], **pipes)
-    _wait_line(primary, "ready", _READY_S)
+    wait_line(primary, "ready", _READY_S)
     sniffer = topo.popen("client", [*node, "sniff", "--src", VIP, "--port", str(site.port),
                                     "--out", str(site.work / "sniffed.json")], **pipes)  # fmt: skip
-    _wait_line(sniffer, "ready", _READY_S)
+    wait_line(sniffer, "ready", _READY_S)
     return backup, primary, sniffer
 
 
@@ -241,12 +241,13 @@ def _kill_primary(topo: Topology, primary: subprocess.Popen[str], backup: subpro
     """At A's ``DIE``: cut A's link (the cut's time), SIGKILL A, wait for B's ``RESTORED``.
 
     Returns what A said when it died, the cut's ``time.monotonic()`` and B's restore report."""
-    died = json.loads(_wait_line(primary, "DIE", timeout).split(" ", 2)[2])
+    died = json.loads(wait_line(primary, "DIE", timeout).split(" ", 2)[2])
     topo.cut("a")
     cut = time.monotonic()  # A's link is down: nothing of A's reaches the client now
     primary.kill()
-    restored = json.loads(_wait_line(backup, "RESTORED", timeout).split(" ", 1)[1])
-    return died, cut, restored
+    restored = json.loads(wait_line(backup, "RESTORED", timeout).split(" ", 1)[1])
+    resumed = json.loads(wait_line(backup, "RESUMED", timeout).split(" ", 1)[1])
+    return died, cut, {**restored, "resumed_at_ack": bool(resumed["resumed_at_ack"])}
 
 
 def _wait_curl(client: subprocess.Popen[str], timeout: float) -> tuple[str, str, int]:

@@ -56,6 +56,10 @@ class Primary:
     config: ServerConfig | None
     die: DiePoint | None = None
     keepalive: bool = True
+    self_fence: bool = True
+    """Off only as a negative control: a woken node then writes on as if it still owned."""
+    stall: float = 0.0
+    """Seconds to wait before each accept and each read (a loaded server)."""
     lease: Lease = field(default_factory=lambda: Lease(LEASE_S))
     _socks: set[socket.socket] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -92,7 +96,7 @@ class Primary:
                 pass
             except OSError:
                 return  # the buddy is gone: nothing left to renew the lease; it runs out
-            if not self.lease.valid():
+            if self.self_fence and not self.lease.valid():
                 self.fence_self("the lease ran out")
             time.sleep(max(0.0, BEAT_S - (time.monotonic() - sent)))
 
@@ -105,9 +109,9 @@ class Primary:
             with self.link() as mirror:
                 send_frame(mirror, {"type": "tcp", "tcp": snap.to_json()})
                 conn = ServerConnection(self.config) if self.config is not None else None
-                lease = self.lease if self.keepalive else None
+                lease = self.lease if self.keepalive and self.self_fence else None
                 Service(sock, self.docroot, conn, mirror=mirror, die=self.die,
-                        lease=lease).serve()  # fmt: skip
+                        lease=lease, stall=self.stall).serve()  # fmt: skip
                 # wait for the buddy to close: it has read ``done`` then
                 mirror.settimeout(_LINK_TIMEOUT_S)
                 recv_frame(mirror)
@@ -144,6 +148,8 @@ def run_primary(node: Primary, *, limit: int | None = None) -> int:
     accepted = 0
     threads = []
     while limit is None or accepted < limit:
+        if node.stall:
+            time.sleep(node.stall)  # the next connection waits in the accept queue meanwhile
         sock, _ = listener.accept()
         accepted += 1
         t = threading.Thread(target=node.serve_one, args=(sock,), daemon=True)

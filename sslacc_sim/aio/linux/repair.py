@@ -42,7 +42,7 @@ import fcntl
 import socket
 import struct
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ...errors import SslaccError
@@ -62,6 +62,7 @@ __all__ = [
     "leave_repair",
     "await_ack",
     "rebase",
+    "probe_again",
     "unread",
     "seq_add",
 ]
@@ -285,15 +286,27 @@ def await_ack(sock: socket.socket, timeout: float) -> int | None:
     return None
 
 
-def rebase(sock: socket.socket, snap: TcpSnapshot) -> socket.socket:
+def probe_again(sock: socket.socket) -> None:
+    """Send one more window probe from a running connection (in and out of repair mode)."""
+    _set(sock, TCP_REPAIR, _REPAIR_ON, "enter repair mode")
+    _set(sock, TCP_REPAIR, _REPAIR_OFF, "leave repair mode")
+
+
+def rebase(sock: socket.socket, snap: TcpSnapshot, *, unread: bytes = b"") -> socket.socket:
     """Replace the restored ``sock`` by a fresh one at ``snap`` with an empty queue.
 
     Closing a socket in repair mode sends nothing (no FIN, no reset), so the peer sees one
     connection throughout. Used once the peer's ACK is known: ``snap.snd_nxt`` is that ACK,
-    and what follows it can be written as new data, to be sent at once.
+    and what follows it can be written as new data, to be sent at once. The windows are the
+    ones ``sock`` holds now (the peer's answer updated them), not ``snap``'s. ``unread``:
+    client bytes from ``snap.rcv_nxt`` on, read out of ``sock`` by the caller, for the new
+    socket's receive queue.
     """
     _set(sock, TCP_REPAIR, _REPAIR_ON, "enter repair mode")
+    window = sock.getsockopt(socket.IPPROTO_TCP, TCP_REPAIR_WINDOW, _WINDOW.size)
+    _, snd_wnd, max_window, rcv_wnd, _ = _WINDOW.unpack(window)
+    snap = replace(snap, snd_wnd=snd_wnd, max_window=max_window, rcv_wnd=rcv_wnd)
     sock.close()
-    fresh = restore(snap, b"")
+    fresh = restore(snap, b"", unread=unread)
     leave_repair(fresh, probe=False)
     return fresh

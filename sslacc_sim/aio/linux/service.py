@@ -155,6 +155,9 @@ class Service:
     keys_sent: bool = False
     stream: Stream | None = None
     on_write: Callable[[], None] | None = None
+    stall: float = 0.0
+    """Seconds to wait before each read (a loaded server: the client's bytes wait in the
+    kernel, acknowledged and not yet consumed; the campaign's ``--stall-ms``)."""
     _request: bytes = b""
 
     def __post_init__(self) -> None:
@@ -174,6 +177,8 @@ class Service:
             if self.app["phase"] == "closed":
                 self._finish()
                 return
+            if self.stall:
+                time.sleep(self.stall)
             data = self.sock.recv(1 << 16)
             if not data:
                 return

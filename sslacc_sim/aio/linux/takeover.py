@@ -13,12 +13,12 @@
 * a connection the client reset, or whose SYN was never answered, is left alone (the client's
   next SYN reaches the new owner's listener).
 
-When the LAN record holds the client's last acknowledgement, the socket is restored exactly
-there and the bytes the client lacks are written as new data after the address moves: they
-leave at once. Without it (``--no-sniff-data``) they go into the send queue as already sent and
-:func:`resume` asks the client with a window probe where it stands, restoring once more at its
-answer (:func:`~sslacc_sim.aio.linux.repair.rebase`) so that a restored socket, which has no RTT
-sample, need not wait for its 1 s retransmission timer.
+The server bytes the client may lack go into the send queue as already sent: from the client's
+last acknowledgement heard on the LAN (or, without it, from the first mirrored segment not
+known to be acknowledged) to the mirrored end. :func:`resume` then asks the client with a window
+probe where it stands and restores once more at its answer
+(:func:`~sslacc_sim.aio.linux.repair.rebase`), the missing bytes written as new data, so that a
+restored socket, which has no RTT sample, need not wait for its 1 s retransmission timer.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from .sniff import Flow
 __all__ = ["Restored", "restore_flow", "resume", "gratuitous_arp", "snapshot_from_flow"]
 
 _PROBE_WAIT_S = 0.2  # how long a restored socket waits for the answer to its window probe
+_REPROBES = 4  # probes sent again when no answer came (0.8 s more at most)
 _MASK = 0xFFFFFFFF
 
 
@@ -44,9 +45,8 @@ _MASK = 0xFFFFFFFF
 class Restored:
     """A connection restored in repair mode, not yet running.
 
-    ``resend`` are bytes to write as new data once it runs (the client lacks them and the
-    socket sits exactly at the client's acknowledgement); ``queued``/``queued_start``: the
-    bytes put into the send queue as already sent instead (position of the first).
+    ``queued``/``queued_start``: the bytes put into the send queue as already sent (the
+    client may lack them) and the position of the first.
     """
 
     key: tuple[str, int]
@@ -54,7 +54,6 @@ class Restored:
     state: MirrorState
     snap: repair.TcpSnapshot
     from_sniff: bool
-    resend: bytes = b""
     queued: bytes = b""
     queued_start: int = 0
     unread: int = 0
@@ -112,17 +111,24 @@ def restore_flow(state: MirrorState | None, flow: Flow | None, docroot: Docroot,
         unread = bytes(flow.data[rel:])
     heard = _acked_position(flow, snap, start, state.snd_pos) if use_flow else None
     lacked = None if heard is None else state.snd_pos - heard
-    acked = heard if at_ack else None
-    if acked is not None:
-        resend = unacked[acked - start :]
-        at = replace(snap, snd_nxt=repair.seq_add(snap.snd_nxt, acked), rcv_nxt=rcv_first)
-        sock = repair.restore(at, b"", unread=unread)
-        return Restored(tuple(snap.remote), sock, state, at, from_sniff, resend=resend,  # type: ignore[arg-type]
-                        unread=len(unread), lacked=lacked)  # fmt: skip
+    # The socket stands at the mirrored end (``snd_pos``), never at the acknowledgement heard:
+    # the client may have received more than it had acknowledged when the link went down, and
+    # its later ACK would then acknowledge data the restored socket never sent, which the
+    # kernel drops; the connection would stall. Bytes before the acknowledgement heard are
+    # certainly in the client: they are not queued again.
+    first = heard if heard is not None and at_ack else start
     at = replace(snap, snd_nxt=repair.seq_add(snap.snd_nxt, state.snd_pos), rcv_nxt=rcv_first)
-    sock = repair.restore(at, unacked, unread=unread)
-    return Restored(tuple(snap.remote), sock, state, at, from_sniff, queued=unacked,  # type: ignore[arg-type]
-                    queued_start=start, unread=len(unread), lacked=lacked)  # fmt: skip
+    if use_flow and flow is not None and flow.acked is not None:
+        # the client's window as last heard, not as it was at accept: a slow reader's window
+        # may be nearly closed, and a socket that believes it wide open sends into the void
+        # and waits for its retransmission timer (a smaller window with the same ACK is not
+        # taken as an update by the kernel)
+        window = flow.client_window << snap.snd_wscale
+        at = replace(at, snd_wnd=window, max_window=max(snap.max_window, window))
+    queued = unacked[first - start :]
+    sock = repair.restore(at, queued, unread=unread)
+    return Restored(tuple(snap.remote), sock, state, at, from_sniff, queued=queued,  # type: ignore[arg-type]
+                    queued_start=first, unread=len(unread), lacked=lacked)  # fmt: skip
 
 
 def _acked_position(flow: Flow | None, snap: repair.TcpSnapshot, start: int, end: int
@@ -135,25 +141,41 @@ def _acked_position(flow: Flow | None, snap: repair.TcpSnapshot, start: int, end
     return pos if start <= pos <= end else None
 
 
-def resume(r: Restored, resume_at_ack: bool = True) -> socket.socket:
+def resume(r: Restored, resume_at_ack: bool = True) -> tuple[socket.socket, str]:
     """Let a restored, already running socket send what the client lacks; return the socket
-    to serve on (a new one when it was rebased at the client's acknowledgement)."""
-    if r.resend:
-        r.sock.sendall(r.resend)
-        return r.sock
-    if not r.queued or not resume_at_ack:
-        return r.sock
+    to serve on (a new one when it was rebased at the client's acknowledgement) and what was
+    done: ``rebased``, ``nothing-queued``, ``off``, ``no-answer`` (the probe's answer did not
+    come within 0.2 s), ``client-has-all``, ``unread`` (client bytes wait in the receive
+    queue: a rebase would drop them)."""
+    if not r.queued:
+        return r.sock, "nothing-queued"
+    if not resume_at_ack:
+        return r.sock, "off"
     missing = repair.await_ack(r.sock, _PROBE_WAIT_S)
-    if missing and repair.unread(r.sock) == 0:
+    for _ in range(_REPROBES):
+        if missing is not None:
+            break
+        # Linux answers a probe (an old sequence number) at most once per 500 ms per
+        # connection (net.ipv4.tcp_invalid_ratelimit): a slow reader that has just answered
+        # the dead owner's zero-window probes stays silent. Probe again.
+        repair.probe_again(r.sock)
+        missing = repair.await_ack(r.sock, _PROBE_WAIT_S)
+    if missing is None:
+        return r.sock, "no-answer"
+    if not missing:
+        return r.sock, "client-has-all"
+    if missing:
         # The client lacks the last ``missing`` bytes. Left alone they would go out when the
         # retransmission timer fires (1 s: a restored socket has no RTT sample). Instead,
         # restore again exactly at the client's ACK, with those bytes as new data: sent now.
         end = r.queued_start + len(r.queued)
+        # client bytes waiting in the receive queue move to the new socket with it
+        pending = r.sock.recv(repair.unread(r.sock)) if repair.unread(r.sock) else b""
         sock = repair.rebase(r.sock, replace(r.snap, snd_nxt=repair.seq_add(r.snap.snd_nxt,
-                                                                           -missing)))
+                                                                           -missing)),
+                             unread=pending)
         sock.sendall(r.queued[end - missing - r.queued_start :])
-        return sock
-    return r.sock
+    return sock, "rebased"
 
 
 def gratuitous_arp(dev: str, address: str, count: int = 3) -> None:

@@ -1,0 +1,438 @@
+"""The random-instant fault campaign: ``python -m sslacc_sim.aio.linux.campaign --trials N --seed S``.
+
+SSLACC's one promise is that no connection is lost when a node fails, *whenever* it fails. A
+trial tests it once under load, on the real pair (:mod:`~sslacc_sim.aio.linux.netns`): the owner
+(:mod:`~sslacc_sim.aio.linux.primary`) and its buddy (:mod:`~sslacc_sim.aio.linux.backup`)
+start, ``--connections`` unmodified clients (curl, Python ``ssl``, gnutls-cli, ``openssl
+s_client`` in turn, :mod:`~sslacc_sim.aio.linux.clients`; some resuming a session) fetch files
+of 1 KiB to 16 MiB at once, and at an instant drawn uniformly over the load the owner fails:
+
+``kill``
+    its link is cut, then it gets SIGKILL;
+``hang``
+    it gets SIGSTOP, then its link is cut; :data:`wake-after` seconds later its link comes back
+    and it gets SIGCONT: it must find itself fenced (no byte and no reset of it reaches a
+    client, checked on the client's capture).
+
+The load's length is measured first, by a trial without a fault (trial 0, which also shows
+that the load alone passes); each fault trial draws its instant uniformly over that length.
+Every response is compared byte for byte with its file. Per trial the campaign reports the
+connections, those completed byte-exact, those failed (with the client's error), those
+*silently wrong* (the client reported success over wrong bytes), what phase each connection
+was in at the kill (:func:`~sslacc_sim.aio.linux.loadstats.flows_at`), and the time from the
+kill to each affected client's next byte; it writes ``trials.csv``, ``connections.csv``,
+``flows.csv`` and ``summary.json`` into ``--out``.
+
+``--control`` turns one mechanism off (a negative control): the campaign must then lose
+connections or let a zombie through, which the tests check.
+
+What this pair does not do yet (issue 22): a third node, so no second kill of the new owner;
+a master with bucket assignment, joins and leaves; a session store shared by the nodes (a
+resumption after a takeover falls back to a full handshake); keep-alive requests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from tqdm import tqdm
+
+from testbed import cli
+
+from . import clients
+from .failover import HOSTNAME, file_bytes, site_credentials, wait_line
+from .loadstats import flows_at, quantile, wilson_lower, zombie_frames
+from .netns import MIRROR_ADDRESSES, VIP, Topology
+
+__all__ = ["MODES", "CONTROLS", "SIZES", "CampaignConfig", "run_campaign", "main"]
+
+MODES = ("kill", "hang")
+#: Negative controls: the flags each gives the owner and the buddy.
+CONTROLS: dict[str, tuple[list[str], list[str]]] = {
+    "none": ([], []),
+    "eof-only": ([], ["--only-eof-is-death"]),
+    "no-keepalive": (["--no-keepalive"], ["--no-keepalive"]),
+    "no-fence": (["--no-self-fence"], ["--no-fence"]),
+    "no-sniff-data": ([], ["--no-sniff-data"]),
+    "no-sniff-unaccepted": ([], ["--no-sniff-unaccepted"]),
+}
+#: The files served (bytes); each connection draws one.
+SIZES = (1 << 10, 1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22, 1 << 24)
+_PORT = 443
+_READY_S = 30.0
+_RESUME_SHARE = 0.25
+
+
+@dataclass(frozen=True)
+class CampaignConfig:
+    """One campaign's settings (the command line's options)."""
+
+    trials: int = 4
+    seed: int = 1
+    connections: int = 32
+    modes: tuple[str, ...] = MODES
+    wake_after: float = 10.0
+    client_timeout: float = 60.0
+    control: str = "none"
+    sizes: tuple[int, ...] = SIZES
+    suite: str = "AES128-SHA"
+    window: tuple[float, float] = (0.0, 1.0)
+    """The kill instant is drawn uniformly over this fraction of the load's length."""
+    stall_ms: float = 0.0
+    """The owner waits this long before each accept and each read (``--stall-ms`` of the
+    node): queues fill, and a fault finds connections established but not accepted, and
+    client bytes acknowledged but not consumed."""
+
+    def __post_init__(self) -> None:
+        if self.control not in CONTROLS:
+            raise ValueError(f"control must be one of {sorted(CONTROLS)}, got {self.control!r}")
+        if not self.modes or set(self.modes) - set(MODES):
+            raise ValueError(f"modes must be a non-empty subset of {MODES}, got {self.modes}")
+        if not 0 <= self.window[0] <= self.window[1]:
+            raise ValueError(f"window must be 0 <= start <= end, got {self.window}")
+
+
+@dataclass
+class _Site:
+    """The files, the certificate and what the nodes share, written once per campaign."""
+
+    work: Path
+    files: dict[str, bytes]
+    cert: Path
+    key: Path
+
+    def node_args(self, suite: str) -> list[str]:
+        return ["--docroot", str(self.work / "docroot"), "--vip", VIP, "--mirror",
+                MIRROR_ADDRESSES["b"], "--port", str(_PORT), "--suite", suite,
+                "--cert", str(self.cert), "--key", str(self.key)]  # fmt: skip
+
+
+def _site(work: Path, sizes: tuple[int, ...]) -> _Site:
+    root = work / "docroot"
+    root.mkdir()
+    data = file_bytes(max(sizes))
+    files = {}
+    for i, size in enumerate(sizes):
+        body = data[i * 7919 % 4096 :][:size] if size + 4096 <= len(data) else data[:size]
+        (root / f"f{i}").write_bytes(body)
+        files[f"/f{i}"] = body
+    cert, key = site_credentials(work)
+    return _Site(work, files, cert, key)
+
+
+@dataclass
+class _Trial:
+    """What one trial ran and saw."""
+
+    index: int
+    mode: str
+    kill_at: float | None
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    report: dict[str, Any] | None = None
+    kill: float | None = None
+    woke: float | None = None
+    start: float = 0.0
+    load_s: float = 0.0
+    capture: list[list[Any]] = field(default_factory=list)
+
+
+def _plan(rng: random.Random, cfg: CampaignConfig, site: _Site, work: Path
+          ) -> list[clients.Request]:  # fmt: skip
+    kinds = [clients.CLIENTS[i % len(clients.CLIENTS)] for i in range(cfg.connections)]
+    rng.shuffle(kinds)
+    reqs = []
+    for i, kind in enumerate(kinds):
+        path = rng.choice(sorted(site.files))
+        resume = kind in clients.RESUMING_CLIENTS and rng.random() < _RESUME_SHARE
+        reqs.append(clients.Request(kind, HOSTNAME, VIP, _PORT, path, site.cert,
+                                    work / f"c{i}.out", timeout=cfg.client_timeout,
+                                    suite=cfg.suite, resume=resume))  # fmt: skip
+    return reqs
+
+
+@contextmanager
+def _nodes(topo: Topology, site: _Site, cfg: CampaignConfig, logs: Path
+           ) -> Iterator[tuple[subprocess.Popen[str], subprocess.Popen[str]]]:  # fmt: skip
+    """The buddy, then the owner, each started once the one before said ``ready``."""
+    a_flags, b_flags = CONTROLS[cfg.control]
+    node = [sys.executable, "-m", "sslacc_sim.aio.linux.node"]
+    common = site.node_args(cfg.suite)
+    with open(logs / "b.stderr", "w") as b_err, open(logs / "a.stderr", "w") as a_err:
+        backup = topo.popen("b", [*node, "backup", *common, *topo.fence_args("a"), *b_flags],
+                            stdout=subprocess.PIPE, stderr=b_err, env=_env())  # fmt: skip
+        wait_line(backup, "ready", _READY_S)
+        stall = ["--stall-ms", str(cfg.stall_ms)] if cfg.stall_ms else []
+        primary = topo.popen("a", [*node, "primary", *common, *stall, *a_flags],
+                             stdout=subprocess.PIPE, stderr=a_err, env=_env())  # fmt: skip
+        wait_line(primary, "ready", _READY_S)
+        yield backup, primary
+
+
+def _env() -> dict[str, str]:
+    repo = str(Path(__file__).resolve().parents[3])
+    path = os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path}
+
+
+def _fail(trial: _Trial, topo: Topology, primary: subprocess.Popen[str], cfg: CampaignConfig
+          ) -> None:  # fmt: skip
+    """At ``trial.kill_at`` after the load started: kill or hang the owner."""
+    assert trial.kill_at is not None
+    time.sleep(max(0.0, trial.start + trial.kill_at - time.monotonic()))
+    if trial.mode == "kill":
+        topo.cut("a")
+        trial.kill = time.monotonic()
+        primary.kill()
+        return
+    primary.send_signal(signal.SIGSTOP)
+    topo.cut("a")
+    trial.kill = time.monotonic()
+
+
+def _wake(trial: _Trial, topo: Topology, primary: subprocess.Popen[str], cfg: CampaignConfig
+          ) -> None:  # fmt: skip
+    assert trial.kill is not None
+    time.sleep(max(0.0, trial.kill + cfg.wake_after - time.monotonic()))
+    topo.uncut("a")
+    primary.send_signal(signal.SIGCONT)
+    trial.woke = time.monotonic()
+    time.sleep(1.0)  # long enough for a retransmission timer, a reset, a write to show
+
+
+def run_trial(site: _Site, cfg: CampaignConfig, trial: _Trial, rng: random.Random) -> _Trial:
+    """One trial (module docstring) in fresh namespaces, removed after."""
+    work = Path(tempfile.mkdtemp(prefix=f"t{trial.index}-", dir=site.work))
+    with Topology(tag=f"cp{trial.index % 100000}") as topo:
+        sniff_out = work / "capture.json"
+        sniffer = topo.popen("client", [sys.executable, "-m", "sslacc_sim.aio.linux.node",
+                                        "sniff", "--src", VIP, "--port", str(_PORT),
+                                        "--out", str(sniff_out)],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=_env())  # fmt: skip
+        wait_line(sniffer, "ready", _READY_S)
+        with _nodes(topo, site, cfg, work) as (backup, primary):
+            victim_mac = topo.mac("a")
+            reqs = _plan(random.Random(rng.random()), cfg, site, work)
+            trial.start = time.monotonic()
+            procs = [clients.start(r, wrap=lambda argv: topo.command("client", argv))
+                     for r in reqs]  # fmt: skip
+            if trial.kill_at is not None:
+                _fail(trial, topo, primary, cfg)
+                waker = None
+                if trial.mode == "hang":
+                    waker = threading.Thread(target=_wake, args=(trial, topo, primary, cfg))
+                    waker.start()
+                try:
+                    line = wait_line(backup, "RESTORED", max(5.0, cfg.wake_after))
+                    trial.report = json.loads(line.split(" ", 1)[1])
+                    line = wait_line(backup, "RESUMED", 5.0)
+                    trial.report["resumed"] = json.loads(line.split(" ", 1)[1])["connections"]
+                except RuntimeError:
+                    trial.report = None
+            outcomes = [clients.finish(p, r, site.files[r.path]) for p, r in zip(procs, reqs,
+                                                                                 strict=True)]
+            trial.load_s = time.monotonic() - trial.start
+            if trial.kill_at is not None and trial.mode == "hang":
+                waker.join()  # type: ignore[union-attr]
+        sniffer.send_signal(signal.SIGTERM)
+        sniffer.wait(timeout=30)
+        trial.capture = json.loads(sniff_out.read_text()) if sniff_out.exists() else []
+    trial.rows = [{"trial": trial.index, "mode": trial.mode, **asdict(o),
+                   "resume": r.resume, "size": len(site.files[r.path]), "ok": o.ok}
+                  for o, r in zip(outcomes, reqs, strict=True)]  # fmt: skip
+    trial.victim = victim_mac  # type: ignore[attr-defined]
+    trial.work = work  # type: ignore[attr-defined]
+    return trial
+
+
+def _keep_evidence(t: _Trial, out: Path) -> None:
+    """A failed trial's logs and capture (not the bodies) go to ``out/failed/t<N>``; the rest of
+    its folder is removed."""
+    work: Path = t.work  # type: ignore[attr-defined]
+    if any(not r["ok"] for r in t.rows):
+        keep = out / "failed" / f"t{t.index}"
+        keep.mkdir(parents=True, exist_ok=True)
+        for f in work.iterdir():
+            if f.suffix in (".stderr", ".log", ".json") or f.name.endswith(".stdout"):
+                shutil.copy2(f, keep / f.name)
+        (keep / "report.json").write_text(json.dumps({"kill": t.kill, "woke": t.woke,
+                                                      "start": t.start, "victim": t.victim,  # type: ignore[attr-defined]
+                                                      "restored": t.report, "rows": t.rows},
+                                                     default=str, indent=1))  # fmt: skip
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def _trial_row(t: _Trial) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The trial's summary row and one row per connection seen in the capture."""
+    rows = t.rows
+    flows: list[dict[str, Any]] = []
+    gaps: list[float] = []
+    zombies = None
+    if t.kill is not None:
+        at = flows_at(t.capture, t.kill, t.victim)  # type: ignore[attr-defined]
+        flows = [{"trial": t.index, "mode": t.mode, **asdict(f)} for f in at.values()]
+        gaps = [f.gap_s for f in at.values()
+                if f.phase in ("handshake", "transfer") and f.gap_s is not None]  # fmt: skip
+        if t.woke is not None:
+            zombies = zombie_frames(t.capture, t.victim, t.woke)  # type: ignore[attr-defined]
+    report = t.report or {}
+    phases = {p: sum(1 for f in flows if f["phase"] == p)
+              for p in ("no-syn-ack", "handshake", "transfer", "finished")}  # fmt: skip
+    row = {
+        "trial": t.index, "mode": t.mode,
+        "kill_at_s": t.kill_at, "load_s": round(t.load_s, 3), "connections": len(rows),
+        "completed_exact": sum(r["ok"] for r in rows),
+        "failed": sum(not r["ok"] for r in rows),
+        "silently_wrong": sum(r["silently_wrong"] for r in rows),
+        "took_over": t.report is not None if t.kill is not None else None,
+        "detect_s": (report["detected"] - t.kill) if report and t.kill else None,
+        "claim_s": (report["claimed"] - t.kill) if report and t.kill else None,
+        "restored": report.get("connections"), "from_sniff": report.get("from_sniff"),
+        "restore_failed": len(report.get("failed", [])) if report else None,
+        "gap_p50_s": quantile(gaps, 0.5), "gap_max_s": max(gaps, default=None),
+        "zombie_frames": zombies, **{f"at_{p}": n for p, n in phases.items()},
+        "errors": "; ".join(f"{r['client']} {r['path']}: {r['error']}"
+                            for r in rows if not r["ok"])[:2000],
+    }  # fmt: skip
+    return row, flows
+
+
+def _summary(cfg: CampaignConfig, trials: pd.DataFrame, conns: pd.DataFrame,
+             flows: pd.DataFrame) -> dict[str, Any]:  # fmt: skip
+    faults = trials[trials["mode"] != "none"]
+    fconns = conns[conns["mode"] != "none"] if len(conns) else conns
+    n, ok = len(fconns), int(fconns["ok"].sum()) if len(fconns) else 0
+    gaps = (flows[flows["phase"].isin(["handshake", "transfer"])]["gap_s"].dropna().tolist()
+            if len(flows) else [])  # fmt: skip
+    return {
+        "config": {**asdict(cfg), "modes": list(cfg.modes), "sizes": list(cfg.sizes)},
+        "kills": len(faults), "connections": n, "completed_exact": ok,
+        "success_fraction": ok / n if n else None,
+        "success_lower95": wilson_lower(ok, n) if n else None,
+        "silently_wrong": int(conns["silently_wrong"].sum()) if len(conns) else 0,
+        "control_trial_ok": bool(trials[trials["mode"] == "none"]["failed"].sum() == 0),
+        "took_over": int(faults["took_over"].fillna(False).sum()),
+        "zombie_frames": int(faults["zombie_frames"].fillna(0).sum()),
+        "gap_p50_s": quantile(gaps, 0.5), "gap_p99_s": quantile(gaps, 0.99),
+        "gap_max_s": max(gaps, default=None),
+        "detect_p50_s": {m: quantile(faults[faults["mode"] == m]["detect_s"].dropna().tolist(),
+                                     0.5) for m in cfg.modes},
+        "by_mode": {m: {"connections": int((fconns["mode"] == m).sum()),
+                        "completed_exact": int(fconns[fconns["mode"] == m]["ok"].sum())}
+                    for m in cfg.modes} if n else {},
+    }  # fmt: skip
+
+
+def run_campaign(cfg: CampaignConfig, out: Path, *, progress: bool = True
+                 ) -> dict[str, Any]:  # fmt: skip
+    """Trial 0 without a fault (it measures the load's length), then ``cfg.trials`` fault
+    trials; writes the CSVs and ``summary.json`` into ``out`` and returns the summary."""
+    out.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(cfg.seed)
+    trial_rows, conn_rows, flow_rows = [], [], []
+    with tempfile.TemporaryDirectory(prefix="sacc-campaign-") as tmp:
+        site = _site(Path(tmp), cfg.sizes)
+        plan = [("none", None)] + [(cfg.modes[i % len(cfg.modes)], rng.random())
+                                   for i in range(cfg.trials)]  # fmt: skip
+        length = 0.0
+        bar = tqdm(total=len(plan), desc="trials", unit="trial", disable=not progress)
+        for index, (mode, u) in enumerate(plan):
+            lo, hi = cfg.window
+            kill_at = None if u is None else (lo + (hi - lo) * u) * length
+            # one load for every trial (its requests drawn from the seed), so that trial 0's
+            # length is the length each kill instant is drawn over
+            t = run_trial(site, cfg, _Trial(index, mode, kill_at), random.Random(cfg.seed))
+            if index == 0:
+                length = t.load_s
+            row, flows = _trial_row(t)
+            _keep_evidence(t, out)
+            trial_rows.append(row)
+            conn_rows += t.rows
+            flow_rows += flows
+            bar.update(1)
+            bar.set_postfix(failed=sum(r["failed"] for r in trial_rows))
+        bar.close()
+    trials, conns, flows_df = (pd.DataFrame(trial_rows), pd.DataFrame(conn_rows),
+                               pd.DataFrame(flow_rows))  # fmt: skip
+    trials.to_csv(out / "trials.csv", index=False)
+    conns.to_csv(out / "connections.csv", index=False)
+    flows_df.to_csv(out / "flows.csv", index=False)
+    summary = _summary(cfg, trials, conns, flows_df)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float) + "\n")
+    return summary
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m sslacc_sim.aio.linux.campaign",
+                                description=__doc__.split("\n\n")[1],
+                                epilog="Needs root, iproute2 and the four clients (curl, python, "
+                                "gnutls-cli, openssl). Results: trials.csv, connections.csv, "
+                                "flows.csv, summary.json in --out.")  # fmt: skip
+    p.add_argument("--trials", type=cli.positive_int, default=4, help="fault trials (default 4)")
+    p.add_argument("--seed", type=int, default=1, help="the campaign's seed (default 1)")
+    p.add_argument("--connections", type=cli.positive_int, default=32,
+                   help="concurrent connections per trial (default 32)")
+    p.add_argument("--modes", default=",".join(MODES),
+                   help=f"fault modes, comma-separated, taken in turn (default {','.join(MODES)})")
+    p.add_argument("--wake-after", type=cli.positive_float, default=10.0,
+                   help="seconds a hung owner stays stopped (default 10)")
+    p.add_argument("--client-timeout", type=cli.positive_float, default=60.0,
+                   help="each client's time limit in seconds (default 60)")
+    p.add_argument("--stall-ms", type=cli.non_negative_float, default=0.0,
+                   help="the owner waits this long before each accept and each read (default 0)")
+    p.add_argument("--window", default="0,1",
+                   help="kill instants are drawn over this fraction of the load (default 0,1)")
+    p.add_argument("--control", choices=sorted(CONTROLS), default="none",
+                   help="a negative control: turn one mechanism off")
+    p.add_argument("--out", default="results/sslacc_campaign", help="results folder")
+    p.add_argument("--json", help="also write the summary here")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; see the module docstring."""
+    parser = _parser()
+
+    def body(args: argparse.Namespace) -> int:
+        modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
+        try:
+            lo, hi = (float(x) for x in args.window.split(","))
+        except ValueError:
+            raise cli.UsageError(f"--window: two numbers 'start,end', got {args.window!r}") from None
+        try:
+            cfg = CampaignConfig(trials=args.trials, seed=args.seed, connections=args.connections,
+                                 modes=modes, wake_after=args.wake_after,
+                                 client_timeout=args.client_timeout, control=args.control,
+                                 stall_ms=args.stall_ms, window=(lo, hi))  # fmt: skip
+        except ValueError as exc:
+            raise cli.UsageError(str(exc)) from None
+        summary = run_campaign(cfg, Path(args.out), progress=not args.no_progress)
+        if args.json:
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(json.dumps(summary, indent=2, default=float) + "\n")
+        print(json.dumps({k: summary[k] for k in ("kills", "connections", "completed_exact",
+                                                  "success_fraction", "success_lower95",
+                                                  "silently_wrong", "zombie_frames")}))  # fmt: skip
+        return 0
+
+    return cli.run_main(parser, body, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

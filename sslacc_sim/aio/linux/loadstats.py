@@ -1,0 +1,98 @@
+"""What a fault campaign's captures and outcomes say: gaps, phases, zombies, bounds.
+
+Pure functions over the client-side capture (:func:`~sslacc_sim.aio.linux.sniff.record_server_frames`
+rows: ``(time, source MAC, client port, seq, payload length, flags)``) and the clients'
+outcomes, so that they can be tested on hand-made rows.
+
+* :func:`flows_at` classifies every client connection by what it had received when the node
+  died (``no-syn-ack``, ``handshake``: fewer than :data:`EARLY_BYTES` server bytes, the flights
+  before the first application record; ``transfer``; ``finished``: the server's FIN was in)
+  and finds its *gap*: from the kill to the first data segment from another node;
+* :func:`zombie_frames` counts frames from the fenced node after it woke (data or reset);
+* :func:`wilson_lower` is the 95 % lower confidence bound on a success fraction.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+__all__ = ["EARLY_BYTES", "FlowAtKill", "flows_at", "zombie_frames", "wilson_lower", "quantile"]
+
+#: Server bytes below which a connection counts as still in its handshake: the ServerHello
+#: flight (about 1 KB with one 2048-bit certificate), the server's Finished and the first
+#: record of the response head fit in it.
+EARLY_BYTES = 4096
+_FIN, _SYN, _RST = 0x01, 0x02, 0x04
+
+
+@dataclass(frozen=True)
+class FlowAtKill:
+    """One client connection as the capture shows it around the kill."""
+
+    port: int
+    phase: str
+    had: int
+    """Server bytes received before the kill."""
+    gap_s: float | None
+    """Kill to the first data segment from another node's MAC; ``None``: none came."""
+
+
+def flows_at(rows: Iterable[Sequence[object]], kill: float, victim_mac: str
+             ) -> dict[int, FlowAtKill]:  # fmt: skip
+    """Every connection seen, by client port, classified at ``kill`` (module docstring).
+
+    Segments from the victim after the kill do not end a gap: they were on their way when the
+    link went down, or they are a zombie's (:func:`zombie_frames`)."""
+    by_port: dict[int, list[tuple[float, str, int, int, int]]] = {}
+    for t, mac, port, seq, n, flags in rows:  # type: ignore[misc]
+        by_port.setdefault(int(port), []).append((float(t), str(mac), int(seq), int(n),  # type: ignore[call-overload]
+                                                  int(flags)))  # type: ignore[call-overload]
+    out = {}
+    for port, segs in by_port.items():
+        synack = [s for s in segs if s[4] & _SYN]
+        base = (synack[0][2] + 1) if synack else None
+        before = [s for s in segs if s[0] < kill]
+        had = 0
+        if base is not None:
+            had = max((((s[2] - base) & 0xFFFFFFFF) + s[3] for s in before if s[3]), default=0)
+        if not any(s[4] & _SYN for s in before):
+            phase = "no-syn-ack"
+        elif any(s[4] & _FIN for s in before):
+            phase = "finished"
+        elif had < EARLY_BYTES:
+            phase = "handshake"
+        else:
+            phase = "transfer"
+        gap = next((s[0] - kill for s in segs
+                    if s[0] >= kill and s[3] and s[1] != victim_mac), None)  # fmt: skip
+        out[port] = FlowAtKill(port, phase, had, gap)
+    return out
+
+
+def zombie_frames(rows: Iterable[Sequence[object]], victim_mac: str, woke: float) -> int:
+    """Frames from ``victim_mac`` after ``woke`` carrying data or a reset."""
+    return sum(1 for t, mac, _, _, n, flags in rows  # type: ignore[misc]
+               if float(t) >= woke and mac == victim_mac and (int(n) or int(flags) & _RST))  # type: ignore[call-overload]
+
+
+def wilson_lower(successes: int, n: int, z: float = 1.959964) -> float:
+    """The Wilson score interval's lower end for ``successes`` of ``n`` (95 % by default)."""
+    if n <= 0:
+        return float("nan")
+    p = successes / n
+    centre = p + z * z / (2 * n)
+    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return (centre - spread) / (1 + z * z / n)
+
+
+def quantile(values: Sequence[float], q: float) -> float | None:
+    """The ``q`` quantile (linear interpolation), ``None`` for no values."""
+    if not values:
+        return None
+    xs = sorted(values)
+    pos = q * (len(xs) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
