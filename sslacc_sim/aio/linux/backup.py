@@ -93,6 +93,8 @@ class Backup:
         try:
             self._read_link(link)
         except (OSError, MirrorError) as exc:
+            if isinstance(exc, TimeoutError):
+                exc = TimeoutError(f"no keepalive for {DEAD_AFTER_S} s")
             if not self.controls.any_error_is_death:
                 # the negative control: the old rule, under which only a clean end of file
                 # meant death and anything else ended the buddy itself
@@ -135,11 +137,7 @@ class Backup:
         if self.controls.keepalive:
             link.settimeout(DEAD_AFTER_S)
         while True:
-            try:
-                frame = recv_frame(link)
-            except TimeoutError:
-                self.die(f"no keepalive for {DEAD_AFTER_S} s")
-                return
+            frame = recv_frame(link)  # a timeout raises: an error like any other (_link)
             if frame is None:
                 self.die("control link closed")
                 return
