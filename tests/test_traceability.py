@@ -56,6 +56,7 @@ def _rows_of(summarize: ModuleType, maker_name: str) -> tuple[list[list[str]], l
     ("_driver_sine", "SINE Fig. 5 (latency vs client bandwidth)", {"sine/figure5_driver.csv"}),
     ("_failover", "SSLACC, failover",
      {"sslacc/failover_latency.csv", "benchmarks/sslacc_failover.json"}),
+    ("_sslacc_campaign", "SSLACC, random-instant faults", {"benchmarks/sslacc_campaign.json"}),
     ("_held_out", "§6.3", {"sslsplit/agreement.csv", "sslsplit/held_out_agreement.csv",
                            "sslsplit/sweep_fit.csv"}),
 ])

@@ -148,6 +148,28 @@ def _failover(src: Source) -> list[str]:
     ]
 
 
+@row("systems")
+def _sslacc_campaign(src: Source) -> list[str]:
+    d = src.json("benchmarks/sslacc_campaign.json")
+    cfg = d["config"]
+    modes = " / ".join(f"{m} {v['completed_exact']:,} of {v['connections']:,}"
+                       for m, v in d["by_mode"].items())
+    detect = d["detect_p50_s"]
+    return [
+        "SSLACC, random-instant faults",
+        f"{d['kills']} faults (owner killed, or hung and woken {cfg['wake_after']:g} s later), "
+        f"each at an instant uniform over a load of {cfg['connections']} concurrent curl / Python "
+        "ssl / gnutls-cli / openssl s_client downloads of 1 KiB–16 MiB; connections byte-exact",
+        f"{d['completed_exact']:,} of {d['connections']:,} ({100 * d['success_fraction']:.2f} %, "
+        f"95 % lower bound {100 * d['success_lower95']:.2f} %; {modes}); silently wrong "
+        f"{d['silently_wrong']}; frames from a woken owner {d['zombie_frames']}; hung owner "
+        f"detected in {detect.get('hang') or float('nan'):.3f} s (median); fault to each "
+        f"affected client's next byte {d['gap_p50_s']:.3f} s median, {d['gap_p99_s']:.3f} s p99",
+        "no connection is lost when a node fails, whenever it fails (abstract, §4; no number)",
+        "measured (namespaces on this machine, the campaign's pair of nodes)",
+    ]
+
+
 def _host(data: list[dict[str, str]], name: str) -> dict[str, str]:
     for r in data:
         if r["host"] == name:

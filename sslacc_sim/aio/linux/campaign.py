@@ -58,7 +58,7 @@ from testbed import cli
 from . import clients
 from .failover import HOSTNAME, file_bytes, site_credentials, wait_line
 from .loadstats import flows_at, quantile, wilson_lower, zombie_frames
-from .netns import MIRROR_ADDRESSES, VIP, Topology
+from .netns import MIRROR_ADDRESSES, PREFIX, VIP, Topology, sweep_leftovers
 
 __all__ = ["MODES", "CONTROLS", "SIZES", "CampaignConfig", "run_campaign", "main"]
 
@@ -94,6 +94,8 @@ class CampaignConfig:
     suite: str = "AES128-SHA"
     window: tuple[float, float] = (0.0, 1.0)
     """The kill instant is drawn uniformly over this fraction of the load's length."""
+    tag_prefix: str = "cp"
+    """Trial N's namespaces are ``sacc-<tag_prefix>N-*`` (two campaigns at once need two)."""
     stall_ms: float = 0.0
     """The owner waits this long before each accept and each read (``--stall-ms`` of the
     node): queues fill, and a fault finds connections established but not accepted, and
@@ -104,6 +106,8 @@ class CampaignConfig:
             raise ValueError(f"control must be one of {sorted(CONTROLS)}, got {self.control!r}")
         if not self.modes or set(self.modes) - set(MODES):
             raise ValueError(f"modes must be a non-empty subset of {MODES}, got {self.modes}")
+        if not self.tag_prefix.isalpha() or len(self.tag_prefix) > 4:
+            raise ValueError(f"tag_prefix must be 1-4 letters, got {self.tag_prefix!r}")
         if not 0 <= self.window[0] <= self.window[1]:
             raise ValueError(f"window must be 0 <= start <= end, got {self.window}")
 
@@ -218,7 +222,7 @@ def _wake(trial: _Trial, topo: Topology, primary: subprocess.Popen[str], cfg: Ca
 def run_trial(site: _Site, cfg: CampaignConfig, trial: _Trial, rng: random.Random) -> _Trial:
     """One trial (module docstring) in fresh namespaces, removed after."""
     work = Path(tempfile.mkdtemp(prefix=f"t{trial.index}-", dir=site.work))
-    with Topology(tag=f"cp{trial.index % 100000}") as topo:
+    with Topology(tag=f"{cfg.tag_prefix}{trial.index % 100000}") as topo:
         sniff_out = work / "capture.json"
         sniffer = topo.popen("client", [sys.executable, "-m", "sslacc_sim.aio.linux.node",
                                         "sniff", "--src", VIP, "--port", str(_PORT),
@@ -401,6 +405,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="a negative control: turn one mechanism off")
     p.add_argument("--out", default="results/sslacc_campaign", help="results folder")
     p.add_argument("--json", help="also write the summary here")
+    p.add_argument("--tag-prefix",
+                   help="namespaces are sacc-<prefix><trial>-* (default cp)")
+    p.add_argument("--cleanup", action="store_true",
+                   help="remove the sacc- namespaces (and their processes) a killed run left, "
+                   "those of --tag-prefix only if it is given, then exit")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
 
@@ -410,6 +419,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
 
     def body(args: argparse.Namespace) -> int:
+        if args.cleanup:
+            removed = sweep_leftovers(PREFIX + (args.tag_prefix or ""))
+            print(f"removed {len(removed)} namespaces" + (f": {' '.join(removed)}" if removed
+                                                           else ""))  # fmt: skip
+            return 0
+        # SIGTERM unwinds like Ctrl-C: every trial's namespaces and processes are removed
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
         modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
         try:
             lo, hi = (float(x) for x in args.window.split(","))
@@ -419,7 +435,8 @@ def main(argv: list[str] | None = None) -> int:
             cfg = CampaignConfig(trials=args.trials, seed=args.seed, connections=args.connections,
                                  modes=modes, wake_after=args.wake_after,
                                  client_timeout=args.client_timeout, control=args.control,
-                                 stall_ms=args.stall_ms, window=(lo, hi))  # fmt: skip
+                                 stall_ms=args.stall_ms, window=(lo, hi),
+                                 tag_prefix=args.tag_prefix or "cp")  # fmt: skip
         except ValueError as exc:
             raise cli.UsageError(str(exc)) from None
         summary = run_campaign(cfg, Path(args.out), progress=not args.no_progress)

@@ -68,7 +68,8 @@ def _docroot(args: argparse.Namespace) -> Docroot:
 
 def _primary(args: argparse.Namespace) -> int:
     die = DiePoint(args.die_at, args.die_after) if args.die_at else None
-    node = Primary(args.vip, args.port, (args.mirror, args.mirror_port), _docroot(args),
+    buddy = None if args.standalone else (args.mirror, args.mirror_port)
+    node = Primary(args.vip, args.port, buddy, _docroot(args),
                    _config(args), die=die, keepalive=not args.no_keepalive,
                    self_fence=not args.no_self_fence, stall=args.stall_ms / 1000)  # fmt: skip
     return run_primary(node)
@@ -134,6 +135,8 @@ def _parser() -> argparse.ArgumentParser:
             r.add_argument("--stall-ms", type=cli.non_negative_float, default=0.0,
                            help="wait this long before each accept and each read: a loaded "
                            "server, whose queues a fault then finds full (default 0)")
+            r.add_argument("--standalone", action="store_true",
+                           help="no buddy: serve without mirroring (the benchmarks' reference)")
             r.add_argument("--no-self-fence", action="store_true",
                            help="negative control: a node whose lease ran out writes on")
         else:

@@ -51,7 +51,9 @@ class Primary:
 
     vip: str
     port: int
-    buddy: tuple[str, int]
+    buddy: tuple[str, int] | None
+    """The buddy's cluster-link address; ``None``: a standalone server (no mirroring, no
+    keepalive, no lease), the reference the cluster benchmark compares with."""
     docroot: Docroot
     config: ServerConfig | None
     die: DiePoint | None = None
@@ -67,6 +69,7 @@ class Primary:
 
     def link(self) -> socket.socket:
         """A new cluster link to the buddy."""
+        assert self.buddy is not None
         s = socket.create_connection(self.buddy, timeout=_LINK_TIMEOUT_S)
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return s
@@ -105,6 +108,10 @@ class Primary:
         with self._lock:
             self._socks.add(sock)
         try:
+            if self.buddy is None:
+                conn = ServerConnection(self.config) if self.config is not None else None
+                Service(sock, self.docroot, conn, stall=self.stall).serve()
+                return
             snap = repair.snapshot(sock)
             with self.link() as mirror:
                 send_frame(mirror, {"type": "tcp", "tcp": snap.to_json()})
@@ -137,12 +144,12 @@ class Primary:
 
 def run_primary(node: Primary, *, limit: int | None = None) -> int:
     """Serve until killed (or ``limit`` connections); print ``ready`` once listening."""
-    control = node.link()  # the buddy must be there first (a refused link is one clear error)
+    control = node.link() if node.buddy else None  # the buddy first: a refusal is one clear error
     listener = node.listen()
-    if node.keepalive:
+    if control is not None and node.keepalive:
         threading.Thread(target=node.heartbeat, args=(control,), daemon=True,
                          name="heartbeat").start()  # fmt: skip
-    else:
+    elif control is not None:
         control.close()
     print("ready", flush=True)
     accepted = 0

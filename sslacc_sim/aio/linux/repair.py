@@ -156,8 +156,15 @@ def snapshot(sock: socket.socket) -> TcpSnapshot:
         snd_nxt = _queue_seq(sock, TCP_SEND_QUEUE)
         # rcv_nxt counts bytes the kernel has but the application has not read yet (a
         # request that arrived before accept returned): the snapshot starts at the first
-        # unread byte, so that the primary's own count of bytes read applies on top of it
-        rcv_nxt = seq_add(_queue_seq(sock, TCP_RECV_QUEUE), -unread(sock))
+        # unread byte, so that the primary's own count of bytes read applies on top of it.
+        # A segment arriving between the two reads would shift the start by its length (a
+        # ClientHello arrives just as accept returns): read until rcv_nxt held still.
+        while True:
+            before = _queue_seq(sock, TCP_RECV_QUEUE)
+            waiting = unread(sock)
+            if _queue_seq(sock, TCP_RECV_QUEUE) == before:
+                break
+        rcv_nxt = seq_add(before, -waiting)
         window = sock.getsockopt(socket.IPPROTO_TCP, TCP_REPAIR_WINDOW, _WINDOW.size)
         _, snd_wnd, max_window, rcv_wnd, _ = _WINDOW.unpack(window)
     finally:

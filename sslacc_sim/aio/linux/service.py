@@ -42,7 +42,7 @@ BATCH = 1 << 18
 _SIOCOUTQ = 0x5411
 _ACK_TIMEOUT_S = 10.0  # a buddy that does not acknowledge an update for this long is dead
 _WRITE_CHUNK = 1 << 16  # the lease is checked before every chunk this size
-_DRAIN_POLL_S = 0.001
+_DRAIN_POLL_S = 0.0005
 _DRAIN_LIMIT_S = 60.0
 
 
@@ -276,16 +276,19 @@ class Service:
             out = self.conn.data_to_send()
             self._commit({"raw": out, "full": self.conn.export_state()}, raw=True)
             self._write(out)
+        # The FIN goes at once: a client that has everything acknowledges it and closes (no
+        # delayed ACK to wait for). A buddy restoring the connection before ``done`` stands at
+        # the same sequence number and sends its own FIN there, so the client's ACK fits.
+        self.sock.shutdown(socket.SHUT_WR)
         if self.mirror is not None:
-            # finished only when the client has every byte: until then the buddy may still
-            # have to send the tail
+            # finished only when the client has every byte (and the FIN): until then the
+            # buddy may still have to send the tail
             deadline = time.monotonic() + _DRAIN_LIMIT_S
             while outq(self.sock) and time.monotonic() < deadline:
                 time.sleep(_DRAIN_POLL_S)
             if outq(self.sock):
                 raise ConnectionError(f"the client acknowledged nothing for {_DRAIN_LIMIT_S} s")
             send_frame(self.mirror, {"type": "done"})
-        self.sock.shutdown(socket.SHUT_WR)
         self.sock.settimeout(10)
         try:
             while self.sock.recv(1 << 16):

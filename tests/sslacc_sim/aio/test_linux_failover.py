@@ -21,11 +21,8 @@ measured by ``benchmarks/bench_sslacc_failover.py``, not asserted here.
 from __future__ import annotations
 
 import copy
-import fcntl
 import socket
-import tempfile
 import threading
-from pathlib import Path
 
 import pytest
 
@@ -39,11 +36,10 @@ from sslacc_sim.aio.linux.mirror import (
     send_frame,
     split_blob,
 )
-from sslacc_sim.aio.linux.netns import PREFIX, Topology, list_leftovers, sweep_leftovers
+from sslacc_sim.aio.linux.netns import PREFIX, Topology, list_leftovers
 from sslacc_sim.aio.linux.node import POINTS
 from sslacc_sim.aio.linux.repair import TcpSnapshot
 from sslacc_sim.aio.linux.service import BATCH, Docroot, Service, Stream, rebuild
-from testbed.linux.linktestbed import check_available
 from tls12 import ClientConfig, ClientConnection, ServerConfig, ServerConnection
 from tls12.events import ApplicationData
 from tls12.suites import CipherSuite
@@ -168,24 +164,6 @@ def test_backup_rebuilds_every_mirrored_state_byte_identically(tmp_path, suite) 
 
 
 # --- in network namespaces ---------------------------------------------------------------
-
-
-@pytest.fixture
-def namespaces() -> object:
-    """Fail (never skip) when namespaces cannot be made here; remove ``sacc-`` leftovers of
-    killed runs before, and check that this test left none after.
-
-    The sweep removes *every* ``sacc-`` namespace, so two of these tests must never run at
-    once (``pytest -n 2`` would let one worker remove the other's live cluster): an exclusive
-    lock on a file shared by all workers of the machine serialises them."""
-    check_available()
-    with open(Path(tempfile.gettempdir()) / "websec-testbed-sacc-netns.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        sweep_leftovers(PREFIX)
-        yield
-        left = list_leftovers(PREFIX)
-        sweep_leftovers(PREFIX)
-        assert left == [], f"namespaces left behind: {left}"
 
 
 @pytest.mark.usefixtures("namespaces")

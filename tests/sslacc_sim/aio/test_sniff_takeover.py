@@ -1,0 +1,181 @@
+"""The buddy's bookkeeping, in process: frames heard on the LAN, flows, the lease, the analysis.
+
+No namespaces here: :func:`sslacc_sim.aio.linux.sniff.parse_frame` and
+:class:`~sslacc_sim.aio.linux.sniff.FlowTracker` get hand-built Ethernet frames (the test's own
+packing, so that the parser is checked against an independent writer), the campaign's
+analysis (:mod:`sslacc_sim.aio.linux.loadstats`) gets hand-made capture rows, and the buddy's
+any-error-is-death rule is driven over real loopback TCP links.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sslacc_sim.aio.linux.backup import Backup, Controls
+from sslacc_sim.aio.linux.loadstats import flows_at, quantile, wilson_lower, zombie_frames
+from sslacc_sim.aio.linux.mirror import send_frame
+from sslacc_sim.aio.linux.service import Docroot, Lease
+from sslacc_sim.aio.linux.sniff import ACK, FIN, RST, SYN, FlowTracker, parse_frame
+from sslacc_sim.aio.linux.takeover import snapshot_from_flow
+
+VIP, CLIENT = ("10.88.0.100", 443), ("10.88.0.2", 40000)
+MAC_A, MAC_C = bytes.fromhex("02000000000a"), bytes.fromhex("02000000000c")
+
+
+def frame(src: tuple[str, int], dst: tuple[str, int], seq: int, ack: int, flags: int,
+          payload: bytes = b"", options: bytes = b"", window: int = 1000,
+          src_mac: bytes = MAC_C) -> bytes:  # fmt: skip
+    """An Ethernet/IPv4/TCP frame packed here, independently of the parser."""
+    opts = options + b"\0" * (-len(options) % 4)
+    tcp = struct.pack(">HHIIBBHHH", src[1], dst[1], seq, ack, (5 + len(opts) // 4) << 4, flags,
+                      window, 0, 0) + opts + payload  # fmt: skip
+    ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp), 0, 0, 64, 6, 0,
+                     socket.inet_aton(src[0]), socket.inet_aton(dst[0]))  # fmt: skip
+    return MAC_A + src_mac + b"\x08\x00" + ip + tcp
+
+
+SYN_OPTS = b"\x02\x04\x05\xb4" + b"\x01\x03\x03\x07" + b"\x04\x02"  # MSS 1460, wscale 7, SACK
+
+
+def test_a_frame_round_trips_through_the_parser() -> None:
+    seg = parse_frame(frame(CLIENT, VIP, 7, 9, SYN, b"", SYN_OPTS))
+    assert seg is not None
+    assert (seg.src, seg.dst, seg.seq, seg.ack, seg.flags) == (CLIENT, VIP, 7, 9, SYN)
+    assert seg.options == {2: b"\x05\xb4", 3: b"\x07", 4: b""} and seg.src_mac == MAC_C
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.binary(max_size=200))
+def test_the_parser_never_raises_on_arbitrary_bytes(data: bytes) -> None:
+    parse_frame(data)
+    parse_frame(frame(CLIENT, VIP, 1, 2, ACK)[:34] + data)  # a valid head, garbage after
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=40), st.binary(max_size=64))
+def test_malformed_options_end_the_list_instead_of_raising(options: bytes, payload: bytes) -> None:
+    seg = parse_frame(frame(CLIENT, VIP, 1, 2, ACK, payload, options))
+    assert seg is None or seg.payload == payload
+
+
+def _handshake(tracker: FlowTracker) -> None:
+    tracker.feed(parse_frame(frame(CLIENT, VIP, 1000, 0, SYN, options=SYN_OPTS)))  # type: ignore[arg-type]
+    tracker.feed(parse_frame(frame(VIP, CLIENT, 5000, 1001, SYN | ACK,  # type: ignore[arg-type]
+                                   options=b"\x02\x04\x05\xb4\x01\x03\x03\x09\x04\x02")))
+
+
+def test_the_tracker_keeps_the_syn_exchange_and_the_client_bytes_in_order() -> None:
+    tracker = FlowTracker(VIP)
+    _handshake(tracker)
+    # the client's bytes arrive out of order and with a retransmitted overlap
+    for seq, data in ((1006, b"world"), (1001, b"hello"), (1004, b"loworld!"), (1012, b"!")):
+        tracker.feed(parse_frame(frame(CLIENT, VIP, seq, 5001, ACK, data, window=300)))  # type: ignore[arg-type]
+    flow = tracker.flows[CLIENT]
+    assert bytes(flow.data) == b"helloworld!!"
+    assert (flow.client_isn, flow.server_isn, flow.client_mss) == (1000, 5000, 1460)
+    assert (flow.client_wscale, flow.server_wscale, flow.client_sack) == (7, 9, True)
+    assert flow.acked == 5001 and flow.client_window == 300
+    snap = snapshot_from_flow(flow, *VIP)
+    assert (snap.snd_nxt, snap.rcv_nxt, snap.snd_wscale, snap.rcv_wscale) == (5001, 1001, 7, 9)
+    assert snap.snd_wnd == 300 << 7 and snap.sack
+
+
+def test_a_reset_or_an_unknown_flow_is_marked_or_ignored() -> None:
+    tracker = FlowTracker(VIP)
+    tracker.feed(parse_frame(frame(("10.88.0.9", 1), VIP, 1, 1, ACK, b"x")))  # type: ignore[arg-type]
+    assert tracker.flows == {}  # no SYN heard: nothing to restore
+    _handshake(tracker)
+    tracker.feed(parse_frame(frame(CLIENT, VIP, 1001, 5001, RST)))  # type: ignore[arg-type]
+    assert tracker.flows[CLIENT].reset
+    tracker.feed(parse_frame(frame(CLIENT, VIP, 2000, 0, SYN, options=SYN_OPTS)))  # type: ignore[arg-type]
+    assert not tracker.flows[CLIENT].reset and tracker.flows[CLIENT].client_isn == 2000
+
+
+def test_the_lease_ends_and_renews() -> None:
+    lease = Lease(0.05)
+    assert lease.valid()
+    time.sleep(0.06)
+    assert not lease.valid()
+    lease.renew(time.monotonic())
+    assert lease.valid()
+    lease.renew(0.0)  # an older answer never shortens it
+    assert lease.valid()
+
+
+# --- the campaign's analysis ----------------------------------------------------------------
+
+
+def test_flows_are_classified_and_gaps_measured_from_another_node() -> None:
+    a, b = "aa", "bb"
+    rows = [
+        (0.0, a, 1, 100, 0, SYN | ACK), (0.1, a, 1, 101, 1000, ACK), (0.2, a, 1, 1101, 5000, ACK),
+        (1.001, a, 1, 6101, 1000, ACK),  # the victim's segment still on its way: not the gap
+        (1.05, b, 1, 6101, 1000, ACK),
+        (0.0, a, 2, 500, 0, SYN | ACK), (0.5, a, 2, 501, 100, FIN | ACK),
+        (0.9, a, 3, 900, 0, SYN | ACK), (1.2, b, 3, 901, 900, ACK),
+        (1.3, b, 4, 50, 0, SYN | ACK),
+    ]  # fmt: skip
+    at = flows_at(rows, 1.0, a)
+    assert at[1].phase == "transfer" and at[1].had == 6000
+    assert at[1].gap_s == pytest.approx(0.05)
+    assert at[2].phase == "finished" and at[2].gap_s is None
+    assert at[3].phase == "handshake" and at[3].gap_s == pytest.approx(0.2)
+    assert at[4].phase == "no-syn-ack"
+    assert zombie_frames([*rows, (2.0, a, 1, 1, 0, RST), (2.1, a, 1, 1, 0, ACK)], a, 1.5) == 1
+
+
+def test_wilson_bound_and_quantile() -> None:
+    assert wilson_lower(10, 10) == pytest.approx(0.7225, abs=1e-4)
+    assert wilson_lower(0, 10) == pytest.approx(0.0, abs=1e-12)
+    assert wilson_lower(9990, 10000) == pytest.approx(0.99816, abs=1e-4)
+    assert quantile([3.0, 1.0, 2.0], 0.5) == 2.0 and quantile([], 0.5) is None
+
+
+# --- any error on a cluster link is a death --------------------------------------------------
+
+
+def _buddy() -> Backup:
+    return Backup("127.0.0.1", 443, ("127.0.0.1", 0), "lo", Docroot(Path(__file__)), None,
+                  controls=Controls())  # fmt: skip
+
+
+def _link_pair() -> tuple[socket.socket, socket.socket]:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        owner = socket.create_connection(server.getsockname())
+        buddy, _ = server.accept()
+    return owner, buddy
+
+
+@pytest.mark.parametrize("how", ["reset", "cut-frame", "eof", "silence"])
+def test_any_error_on_a_link_is_a_death(how: str) -> None:
+    node = _buddy()
+    owner, buddy = _link_pair()
+    send_frame(owner, {"type": "control"})
+    worker = threading.Thread(target=node._link, args=(buddy,))
+    worker.start()
+    send_frame(owner, {"type": "beat"})
+    assert owner.recv(1) == b"\x06"
+    if how == "reset":
+        send_frame(owner, {"type": "beat"})
+        time.sleep(0.05)  # the answer waits unread: closing now sends a reset
+        owner.close()
+    elif how == "cut-frame":
+        owner.sendall(b"\0\0\0\x10\0\0")  # a frame's lengths, cut short
+        owner.close()
+    elif how == "eof":
+        owner.close()
+    worker.join(timeout=5)
+    assert node.death.is_set(), how
+    expected = {"reset": "reset", "cut-frame": "inside a frame", "eof": "closed",
+                "silence": "no keepalive"}[how]  # fmt: skip
+    assert expected in node.reason.lower()
+    if how == "silence":
+        owner.close()
