@@ -41,9 +41,9 @@ from typing import Any
 from tls12 import ServerConfig, ServerConnection
 
 from . import repair
-from .mirror import ACK, MirrorError, MirrorState, recv_frame
-from .primary import DEAD_AFTER_S
-from .service import Docroot, Service
+from .mirror import ACK, MirrorError, MirrorState, recv_frame, send_frame
+from .primary import DEAD_AFTER_S, Primary
+from .service import Docroot, LeaseExpired, Service
 from .sniff import FlowTracker, capture, packet_socket
 from .takeover import Restored, gratuitous_arp, restore_flow, resume
 
@@ -74,6 +74,10 @@ class Backup:
     fence_cmd: list[str] | None = None
     controls: Controls = Controls()
     resume_at_ack: bool = True
+    next_buddy: tuple[str, int] | None = None
+    """This node's own buddy once it owns the address (a chain: A -> B -> C). ``None``: after a
+    takeover it serves alone."""
+    chain: Primary | None = None
     states: dict[tuple[str, int], MirrorState] = field(default_factory=dict)
     tracker: FlowTracker | None = None
     death: threading.Event = field(default_factory=threading.Event)
@@ -116,6 +120,8 @@ class Backup:
         key = tuple(state.tcp.remote) if state.tcp is not None else None
         if key is None:
             raise MirrorError("a connection link must start with its tcp frame")
+        if first[0]["type"] == "adopt":
+            link.sendall(ACK)  # the new owner writes nothing before this
         with self._lock:
             self.states[key] = state  # type: ignore[index]
         while (frame := recv_frame(link)) is not None:
@@ -195,11 +201,23 @@ class Backup:
                   "lan_frames": self.tracker.frames if self.tracker else 0}  # fmt: skip
         return restored, report
 
+    def _adopt(self, r: Restored) -> socket.socket | None:
+        """Hand the connection to this node's own buddy, acknowledged, before a byte leaves."""
+        if self.chain is None:
+            return None
+        link = self.chain.link()
+        send_frame(link, *r.state.adopt_frame())
+        if link.recv(1) != ACK:
+            raise ConnectionError("the next buddy did not acknowledge an adopted connection")
+        return link
+
     def _serve_restored(self, r: Restored, resumed: list[dict[str, Any]],
                         all_resumed: threading.Barrier) -> None:  # fmt: skip
         how = "failed"
+        mirror = None
         try:
             try:
+                mirror = self._adopt(r)
                 sock, how = resume(r, self.resume_at_ack)
             finally:
                 # the report waits for every connection's resume
@@ -213,15 +231,30 @@ class Backup:
                         if r.state.tls_full is not None else ServerConnection(self.config))
                 if r.state.progress is not None:
                     conn.import_progress(r.state.progress)
+            if self.chain is not None:
+                self.chain.hold(sock)
             Service(sock, self.docroot, conn, snd_pos=r.state.snd_pos, rcv_pos=r.state.rcv_pos,
                     app=dict(r.state.app) or {"phase": "request", "offset": 0},
-                    keys_sent=True).serve()  # fmt: skip
+                    keys_sent=True, mirror=mirror,
+                    lease=self.chain.lease if self.chain else None).serve()  # fmt: skip
+            if mirror is not None:
+                mirror.settimeout(10.0)
+                recv_frame(mirror)  # the buddy closes the link once it has read done
+        except LeaseExpired:
+            assert self.chain is not None
+            self.chain.fence_self("the lease ran out during a write")
         except Exception as exc:  # noqa: BLE001 - one connection's error ends it alone
             print(f"ERROR restored {r.key}: {exc!r}", file=sys.stderr, flush=True)
+        finally:
+            if mirror is not None:
+                mirror.close()
 
     def _serve_new(self, listener: socket.socket) -> None:
         while True:
             sock, _ = listener.accept()
+            if self.chain is not None:
+                threading.Thread(target=self.chain.serve_one, args=(sock,), daemon=True).start()
+                continue
             conn = ServerConnection(self.config) if self.config is not None else None
             threading.Thread(target=lambda s=sock, c=conn: _serve_quietly(s, self.docroot, c),
                              daemon=True).start()  # fmt: skip
@@ -250,6 +283,12 @@ class Backup:
         print("ready", flush=True)
         self.death.wait()
         restored, report = self.take_over(sniffer, stop)
+        if self.next_buddy is not None:
+            # the new owner's own buddy, keepalives and lease first: nothing is written
+            # before the adopted connections are there
+            self.chain = Primary(self.vip, self.port, self.next_buddy, self.docroot, self.config)
+            threading.Thread(target=self.chain.heartbeat, args=(self.chain.link(),),
+                             daemon=True, name="heartbeat").start()  # fmt: skip
         print("RESTORED " + json.dumps(report), flush=True)
         resumed: list[dict[str, Any]] = []
         barrier = threading.Barrier(len(restored) + 1)

@@ -12,7 +12,11 @@ of 1 KiB to 16 MiB at once, and at an instant drawn uniformly over the load the 
 ``hang``
     it gets SIGSTOP, then its link is cut; :data:`wake-after` seconds later its link comes back
     and it gets SIGCONT: it must find itself fenced (no byte and no reset of it reaches a
-    client, checked on the client's capture).
+    client, checked on the client's capture);
+``double``
+    a third node C is B's buddy (A -> B -> C: B hands every connection it takes over to C
+    before it writes a byte); A is killed, and B, the new owner, is killed too at an instant
+    uniform over the second after its takeover (its claim of the address).
 
 The load's length is measured first, by a trial without a fault (trial 0, which also shows
 that the load alone passes); each fault trial draws its instant uniformly over that length.
@@ -26,8 +30,7 @@ kill to each affected client's next byte; it writes ``trials.csv``, ``connection
 ``--control`` turns one mechanism off (a negative control): the campaign must then lose
 connections or let a zombie through, which the tests check.
 
-What this pair does not do yet (issue 22): a third node, so no second kill of the new owner;
-a master with bucket assignment, joins and leaves; a session store shared by the nodes (a
+What this chain does not do yet (issue 22): a master with bucket assignment, joins and leaves; a session store shared by the nodes (a
 resumption after a takeover falls back to a full handshake); keep-alive requests.
 """
 
@@ -37,6 +40,7 @@ import argparse
 import json
 import os
 import random
+import select
 import shutil
 import signal
 import subprocess
@@ -45,7 +49,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,11 +62,18 @@ from testbed import cli
 from . import clients
 from .failover import HOSTNAME, file_bytes, site_credentials, wait_line
 from .loadstats import flows_at, quantile, wilson_lower, zombie_frames
-from .netns import MIRROR_ADDRESSES, PREFIX, VIP, Topology, sweep_leftovers
+from .netns import (
+    MIRROR_ADDRESSES,
+    NEXT_MIRROR_ADDRESSES,
+    PREFIX,
+    VIP,
+    Topology,
+    sweep_leftovers,
+)
 
 __all__ = ["MODES", "CONTROLS", "SIZES", "CampaignConfig", "run_campaign", "main"]
 
-MODES = ("kill", "hang")
+MODES = ("kill", "hang", "double")
 #: Negative controls: the flags each gives the owner and the buddy.
 CONTROLS: dict[str, tuple[list[str], list[str]]] = {
     "none": ([], []),
@@ -151,6 +162,14 @@ class _Trial:
     report: dict[str, Any] | None = None
     kill: float | None = None
     woke: float | None = None
+    second_after: float = 0.0
+    """``double``: seconds from the first takeover's claim to the second kill."""
+    first: dict[str, Any] | None = None
+    """``double``: the first kill's time and takeover report."""
+    victim_node: str = "a"
+    victim: str = ""
+    work: Path = Path()
+    said: dict[str, list[str]] = field(default_factory=dict)
     start: float = 0.0
     load_s: float = 0.0
     capture: list[list[Any]] = field(default_factory=list)
@@ -171,21 +190,31 @@ def _plan(rng: random.Random, cfg: CampaignConfig, site: _Site, work: Path
 
 
 @contextmanager
-def _nodes(topo: Topology, site: _Site, cfg: CampaignConfig, logs: Path
-           ) -> Iterator[tuple[subprocess.Popen[str], subprocess.Popen[str]]]:  # fmt: skip
-    """The buddy, then the owner, each started once the one before said ``ready``."""
+def _nodes(topo: Topology, site: _Site, cfg: CampaignConfig, logs: Path, mode: str
+           ) -> Iterator[dict[str, subprocess.Popen[str]]]:  # fmt: skip
+    """The nodes, each started once the one before said ``ready``: for ``double``, C (B's
+    buddy) first, then B (A's buddy, with C as its own), then the owner A."""
     a_flags, b_flags = CONTROLS[cfg.control]
     node = [sys.executable, "-m", "sslacc_sim.aio.linux.node"]
     common = site.node_args(cfg.suite)
-    with open(logs / "b.stderr", "w") as b_err, open(logs / "a.stderr", "w") as a_err:
-        backup = topo.popen("b", [*node, "backup", *common, *topo.fence_args("a"), *b_flags],
-                            stdout=subprocess.PIPE, stderr=b_err, env=_env())  # fmt: skip
-        wait_line(backup, "ready", _READY_S)
+    procs: dict[str, subprocess.Popen[str]] = {}
+    with ExitStack() as stack:
+        def start(name: str, argv: list[str]) -> None:
+            err = stack.enter_context(open(logs / f"{name}.stderr", "w"))
+            procs[name] = topo.popen(name, [*node, *argv], stdout=subprocess.PIPE, stderr=err,
+                                     env=_env())  # fmt: skip
+            wait_line(procs[name], "ready", _READY_S)
+
+        next_mirror: list[str] = []
+        if mode == "double":
+            c_args = [a if a != MIRROR_ADDRESSES["b"] else NEXT_MIRROR_ADDRESSES["c"]
+                      for a in common]  # fmt: skip
+            start("c", ["backup", *c_args, *topo.fence_args("b"), *b_flags])
+            next_mirror = ["--next-mirror", NEXT_MIRROR_ADDRESSES["c"]]
+        start("b", ["backup", *common, *topo.fence_args("a"), *next_mirror, *b_flags])
         stall = ["--stall-ms", str(cfg.stall_ms)] if cfg.stall_ms else []
-        primary = topo.popen("a", [*node, "primary", *common, *stall, *a_flags],
-                             stdout=subprocess.PIPE, stderr=a_err, env=_env())  # fmt: skip
-        wait_line(primary, "ready", _READY_S)
-        yield backup, primary
+        start("a", ["primary", *common, *stall, *a_flags])
+        yield procs
 
 
 def _env() -> dict[str, str]:
@@ -194,19 +223,57 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": path}
 
 
-def _fail(trial: _Trial, topo: Topology, primary: subprocess.Popen[str], cfg: CampaignConfig
-          ) -> None:  # fmt: skip
-    """At ``trial.kill_at`` after the load started: kill or hang the owner."""
+def _report(proc: subprocess.Popen[str], timeout: float) -> dict[str, Any] | None:
+    """A buddy's ``RESTORED`` report with its ``RESUMED`` connections, or ``None``."""
+    try:
+        report = json.loads(wait_line(proc, "RESTORED", timeout).split(" ", 1)[1])
+        resumed = json.loads(wait_line(proc, "RESUMED", 5.0).split(" ", 1)[1])
+    except RuntimeError:
+        return None
+    return {**report, "resumed": resumed["connections"]}
+
+
+def _fail(trial: _Trial, topo: Topology, procs: dict[str, subprocess.Popen[str]],
+          cfg: CampaignConfig) -> threading.Thread | None:  # fmt: skip
+    """At ``trial.kill_at`` after the load started: kill or hang the owner (for ``double``,
+    then the new owner ``trial.second_after`` s after its takeover). Reads the last takeover's
+    report; returns the thread that wakes a hung owner."""
     assert trial.kill_at is not None
     time.sleep(max(0.0, trial.start + trial.kill_at - time.monotonic()))
-    if trial.mode == "kill":
+    a = procs["a"]
+    if trial.mode == "hang":
+        a.send_signal(signal.SIGSTOP)
         topo.cut("a")
         trial.kill = time.monotonic()
-        primary.kill()
-        return
-    primary.send_signal(signal.SIGSTOP)
+        waker = threading.Thread(target=_wake, args=(trial, topo, a, cfg))
+        waker.start()
+        trial.report = _report(procs["b"], max(5.0, cfg.wake_after))
+        return waker
     topo.cut("a")
     trial.kill = time.monotonic()
+    a.kill()
+    trial.report = _report(procs["b"], 5.0)
+    if trial.mode == "double" and trial.report is not None:
+        time.sleep(max(0.0, trial.report["claimed"] + trial.second_after - time.monotonic()))
+        trial.first = {"kill": trial.kill, "report": trial.report}
+        topo.cut("b")
+        trial.kill = time.monotonic()
+        procs["b"].kill()
+        trial.victim_node = "b"
+        trial.report = _report(procs["c"], 5.0)
+    return None
+
+
+def _unread_lines(proc: subprocess.Popen[str]) -> list[str]:
+    """What a node printed that nobody has read yet (a takeover in a trial without a fault)."""
+    out: list[str] = []
+    assert proc.stdout is not None
+    while select.select([proc.stdout], [], [], 0)[0]:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        out.append(line.rstrip("\n")[:2000])
+    return out
 
 
 def _wake(trial: _Trial, topo: Topology, primary: subprocess.Popen[str], cfg: CampaignConfig
@@ -229,53 +296,42 @@ def run_trial(site: _Site, cfg: CampaignConfig, trial: _Trial, rng: random.Rando
                                         "--out", str(sniff_out)],
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=_env())  # fmt: skip
         wait_line(sniffer, "ready", _READY_S)
-        with _nodes(topo, site, cfg, work) as (backup, primary):
-            victim_mac = topo.mac("a")
+        with _nodes(topo, site, cfg, work, trial.mode) as procs:
+            macs = {n: topo.mac(n) for n in procs}
             reqs = _plan(random.Random(rng.random()), cfg, site, work)
             trial.start = time.monotonic()
-            procs = [clients.start(r, wrap=lambda argv: topo.command("client", argv))
-                     for r in reqs]  # fmt: skip
-            if trial.kill_at is not None:
-                _fail(trial, topo, primary, cfg)
-                waker = None
-                if trial.mode == "hang":
-                    waker = threading.Thread(target=_wake, args=(trial, topo, primary, cfg))
-                    waker.start()
-                try:
-                    line = wait_line(backup, "RESTORED", max(5.0, cfg.wake_after))
-                    trial.report = json.loads(line.split(" ", 1)[1])
-                    line = wait_line(backup, "RESUMED", 5.0)
-                    trial.report["resumed"] = json.loads(line.split(" ", 1)[1])["connections"]
-                except RuntimeError:
-                    trial.report = None
-            outcomes = [clients.finish(p, r, site.files[r.path]) for p, r in zip(procs, reqs,
-                                                                                 strict=True)]
+            running = [clients.start(r, wrap=lambda argv: topo.command("client", argv))
+                       for r in reqs]  # fmt: skip
+            waker = _fail(trial, topo, procs, cfg) if trial.kill_at is not None else None
+            outcomes = [clients.finish(p, r, site.files[r.path])
+                        for p, r in zip(running, reqs, strict=True)]  # fmt: skip
             trial.load_s = time.monotonic() - trial.start
-            if trial.kill_at is not None and trial.mode == "hang":
-                waker.join()  # type: ignore[union-attr]
+            if waker is not None:
+                waker.join()
+            trial.said = {n: _unread_lines(p) for n, p in procs.items()}
         sniffer.send_signal(signal.SIGTERM)
         sniffer.wait(timeout=30)
         trial.capture = json.loads(sniff_out.read_text()) if sniff_out.exists() else []
     trial.rows = [{"trial": trial.index, "mode": trial.mode, **asdict(o),
                    "resume": r.resume, "size": len(site.files[r.path]), "ok": o.ok}
                   for o, r in zip(outcomes, reqs, strict=True)]  # fmt: skip
-    trial.victim = victim_mac  # type: ignore[attr-defined]
-    trial.work = work  # type: ignore[attr-defined]
+    trial.victim = macs[trial.victim_node]
+    trial.work = work
     return trial
 
 
 def _keep_evidence(t: _Trial, out: Path) -> None:
-    """A failed trial's logs and capture (not the bodies) go to ``out/failed/t<N>``; the rest of
-    its folder is removed."""
-    work: Path = t.work  # type: ignore[attr-defined]
-    if any(not r["ok"] for r in t.rows):
+    """A failed trial's logs and capture (not the bodies) go to ``out/failed/t<N>`` (also a
+    fault that no takeover answered); the rest of its folder is removed."""
+    work = t.work
+    if any(not r["ok"] for r in t.rows) or (t.kill is not None and t.report is None):
         keep = out / "failed" / f"t{t.index}"
         keep.mkdir(parents=True, exist_ok=True)
         for f in work.iterdir():
             if f.suffix in (".stderr", ".log", ".json") or f.name.endswith(".stdout"):
                 shutil.copy2(f, keep / f.name)
         (keep / "report.json").write_text(json.dumps({"kill": t.kill, "woke": t.woke,
-                                                      "start": t.start, "victim": t.victim,  # type: ignore[attr-defined]
+                                                      "start": t.start, "victim": t.victim, "first": t.first, "said": t.said,
                                                       "restored": t.report, "rows": t.rows},
                                                      default=str, indent=1))  # fmt: skip
     shutil.rmtree(work, ignore_errors=True)
@@ -288,12 +344,12 @@ def _trial_row(t: _Trial) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     gaps: list[float] = []
     zombies = None
     if t.kill is not None:
-        at = flows_at(t.capture, t.kill, t.victim)  # type: ignore[attr-defined]
+        at = flows_at(t.capture, t.kill, t.victim)
         flows = [{"trial": t.index, "mode": t.mode, **asdict(f)} for f in at.values()]
         gaps = [f.gap_s for f in at.values()
                 if f.phase in ("handshake", "transfer") and f.gap_s is not None]  # fmt: skip
         if t.woke is not None:
-            zombies = zombie_frames(t.capture, t.victim, t.woke)  # type: ignore[attr-defined]
+            zombies = zombie_frames(t.capture, t.victim, t.woke)
     report = t.report or {}
     phases = {p: sum(1 for f in flows if f["phase"] == p)
               for p in ("no-syn-ack", "handshake", "transfer", "finished")}  # fmt: skip
@@ -360,7 +416,9 @@ def run_campaign(cfg: CampaignConfig, out: Path, *, progress: bool = True
             kill_at = None if u is None else (lo + (hi - lo) * u) * length
             # one load for every trial (its requests drawn from the seed), so that trial 0's
             # length is the length each kill instant is drawn over
-            t = run_trial(site, cfg, _Trial(index, mode, kill_at), random.Random(cfg.seed))
+            trial = _Trial(index, mode, kill_at, second_after=random.Random(
+                f"{cfg.seed}-{index}").random())  # uniform over the second after the takeover
+            t = run_trial(site, cfg, trial, random.Random(cfg.seed))
             if index == 0:
                 length = t.load_s
             row, flows = _trial_row(t)

@@ -155,9 +155,47 @@ class MirrorState:
     updates: int = 0
     done: bool = False
 
+    def adopt_frame(self) -> tuple[dict[str, Any], bytes]:
+        """This whole state as one ``adopt`` frame: how a node that took a connection over
+        hands its buddy everything at once before it writes a byte (:meth:`apply` reads it)."""
+        if self.tcp is None:
+            raise MirrorError("nothing to hand over before the tcp frame")
+        raws = [s.raw or b"" for s in self.segments]
+        parts = {"raw": b"".join(raws), "full": self.tls_full or b"",
+                 "keys": self.tls_keys or b"", "progress": self.progress or b""}  # fmt: skip
+        lengths, blob = join_blob(parts)
+        header = {"type": "adopt", "tcp": self.tcp.to_json(), "rcv_pos": self.rcv_pos,
+                  "snd_pos": self.snd_pos, "una_pos": self.una_pos, "app": self.app,
+                  "updates": self.updates, "parts": lengths,
+                  "segments": [[s.pos, s.length, s.raw is not None, len(r), s.offset,
+                                s.plain_len, s.write_seq] for s, r in zip(self.segments, raws,
+                                                                          strict=True)]}  # fmt: skip
+        return header, blob
+
+    def _adopt(self, header: dict[str, Any], blob: bytes) -> None:
+        if self.tcp is not None:
+            raise MirrorError("an adopt frame for a connection already mirrored")
+        parts = split_blob(header, blob)
+        raw = Buffer(parts["raw"])
+        segments = []
+        for pos, length, is_raw, raw_len, offset, plain_len, write_seq in header["segments"]:
+            data = raw.pull_bytes(int(raw_len))
+            segments.append(Segment(int(pos), int(length), data if is_raw else None,
+                                    int(offset), int(plain_len), write_seq))  # fmt: skip
+        self.tcp = TcpSnapshot.from_json(header["tcp"])
+        self.rcv_pos, self.snd_pos = int(header["rcv_pos"]), int(header["snd_pos"])
+        self.una_pos, self.app = int(header["una_pos"]), dict(header["app"])
+        self.updates, self.segments = int(header["updates"]), segments
+        self.tls_full = parts["full"] or None
+        self.tls_keys = parts["keys"] or None
+        self.progress = parts["progress"] or None
+
     def apply(self, header: dict[str, Any], blob: bytes) -> None:
-        """Take one frame from the primary (``tcp``, ``update`` or ``done``)."""
+        """Take one frame from the primary (``tcp``, ``adopt``, ``update`` or ``done``)."""
         kind = header["type"]
+        if kind == "adopt":
+            self._adopt(header, blob)
+            return
         if kind == "tcp":
             if self.tcp is not None:
                 raise MirrorError("a second tcp frame for one connection")

@@ -6,11 +6,13 @@
          client 10.88.0.2 ──┐
                             ├── br0
      node A 10.88.0.11 ─────┤        the virtual IP 10.88.0.100 starts on node A
-     node B 10.88.0.12 ─────┘
-     node A mir0 10.89.0.1 ──────── 10.89.0.2 mir0 node B    (the cluster link, a direct veth)
+     node B 10.88.0.12 ─────┤
+     node C 10.88.0.13 ─────┘
+     node A mir0 10.89.0.1 ──────── 10.89.0.2 mir0 node B    (the cluster links, direct veths:
+     node B mir1 10.89.1.1 ──────── 10.89.1.2 mir0 node C     A's buddy is B, B's buddy is C)
 
-Four namespaces named ``sacc-<tag>-client``, ``-a``, ``-b`` and ``-lan``; every node's LAN
-interface is ``eth0`` (its peer is a port of the bridge). Both nodes run with
+Five namespaces named ``sacc-<tag>-client``, ``-a``, ``-b``, ``-c`` and ``-lan``; every node's LAN
+interface is ``eth0`` (its peer is a port of the bridge). The nodes run with
 ``net.ipv4.tcp_timestamps=0`` so that a restored connection needs no timestamp offset
 (:mod:`sslacc_sim.aio.linux.repair`). Nothing touches the host's own network: the traffic stays
 inside the namespaces.
@@ -42,6 +44,7 @@ __all__ = [
     "ADDRESSES",
     "VIP",
     "MIRROR_ADDRESSES",
+    "NEXT_MIRROR_ADDRESSES",
     "NamespacesUnavailable",
     "CommandFailed",
     "TestbedError",
@@ -52,14 +55,17 @@ __all__ = [
 
 #: Every namespace of this package starts with this (``wstb-`` belongs to the link testbed).
 PREFIX = "sacc-"
-#: The three namespaces with programs in them (the bridge has one more, ``lan``).
-NODES = ("client", "a", "b")
+#: The namespaces with programs in them (the bridge has one more, ``lan``).
+NODES = ("client", "a", "b", "c")
 #: LAN address of each node (a /24).
-ADDRESSES = {"client": "10.88.0.2", "a": "10.88.0.11", "b": "10.88.0.12"}
+ADDRESSES = {"client": "10.88.0.2", "a": "10.88.0.11", "b": "10.88.0.12", "c": "10.88.0.13"}
 #: The service address the client connects to; it starts on node A.
 VIP = "10.88.0.100"
-#: Addresses of the cluster link between the two nodes (a /30).
+#: Addresses of the cluster link between A and B (a /30): ``MIRROR_ADDRESSES["b"]`` is where A's
+#: buddy listens.
 MIRROR_ADDRESSES = {"a": "10.89.0.1", "b": "10.89.0.2"}
+#: The cluster link between B and C: ``NEXT_MIRROR_ADDRESSES["c"]`` is where B's buddy listens.
+NEXT_MIRROR_ADDRESSES = {"b": "10.89.1.1", "c": "10.89.1.2"}
 _LAN = "lan"
 
 
@@ -116,8 +122,13 @@ class Topology(Namespaces):
             self.ip(node, "addr", "add", f"{ADDRESSES[node]}/24", "dev", "eth0")
             self.ip(node, "link", "set", "eth0", "up")
         self.veth("a", "mir0", "b", "mir0")
-        for node in ("a", "b"):
-            self.ip(node, "addr", "add", f"{MIRROR_ADDRESSES[node]}/30", "dev", "mir0")
-            self.ip(node, "link", "set", "mir0", "up")
+        self.veth("b", "mir1", "c", "mir0")
+        for node, dev, address in (("a", "mir0", MIRROR_ADDRESSES["a"]),
+                                   ("b", "mir0", MIRROR_ADDRESSES["b"]),
+                                   ("b", "mir1", NEXT_MIRROR_ADDRESSES["b"]),
+                                   ("c", "mir0", NEXT_MIRROR_ADDRESSES["c"])):  # fmt: skip
+            self.ip(node, "addr", "add", f"{address}/30", "dev", dev)
+            self.ip(node, "link", "set", dev, "up")
+        for node in ("a", "b", "c"):
             self.sysctl(node, "net.ipv4.tcp_timestamps", "0")
         self.ip("a", "addr", "add", f"{VIP}/24", "dev", "eth0")

@@ -85,7 +85,8 @@ def _backup(args: argparse.Namespace) -> int:
                         sniff_unaccepted=not args.no_sniff_unaccepted)  # fmt: skip
     node = Backup(args.vip, args.port, (args.mirror, args.mirror_port), args.dev,
                   _docroot(args), _config(args), fence_cmd=fence, controls=controls,
-                  resume_at_ack=not args.no_resume_at_ack)  # fmt: skip
+                  resume_at_ack=not args.no_resume_at_ack,
+                  next_buddy=(args.next_mirror, args.mirror_port) if args.next_mirror else None)  # fmt: skip
     return node.run()
 
 
@@ -143,6 +144,9 @@ def _parser() -> argparse.ArgumentParser:
             r.add_argument("--dev", default="eth0", help="the LAN interface to take the VIP on")
             r.add_argument("--no-resume-at-ack", action="store_true",
                            help="leave the resend to the kernel's retransmission timer")
+            r.add_argument("--next-mirror", help="this node's own buddy (cluster-link address) "
+                           "once it owns the address: the connections it takes over are "
+                           "mirrored there before it writes (a chain A -> B -> C)")
             r.add_argument("--fence-netns", help="the switch's namespace (for the fence)")
             r.add_argument("--fence-port", help="the owner's port on the switch: taken down "
                            "before the takeover")

@@ -74,6 +74,11 @@ class Primary:
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return s
 
+    def hold(self, sock: socket.socket) -> None:
+        """Count ``sock`` among the client sockets :meth:`fence_self` silences."""
+        with self._lock:
+            self._socks.add(sock)
+
     def fence_self(self, why: str) -> None:
         """Silence every client socket (repair mode: closing sends nothing) and exit."""
         with self._lock:
@@ -105,8 +110,7 @@ class Primary:
 
     def serve_one(self, sock: socket.socket) -> None:
         """One accepted connection, mirrored on its own link, from snapshot to ``done``."""
-        with self._lock:
-            self._socks.add(sock)
+        self.hold(sock)
         try:
             if self.buddy is None:
                 conn = ServerConnection(self.config) if self.config is not None else None
@@ -117,8 +121,18 @@ class Primary:
                 send_frame(mirror, {"type": "tcp", "tcp": snap.to_json()})
                 conn = ServerConnection(self.config) if self.config is not None else None
                 lease = self.lease if self.keepalive and self.self_fence else None
-                Service(sock, self.docroot, conn, mirror=mirror, die=self.die,
-                        lease=lease, stall=self.stall).serve()  # fmt: skip
+                service = Service(sock, self.docroot, conn, mirror=mirror, die=self.die,
+                                  lease=lease, stall=self.stall)  # fmt: skip
+                try:
+                    service.serve()
+                except (LeaseExpired, SystemExit):
+                    raise
+                except Exception as exc:
+                    # the connection ended here (the client reset it, sent garbage): the buddy
+                    # must forget it, not take this node for dead
+                    service.end_mirror(repr(exc)[:200])
+                    raise
+                service.end_mirror("the client closed")  # no-op after a finished response
                 # wait for the buddy to close: it has read ``done`` then
                 mirror.settimeout(_LINK_TIMEOUT_S)
                 recv_frame(mirror)

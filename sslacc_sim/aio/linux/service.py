@@ -155,6 +155,7 @@ class Service:
     keys_sent: bool = False
     stream: Stream | None = None
     on_write: Callable[[], None] | None = None
+    done_sent: bool = False
     stall: float = 0.0
     """Seconds to wait before each read (a loaded server: the client's bytes wait in the
     kernel, acknowledged and not yet consumed; the campaign's ``--stall-ms``)."""
@@ -279,7 +280,10 @@ class Service:
         # The FIN goes at once: a client that has everything acknowledges it and closes (no
         # delayed ACK to wait for). A buddy restoring the connection before ``done`` stands at
         # the same sequence number and sends its own FIN there, so the client's ACK fits.
-        self.sock.shutdown(socket.SHUT_WR)
+        try:
+            self.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass  # the client has closed (or reset) already: it has what it wanted, or not
         if self.mirror is not None:
             # finished only when the client has every byte (and the FIN): until then the
             # buddy may still have to send the tail
@@ -288,7 +292,7 @@ class Service:
                 time.sleep(_DRAIN_POLL_S)
             if outq(self.sock):
                 raise ConnectionError(f"the client acknowledged nothing for {_DRAIN_LIMIT_S} s")
-            send_frame(self.mirror, {"type": "done"})
+            self.end_mirror()
         self.sock.settimeout(10)
         try:
             while self.sock.recv(1 << 16):
@@ -296,6 +300,15 @@ class Service:
         except OSError:
             pass
         self.sock.close()
+
+    def end_mirror(self, why: str = "") -> None:
+        """Tell the buddy this connection is over (``done``): finished, or ended by the client
+        or an error here (``why``), never to be taken over. Sent once; a link that fails here
+        is left to the buddy's rule (its end is then a death)."""
+        if self.mirror is None or self.done_sent:
+            return
+        self.done_sent = True
+        send_frame(self.mirror, {"type": "done", **({"why": why} if why else {})})
 
     def _write(self, data: bytes) -> None:
         view = memoryview(data)

@@ -64,7 +64,7 @@ CONTROLS = {
 def test_each_negative_control_breaks_the_campaign(tmp_path: Path, control: str) -> None:
     mode, breaks = CONTROLS[control]
     # the hung owner of no-keepalive wakes after the clients' time limit: nobody took over
-    wake, limit = (8.0, 5.0) if control == "no-keepalive" else (1.0, 20.0)
+    wake, limit = (8.0, 5.0) if control == "no-keepalive" else (1.0, 10.0)
     cfg = CampaignConfig(trials=2, seed=3, connections=16, modes=(mode,), wake_after=wake,
                          client_timeout=limit, sizes=SIZES[:4], stall_ms=50,
                          window=(0.1, 0.3), control=control, tag_prefix="tn")  # fmt: skip

@@ -170,7 +170,7 @@ def test_backup_rebuilds_every_mirrored_state_byte_identically(tmp_path, suite) 
 def test_topology_is_removed_when_the_body_raises() -> None:
     topo = Topology(tag="t1raise")
     with pytest.raises(RuntimeError, match="body failed"), topo:
-        assert len(list_leftovers(f"{PREFIX}t1raise-")) == 4
+        assert len(list_leftovers(f"{PREFIX}t1raise-")) == 5
         raise RuntimeError("body failed")
     assert list_leftovers(f"{PREFIX}t1raise-") == []
 
