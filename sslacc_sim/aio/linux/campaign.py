@@ -497,6 +497,8 @@ def main(argv: list[str] | None = None) -> int:
                                  tag_prefix=args.tag_prefix or "cp")  # fmt: skip
         except ValueError as exc:
             raise cli.UsageError(str(exc)) from None
+        if Path(args.out).exists() and not Path(args.out).is_dir():
+            raise cli.UsageError(f"--out {args.out}: not a directory")
         summary = run_campaign(cfg, Path(args.out), progress=not args.no_progress)
         if args.json:
             Path(args.json).parent.mkdir(parents=True, exist_ok=True)

@@ -191,7 +191,17 @@ class MirrorState:
         self.progress = parts["progress"] or None
 
     def apply(self, header: dict[str, Any], blob: bytes) -> None:
-        """Take one frame from the primary (``tcp``, ``adopt``, ``update`` or ``done``)."""
+        """Take one frame from the primary (``tcp``, ``adopt``, ``update`` or ``done``); a
+        frame that is not what its type says is a :class:`MirrorError` (to the buddy, a death
+        of the owner), never another exception."""
+        try:
+            self._apply(header, blob)
+        except MirrorError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            raise MirrorError(f"malformed {str(header.get('type'))[:20]!r} frame: {exc!r}"[:300]) from None
+
+    def _apply(self, header: dict[str, Any], blob: bytes) -> None:
         kind = header["type"]
         if kind == "adopt":
             self._adopt(header, blob)

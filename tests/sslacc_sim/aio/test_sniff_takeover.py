@@ -9,6 +9,7 @@ any-error-is-death rule is driven over real loopback TCP links.
 
 from __future__ import annotations
 
+import json
 import socket
 import struct
 import threading
@@ -21,7 +22,7 @@ from hypothesis import strategies as st
 
 from sslacc_sim.aio.linux.backup import Backup, Controls
 from sslacc_sim.aio.linux.loadstats import flows_at, quantile, wilson_lower, zombie_frames
-from sslacc_sim.aio.linux.mirror import send_frame
+from sslacc_sim.aio.linux.mirror import MirrorError, MirrorState, recv_frame, send_frame
 from sslacc_sim.aio.linux.service import Docroot, Lease
 from sslacc_sim.aio.linux.sniff import ACK, FIN, RST, SYN, FlowTracker, parse_frame
 from sslacc_sim.aio.linux.takeover import snapshot_from_flow
@@ -179,3 +180,66 @@ def test_any_error_on_a_link_is_a_death(how: str) -> None:
     assert expected in node.reason.lower()
     if how == "silence":
         owner.close()
+
+
+# --- the cluster link's frames ----------------------------------------------------------------
+
+
+def _state_with_segments() -> MirrorState:
+    from sslacc_sim.aio.linux.mirror import join_blob
+    from sslacc_sim.aio.linux.repair import TcpSnapshot
+
+    state = MirrorState()
+    snap = TcpSnapshot(VIP, CLIENT, 5001, 1001, 1460, 7, 9, True, 65535, 65535, 65535)
+    state.apply({"type": "tcp", "tcp": snap.to_json()}, b"")
+    lengths, blob = join_blob({"raw": b"flight", "full": b"F" * 40, "keys": b"K" * 20})
+    state.apply({"type": "update", "rcv_pos": 126, "snd_pos": 6, "una_pos": 0,
+                 "app": {"phase": "request", "offset": 0},
+                 "seg": {"pos": 0, "length": 6, "raw": True}, "parts": lengths}, blob)  # fmt: skip
+    lengths, blob = join_blob({"progress": b"P" * 18})
+    state.apply({"type": "update", "rcv_pos": 300, "snd_pos": 1006, "una_pos": 0,
+                 "app": {"phase": "response", "offset": 900, "path": "/f1"},
+                 "seg": {"pos": 6, "length": 1000, "offset": 0, "plain_len": 900,
+                         "write_seq": 1}, "parts": lengths}, blob)  # fmt: skip
+    return state
+
+
+def test_an_adopt_frame_hands_over_the_whole_state() -> None:
+    state = _state_with_segments()
+    header, blob = state.adopt_frame()
+    header = json.loads(json.dumps(header))  # as it crosses the link
+    copy = MirrorState()
+    copy.apply(header, blob)
+    assert copy == state
+    with pytest.raises(MirrorError, match="already mirrored"):
+        copy.apply(header, blob)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(["type", "tcp", "seg", "snd_pos", "rcv_pos", "una_pos",
+                                        "app", "parts", "segments", "updates"]),
+                       st.one_of(st.none(), st.integers(), st.text(max_size=8),
+                                 st.sampled_from(["tcp", "update", "adopt", "done"]),
+                                 st.lists(st.integers(), max_size=3),
+                                 st.dictionaries(st.text(max_size=5), st.integers(), max_size=3))),
+       st.binary(max_size=64))  # fmt: skip
+def test_any_malformed_frame_is_a_mirror_error(header: dict[str, object], blob: bytes) -> None:
+    for state in (MirrorState(), _state_with_segments()):
+        try:
+            state.apply(header, blob)
+        except MirrorError:
+            pass
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=300))
+def test_the_frame_reader_refuses_garbage_with_a_mirror_error(data: bytes) -> None:
+    a, b = socket.socketpair()
+    with a, b:
+        a.sendall(data)
+        a.shutdown(socket.SHUT_WR)
+        try:
+            while recv_frame(b) is not None:
+                pass
+        except MirrorError:
+            pass
