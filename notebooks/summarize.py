@@ -42,7 +42,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # summarize_parts, however loaded
 
-from summarize_parts import mutation, performance, performance_webalps, systems  # noqa: E402, F401
+from summarize_parts import (  # noqa: E402, F401
+    mutation,
+    performance,
+    performance_sslacc,
+    performance_webalps,
+    systems,
+)
 from summarize_parts.base import (  # noqa: E402, F401  (re-exported: the tests use them)
     REPRODUCE_STEPS,
     SOURCED_TABLES,

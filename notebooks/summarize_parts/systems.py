@@ -164,7 +164,9 @@ def _sslacc_campaign(src: Source) -> list[str]:
         f"95 % lower bound {100 * d['success_lower95']:.2f} %; {modes}); silently wrong "
         f"{d['silently_wrong']}; frames from a woken owner {d['zombie_frames']}; hung owner "
         f"detected in {detect.get('hang') or float('nan'):.3f} s (median); fault to each "
-        f"affected client's next byte {d['gap_p50_s']:.3f} s median, {d['gap_p99_s']:.3f} s p99",
+        f"affected client's next byte {d['gap_p50_s']:.3f} s median, {d['gap_p99_s']:.3f} s p99"
+        + "".join(f"; {phase} {g['p50_s']:.3f} / {g['p99_s']:.3f} s (n = {g['n']})"
+                  for phase, g in d.get("gap_by_phase", {}).items() if g["n"]),
         "no connection is lost when a node fails, whenever it fails (abstract, §4; no number)",
         "measured (namespaces on this machine, the campaign's pair of nodes)",
     ]

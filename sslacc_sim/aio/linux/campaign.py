@@ -390,12 +390,35 @@ def _summary(cfg: CampaignConfig, trials: pd.DataFrame, conns: pd.DataFrame,
         "zombie_frames": int(faults["zombie_frames"].fillna(0).sum()),
         "gap_p50_s": quantile(gaps, 0.5), "gap_p99_s": quantile(gaps, 0.99),
         "gap_max_s": max(gaps, default=None),
+        "gap_by_phase": _gaps_by(flows, "phase"), "gap_by_mode": _gaps_by(flows, "mode"),
+        "phase_at_fault": (flows["phase"].value_counts().to_dict() if len(flows) else {}),
         "detect_p50_s": {m: quantile(faults[faults["mode"] == m]["detect_s"].dropna().tolist(),
                                      0.5) for m in cfg.modes},
         "by_mode": {m: {"connections": int((fconns["mode"] == m).sum()),
                         "completed_exact": int(fconns[fconns["mode"] == m]["ok"].sum())}
                     for m in cfg.modes} if n else {},
     }  # fmt: skip
+
+
+def _gaps_by(flows: pd.DataFrame, column: str) -> dict[str, dict[str, float | int | None]]:
+    """Fault-to-next-byte gaps of the affected connections (in the handshake or the transfer
+    at the fault), per value of ``column``: count, median, p99, largest."""
+    if not len(flows):
+        return {}
+    hit = flows[flows["phase"].isin(["handshake", "transfer"])]
+    out = {}
+    for key, group in hit.groupby(column):
+        gaps = group["gap_s"].dropna().tolist()
+        out[str(key)] = {"n": len(gaps), "without_gap": int(group["gap_s"].isna().sum()),
+                         "p50_s": quantile(gaps, 0.5), "p99_s": quantile(gaps, 0.99),
+                         "max_s": max(gaps, default=None)}  # fmt: skip
+    return out
+
+
+def summarize(cfg: CampaignConfig, out: Path) -> dict[str, Any]:
+    """The summary of a campaign's CSVs in ``out`` (what :func:`run_campaign` writes last)."""
+    return _summary(cfg, pd.read_csv(out / "trials.csv"), pd.read_csv(out / "connections.csv"),
+                    pd.read_csv(out / "flows.csv"))
 
 
 def run_campaign(cfg: CampaignConfig, out: Path, *, progress: bool = True
