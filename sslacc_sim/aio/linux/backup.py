@@ -225,6 +225,7 @@ class Backup:
                                 "lacked": r.lacked, "unread": r.unread,
                                 "from_sniff": r.from_sniff, "at": time.monotonic()})  # fmt: skip
                 all_resumed.wait()
+            sock.sendall(r.resend)  # after the report: a slow reader may hold it up
             conn = None
             if self.config is not None:
                 conn = (ServerConnection.import_state(self.config, r.state.tls_full)
@@ -235,7 +236,7 @@ class Backup:
                 self.chain.hold(sock)
             Service(sock, self.docroot, conn, snd_pos=r.state.snd_pos, rcv_pos=r.state.rcv_pos,
                     app=dict(r.state.app) or {"phase": "request", "offset": 0},
-                    keys_sent=True, mirror=mirror,
+                    keys_sent=r.state.tls_keys is not None, mirror=mirror,
                     lease=self.chain.lease if self.chain else None).serve()  # fmt: skip
             if mirror is not None:
                 mirror.settimeout(10.0)

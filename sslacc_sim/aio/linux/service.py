@@ -40,6 +40,7 @@ __all__ = [
 #: Plaintext bytes of the response per mirrored segment (16 records of 16 KiB).
 BATCH = 1 << 18
 _SIOCOUTQ = 0x5411
+_TCP_CLOSE = 7  # tcp_info.tcpi_state
 _ACK_TIMEOUT_S = 10.0  # a buddy that does not acknowledge an update for this long is dead
 _WRITE_CHUNK = 1 << 16  # the lease is checked before every chunk this size
 _DRAIN_POLL_S = 0.0005
@@ -53,6 +54,11 @@ class LeaseExpired(SslaccError, RuntimeError):
 def outq(sock: socket.socket) -> int:
     """Bytes written on ``sock`` that the peer has not acknowledged (``SIOCOUTQ``)."""
     return int(struct.unpack("i", fcntl.ioctl(sock.fileno(), _SIOCOUTQ, b"\0" * 4))[0])
+
+
+def closed(sock: socket.socket) -> bool:
+    """The kernel has closed the connection (``TCP_CLOSE``: the peer reset it)."""
+    return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] == _TCP_CLOSE
 
 
 def response_head(size: int) -> bytes:
@@ -288,9 +294,9 @@ class Service:
             # finished only when the client has every byte (and the FIN): until then the
             # buddy may still have to send the tail
             deadline = time.monotonic() + _DRAIN_LIMIT_S
-            while outq(self.sock) and time.monotonic() < deadline:
+            while outq(self.sock) and time.monotonic() < deadline and not closed(self.sock):
                 time.sleep(_DRAIN_POLL_S)
-            if outq(self.sock):
+            if outq(self.sock) and not closed(self.sock):  # a reset client will never ACK
                 raise ConnectionError(f"the client acknowledged nothing for {_DRAIN_LIMIT_S} s")
             self.end_mirror()
         self.sock.settimeout(10)

@@ -57,6 +57,8 @@ class Restored:
     queued: bytes = b""
     queued_start: int = 0
     unread: int = 0
+    resend: bytes = b""
+    """After a rebase: the bytes the client lacks, to write as new data."""
     lacked: int | None = None
     """Server bytes the client had not acknowledged (from the LAN record; ``None``: unknown)."""
 
@@ -142,8 +144,9 @@ def _acked_position(flow: Flow | None, snap: repair.TcpSnapshot, start: int, end
 
 
 def resume(r: Restored, resume_at_ack: bool = True) -> tuple[socket.socket, str]:
-    """Let a restored, already running socket send what the client lacks; return the socket
-    to serve on (a new one when it was rebased at the client's acknowledgement) and what was
+    """Ready a restored, already running socket to send what the client lacks; return the
+    socket to serve on (a new one when it was rebased at the client's acknowledgement: the
+    caller then writes ``r.resend`` first, which may block on a slow reader) and what was
     done: ``rebased``, ``nothing-queued``, ``off``, ``no-answer`` (the probe's answer did not
     come within 0.2 s), ``client-has-all``, ``unread`` (client bytes wait in the receive
     queue: a rebase would drop them)."""
@@ -174,7 +177,7 @@ def resume(r: Restored, resume_at_ack: bool = True) -> tuple[socket.socket, str]
         sock = repair.rebase(r.sock, replace(r.snap, snd_nxt=repair.seq_add(r.snap.snd_nxt,
                                                                            -missing)),
                              unread=pending)
-        sock.sendall(r.queued[end - missing - r.queued_start :])
+        r.resend = r.queued[end - missing - r.queued_start :]
     return sock, "rebased"
 
 
