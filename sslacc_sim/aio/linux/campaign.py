@@ -39,8 +39,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
 import random
-import select
 import shutil
 import signal
 import subprocess
@@ -60,7 +60,7 @@ from tqdm import tqdm
 from testbed import cli
 
 from . import clients
-from .failover import HOSTNAME, file_bytes, site_credentials, wait_line
+from .failover import HOSTNAME, file_bytes, lines_of, site_credentials, wait_line
 from .loadstats import flows_at, quantile, wilson_lower, zombie_frames
 from .netns import (
     MIRROR_ADDRESSES,
@@ -267,13 +267,16 @@ def _fail(trial: _Trial, topo: Topology, procs: dict[str, subprocess.Popen[str]]
 def _unread_lines(proc: subprocess.Popen[str]) -> list[str]:
     """What a node printed that nobody has read yet (a takeover in a trial without a fault)."""
     out: list[str] = []
-    assert proc.stdout is not None
-    while select.select([proc.stdout], [], [], 0)[0]:
-        line = proc.stdout.readline()
-        if not line:
-            break
+    q = lines_of(proc)
+    while True:
+        try:
+            line = q.get_nowait()
+        except queue.Empty:
+            return out
+        if line is None:
+            q.put(None)
+            return out
         out.append(line.rstrip("\n")[:2000])
-    return out
 
 
 def _wake(trial: _Trial, topo: Topology, primary: subprocess.Popen[str], cfg: CampaignConfig

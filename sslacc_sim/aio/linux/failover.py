@@ -31,13 +31,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import select
+import queue
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import weakref
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -53,7 +55,7 @@ from .node import POINTS
 
 __all__ = [
     "FailoverResult", "FailoverFailed", "run_failover", "measure_failover", "HOSTNAME",
-    "file_bytes", "wait_line", "site_credentials",
+    "file_bytes", "wait_line", "lines_of", "site_credentials",
 ]
 
 #: The name in the certificate; curl maps it to the virtual IP with ``--resolve``.
@@ -118,22 +120,49 @@ def site_credentials(workdir: Path) -> tuple[Path, Path]:
     return cert, key_path
 
 
+#: One reader thread per node process: its lines in a queue, ``None`` at the end. (A select()
+#: on a buffered pipe misses a line the previous readline() already pulled into the buffer: a
+#: node that prints two lines at once would seem to print one.)
+_LINES: weakref.WeakKeyDictionary[subprocess.Popen[str], queue.Queue[str | None]] = (
+    weakref.WeakKeyDictionary())
+
+
+def lines_of(proc: subprocess.Popen[str]) -> queue.Queue[str | None]:
+    """The queue of ``proc``'s stdout lines (started on first use)."""
+    q = _LINES.get(proc)
+    if q is None:
+        q = _LINES[proc] = queue.Queue()
+        out = proc.stdout
+        assert out is not None
+
+        def pump() -> None:
+            try:
+                for line in out:
+                    q.put(line)
+            except (OSError, ValueError):
+                pass
+            q.put(None)
+
+        threading.Thread(target=pump, daemon=True).start()
+    return q
+
+
 def wait_line(proc: subprocess.Popen[str], prefix: str, timeout: float) -> str:
     """The first line of ``proc``'s stdout starting with ``prefix`` (others are skipped)."""
     deadline = time.monotonic() + timeout
-    assert proc.stdout is not None
+    q = lines_of(proc)
     while True:
         left = deadline - time.monotonic()
-        if left <= 0:
-            raise FailoverFailed(f"no {prefix!r} line within {timeout} s")
-        ready, _, _ = select.select([proc.stdout], [], [], left)
-        if ready:
-            line = proc.stdout.readline()
-            if not line:
-                raise FailoverFailed(f"process exited before printing {prefix!r}: "
-                                     f"{proc.stderr.read() if proc.stderr else ''}")
-            if line.startswith(prefix):
-                return line.rstrip("\n")
+        try:
+            line = q.get(timeout=max(left, 0.0)) if left > 0 else q.get_nowait()
+        except queue.Empty:
+            raise FailoverFailed(f"no {prefix!r} line within {timeout} s") from None
+        if line is None:
+            q.put(None)  # the end stays visible to later calls
+            raise FailoverFailed(f"process exited before printing {prefix!r}: "
+                                 f"{proc.stderr.read() if proc.stderr else ''}")
+        if line.startswith(prefix):
+            return line.rstrip("\n")
 
 
 def _float(text: str) -> float | None:

@@ -121,6 +121,7 @@ class Flow:
     acked: int | None = None
     """The highest server sequence number the client acknowledged."""
     fin: bool = False
+    server_fin: bool = False
     reset: bool = False
     overflow: bool = False
 
@@ -209,6 +210,8 @@ class FlowTracker:
             flow.server_wscale = wscale[0] if wscale else None
             flow.server_sack = 4 in seg.options
         flow.server_window = seg.window
+        if seg.flags & FIN:
+            flow.server_fin = True
 
     def forget(self, client: tuple[str, int]) -> None:
         """Drop a finished connection's record."""

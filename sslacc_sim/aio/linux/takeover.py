@@ -95,6 +95,8 @@ def restore_flow(state: MirrorState | None, flow: Flow | None, docroot: Docroot,
     if from_sniff:
         if flow is None or not flow.established or not sniff_unaccepted:
             return None
+        if flow.fin and flow.server_fin:
+            return None  # both sides closed: an earlier owner finished it, nothing to restore
         state = MirrorState(tcp=snapshot_from_flow(flow, vip, port))
     assert state is not None and state.tcp is not None
     if state.done:
