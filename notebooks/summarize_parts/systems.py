@@ -157,7 +157,8 @@ def _sslacc_campaign(src: Source) -> list[str]:
     detect = d["detect_p50_s"]
     return [
         "SSLACC, random-instant faults",
-        f"{d['kills']} faults (owner killed, or hung and woken {cfg['wake_after']:g} s later), "
+        f"{d['kills']} faults (owner killed; hung and woken {cfg['wake_after']:g} s later; or "
+        "killed, then the new owner within a second of its takeover), "
         f"each at an instant uniform over a load of {cfg['connections']} concurrent curl / Python "
         "ssl / gnutls-cli / openssl s_client downloads of 1 KiB–16 MiB; connections byte-exact",
         f"{d['completed_exact']:,} of {d['connections']:,} ({100 * d['success_fraction']:.2f} %, "
