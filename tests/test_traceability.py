@@ -118,7 +118,9 @@ def test_each_named_command_is_what_writes_the_file() -> None:
         if rel.startswith("benchmarks/"):
             # the very line of `make benchmarks`, and it names this output file
             assert command.group(1) in _makefile_lines() and f"results/{rel}" in command.group(1)
-            assert (ROOT / command.group(1).split()[1]).is_file()
+            argv = command.group(1).split()  # python SCRIPT ... or python -m MODULE ...
+            target = argv[2].replace(".", "/") + ".py" if argv[1] == "-m" else argv[1]
+            assert (ROOT / target).is_file(), target
         elif rel.startswith("mutation/"):
             # make mutation's report, written by the mutation runner under results/mutation/
             assert "make mutation" in writer and "mutation/run.py" in command.group(1)
