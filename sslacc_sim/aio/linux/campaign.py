@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import queue
 import random
 import shutil
@@ -60,7 +59,7 @@ from tqdm import tqdm
 from testbed import cli
 
 from . import clients
-from .failover import HOSTNAME, file_bytes, lines_of, site_credentials, wait_line
+from .failover import HOSTNAME, file_bytes, lines_of, node_env, site_credentials, wait_line
 from .loadstats import flows_at, quantile, wilson_lower, zombie_frames
 from .netns import (
     MIRROR_ADDRESSES,
@@ -202,7 +201,7 @@ def _nodes(topo: Topology, site: _Site, cfg: CampaignConfig, logs: Path, mode: s
         def start(name: str, argv: list[str]) -> None:
             err = stack.enter_context(open(logs / f"{name}.stderr", "w"))
             procs[name] = topo.popen(name, [*node, *argv], stdout=subprocess.PIPE, stderr=err,
-                                     env=_env())  # fmt: skip
+                                     env=node_env())  # fmt: skip
             wait_line(procs[name], "ready", _READY_S)
 
         next_mirror: list[str] = []
@@ -215,12 +214,6 @@ def _nodes(topo: Topology, site: _Site, cfg: CampaignConfig, logs: Path, mode: s
         stall = ["--stall-ms", str(cfg.stall_ms)] if cfg.stall_ms else []
         start("a", ["primary", *common, *stall, *a_flags])
         yield procs
-
-
-def _env() -> dict[str, str]:
-    repo = str(Path(__file__).resolve().parents[3])
-    path = os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))
-    return {**os.environ, "PYTHONPATH": path}
 
 
 def _report(proc: subprocess.Popen[str], timeout: float) -> dict[str, Any] | None:
@@ -297,7 +290,7 @@ def run_trial(site: _Site, cfg: CampaignConfig, trial: _Trial, rng: random.Rando
         sniffer = topo.popen("client", [sys.executable, "-m", "sslacc_sim.aio.linux.node",
                                         "sniff", "--src", VIP, "--port", str(_PORT),
                                         "--out", str(sniff_out)],
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=_env())  # fmt: skip
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=node_env())  # fmt: skip
         wait_line(sniffer, "ready", _READY_S)
         with _nodes(topo, site, cfg, work, trial.mode) as procs:
             macs = {n: topo.mac(n) for n in procs}

@@ -55,7 +55,7 @@ from .node import POINTS
 
 __all__ = [
     "FailoverResult", "FailoverFailed", "run_failover", "measure_failover", "HOSTNAME",
-    "file_bytes", "wait_line", "lines_of", "site_credentials",
+    "file_bytes", "wait_line", "lines_of", "site_credentials", "node_env",
 ]
 
 #: The name in the certificate; curl maps it to the virtual IP with ``--resolve``.
@@ -147,6 +147,13 @@ def lines_of(proc: subprocess.Popen[str]) -> queue.Queue[str | None]:
     return q
 
 
+def node_env() -> dict[str, str]:
+    """This environment with the repository first on ``PYTHONPATH``, for the ``python -m``
+    programs started inside the namespaces."""
+    repo = str(Path(__file__).resolve().parents[3])
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))}
+
+
 def wait_line(proc: subprocess.Popen[str], prefix: str, timeout: float) -> str:
     """The first line of ``proc``'s stdout starting with ``prefix`` (others are skipped)."""
     deadline = time.monotonic() + timeout
@@ -234,9 +241,7 @@ def _site(work: Path, size: int, plain: bool, suite: str) -> _Site:
 def _start_nodes(topo: Topology, site: _Site, point: str | None, die_after: int,
                  resume_at_ack: bool) -> tuple[subprocess.Popen[str], ...]:  # fmt: skip
     """Backup, primary and sniffer, each started once the one before said ``ready``."""
-    repo = str(Path(__file__).resolve().parents[3])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))}
-    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "env": env}
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "env": node_env()}
     node = [sys.executable, "-m", "sslacc_sim.aio.linux.node"]
     no_resume = [] if resume_at_ack else ["--no-resume-at-ack"]
     backup = topo.popen("b", [*node, "backup", *site.node_args, *no_resume,

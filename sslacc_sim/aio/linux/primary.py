@@ -65,7 +65,6 @@ class Primary:
     lease: Lease = field(default_factory=lambda: Lease(LEASE_S))
     _socks: set[socket.socket] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    served: int = 0
 
     def link(self) -> socket.socket:
         """A new cluster link to the buddy."""
@@ -143,7 +142,6 @@ class Primary:
         finally:
             with self._lock:
                 self._socks.discard(sock)
-                self.served += 1
             sock.close()
 
     def listen(self) -> socket.socket:
@@ -156,8 +154,8 @@ class Primary:
         return listener
 
 
-def run_primary(node: Primary, *, limit: int | None = None) -> int:
-    """Serve until killed (or ``limit`` connections); print ``ready`` once listening."""
+def run_primary(node: Primary) -> int:
+    """Serve until killed; print ``ready`` once listening."""
     control = node.link() if node.buddy else None  # the buddy first: a refusal is one clear error
     listener = node.listen()
     if control is not None and node.keepalive:
@@ -166,17 +164,8 @@ def run_primary(node: Primary, *, limit: int | None = None) -> int:
     elif control is not None:
         control.close()
     print("ready", flush=True)
-    accepted = 0
-    threads = []
-    while limit is None or accepted < limit:
+    while True:
         if node.stall:
             time.sleep(node.stall)  # the next connection waits in the accept queue meanwhile
         sock, _ = listener.accept()
-        accepted += 1
-        t = threading.Thread(target=node.serve_one, args=(sock,), daemon=True)
-        t.start()
-        threads.append(t)
-    listener.close()
-    for t in threads:
-        t.join()
-    return 0
+        threading.Thread(target=node.serve_one, args=(sock,), daemon=True).start()

@@ -20,7 +20,6 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -160,7 +159,6 @@ class Service:
     app: dict[str, Any] = field(default_factory=lambda: {"phase": "request", "offset": 0})
     keys_sent: bool = False
     stream: Stream | None = None
-    on_write: Callable[[], None] | None = None
     done_sent: bool = False
     stall: float = 0.0
     """Seconds to wait before each read (a loaded server: the client's bytes wait in the
@@ -325,8 +323,6 @@ class Service:
             self.sock.sendall(chunk)
             self.snd_pos += len(chunk)
             view = view[len(chunk):]
-            if self.on_write is not None:
-                self.on_write()
 
     def _commit(self, parts: dict[str, bytes], *, seg: dict[str, Any] | None = None,
                 length: int = 0, raw: bool = False) -> None:  # fmt: skip

@@ -230,20 +230,15 @@ def packet_socket(dev: str, rcvbuf: int = 1 << 26) -> socket.socket:
 def capture(sock: socket.socket, tracker: FlowTracker, stop: threading.Event) -> None:
     """Feed ``tracker`` from ``sock`` until ``stop`` is set, then drain what is queued."""
     sock.settimeout(0.02)
-    while not stop.is_set():
+    while True:
+        if stop.is_set() and sock.gettimeout() != 0.0:
+            sock.setblocking(False)  # stopped: read only what is queued already
         try:
             frame = sock.recv(1 << 17)
+        except BlockingIOError:
+            return
         except (TimeoutError, InterruptedError):
             continue
-        seg = parse_frame(frame)
-        if seg is not None:
-            tracker.feed(seg)
-    sock.setblocking(False)
-    while True:
-        try:
-            frame = sock.recv(1 << 17)
-        except (BlockingIOError, InterruptedError):
-            return
         seg = parse_frame(frame)
         if seg is not None:
             tracker.feed(seg)

@@ -150,8 +150,7 @@ def resume(r: Restored, resume_at_ack: bool = True) -> tuple[socket.socket, str]
     socket to serve on (a new one when it was rebased at the client's acknowledgement: the
     caller then writes ``r.resend`` first, which may block on a slow reader) and what was
     done: ``rebased``, ``nothing-queued``, ``off``, ``no-answer`` (the probe's answer did not
-    come within 0.2 s), ``client-has-all``, ``unread`` (client bytes wait in the receive
-    queue: a rebase would drop them)."""
+    come within 0.2 s), ``client-has-all``."""
     if not r.queued:
         return r.sock, "nothing-queued"
     if not resume_at_ack:
@@ -169,17 +168,14 @@ def resume(r: Restored, resume_at_ack: bool = True) -> tuple[socket.socket, str]
         return r.sock, "no-answer"
     if not missing:
         return r.sock, "client-has-all"
-    if missing:
-        # The client lacks the last ``missing`` bytes. Left alone they would go out when the
-        # retransmission timer fires (1 s: a restored socket has no RTT sample). Instead,
-        # restore again exactly at the client's ACK, with those bytes as new data: sent now.
-        end = r.queued_start + len(r.queued)
-        # client bytes waiting in the receive queue move to the new socket with it
-        pending = r.sock.recv(repair.unread(r.sock)) if repair.unread(r.sock) else b""
-        sock = repair.rebase(r.sock, replace(r.snap, snd_nxt=repair.seq_add(r.snap.snd_nxt,
-                                                                           -missing)),
-                             unread=pending)
-        r.resend = r.queued[end - missing - r.queued_start :]
+    # The client lacks the last ``missing`` bytes. Left alone they would go out when the
+    # retransmission timer fires (1 s: a restored socket has no RTT sample). Instead, restore
+    # again exactly at the client's ACK, with those bytes as new data: sent at once.
+    # Client bytes waiting in the receive queue move to the new socket with it.
+    pending = r.sock.recv(repair.unread(r.sock)) if repair.unread(r.sock) else b""
+    at_ack = replace(r.snap, snd_nxt=repair.seq_add(r.snap.snd_nxt, -missing))
+    sock = repair.rebase(r.sock, at_ack, unread=pending)
+    r.resend = r.queued[-missing:]
     return sock, "rebased"
 
 
