@@ -13,7 +13,9 @@ module gives it the rest:
   deleting a namespace removes its veths and TUN devices);
 * :meth:`~Namespaces.ip`, :meth:`~Namespaces.sysctl`, :meth:`~Namespaces.veth`,
   :meth:`~Namespaces.run` and :meth:`~Namespaces.popen` run things inside a node;
-* :func:`sweep_leftovers` removes what a killed run left behind, by prefix.
+* :func:`sweep_leftovers` removes what a killed run left behind, by prefix; every namespace
+  records the process that made it (:data:`OWNERS`), so a sweep can spare another run that is
+  still going.
 
 Everything needs root (``CAP_NET_ADMIN``) and ``ip`` from iproute2; without them
 :class:`NamespacesUnavailable` says in one line what is missing. Nothing touches the host's
@@ -29,6 +31,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from types import TracebackType
 from typing import ClassVar
 
@@ -40,6 +43,7 @@ __all__ = [
     "check_available",
     "sh",
     "list_leftovers",
+    "held_by_another_run",
     "delete_namespace",
     "sweep_leftovers",
 ]
@@ -88,11 +92,42 @@ def sh(argv: Sequence[str], check: bool = True) -> subprocess.CompletedProcess[s
     return proc
 
 
-def list_leftovers(prefix: str) -> list[str]:
-    """Names of existing namespaces that start with ``prefix``."""
+#: Where :meth:`Namespaces.up` records which process made each namespace (one file per
+#: namespace: the pid and its start time, so that a reused pid does not pass for the owner).
+OWNERS = Path("/run/websec-testbed/netns-owners")
+
+
+def _start_time(pid: int) -> str | None:
+    """Field 22 of ``/proc/<pid>/stat`` (start time in clock ticks), ``None`` if no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def _record_owner(name: str) -> None:
+    OWNERS.mkdir(parents=True, exist_ok=True)
+    (OWNERS / name).write_text(f"{os.getpid()} {_start_time(os.getpid())}\n")
+
+
+def held_by_another_run(name: str) -> bool:
+    """Namespace ``name`` was made by a process other than this one that still runs (a live
+    campaign or test run next to this one: not a leftover)."""
+    try:
+        pid, start = (OWNERS / name).read_text().split()
+    except (OSError, ValueError):
+        return False
+    return int(pid) != os.getpid() and _start_time(int(pid)) == start
+
+
+def list_leftovers(prefix: str, spare_live_runs: bool = False) -> list[str]:
+    """Names of existing namespaces that start with ``prefix``; with ``spare_live_runs``, not
+    those another running process made (:func:`held_by_another_run`)."""
     out = sh(["ip", "netns", "list"], check=False).stdout
     names = [line.split()[0] for line in out.splitlines() if line.strip()]
-    return [n for n in names if n.startswith(prefix)]
+    return [n for n in names if n.startswith(prefix)
+            and not (spare_live_runs and held_by_another_run(n))]
 
 
 def delete_namespace(name: str) -> None:
@@ -104,12 +139,14 @@ def delete_namespace(name: str) -> None:
         except (ProcessLookupError, ValueError):
             pass
     sh(["ip", "netns", "del", name], check=False)
+    (OWNERS / name).unlink(missing_ok=True)
 
 
-def sweep_leftovers(prefix: str) -> list[str]:
+def sweep_leftovers(prefix: str, spare_live_runs: bool = False) -> list[str]:
     """Delete every namespace starting with ``prefix`` (what a killed run left behind) and the
-    processes in it; returns the names removed."""
-    names = list_leftovers(prefix)
+    processes in it; returns the names removed. With ``spare_live_runs`` a namespace another
+    running process made stays (a campaign next to a test run keeps its cluster)."""
+    names = list_leftovers(prefix, spare_live_runs)
     for name in names:
         delete_namespace(name)
     return names
@@ -189,6 +226,7 @@ class Namespaces(abc.ABC):
             except CommandFailed as exc:  # e.g. a container without CAP_SYS_ADMIN
                 raise NamespacesUnavailable(
                     f"cannot create network namespaces here: {exc.stderr.strip()}") from exc
+            _record_owner(self.ns(node))
             self.ip(node, "link", "set", "lo", "up")
 
     @abc.abstractmethod

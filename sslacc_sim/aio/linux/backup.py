@@ -9,15 +9,20 @@ flooding bridge, what every client sent (:mod:`~sslacc_sim.aio.linux.sniff`).
 short or malformed, and no keepalive for :data:`~sslacc_sim.aio.linux.primary.DEAD_AFTER_S`
 (a hung node). Then, in this order (:meth:`Backup.take_over`):
 
-1. *fence* the old owner: its switch port goes down, so that nothing it sends after it wakes
-   (a retransmission, a reset) reaches a client;
-2. stop listening to the LAN and read what is queued;
+1. *fence* the old owner: its switch port goes down (one ioctl, armed at start:
+   :mod:`~sslacc_sim.aio.linux.claim`), so that nothing it sends after it wakes (a
+   retransmission, a reset) reaches a client;
+2. copy what the LAN record holds (the sniffer keeps listening);
 3. *restore* every connection in repair mode: mirrored ones at the mirrored state, with the
    client bytes the owner had not consumed back in the receive queue; ones the owner's kernel
    had established but its server had not mirrored yet, from the SYN exchange heard;
-4. only then *claim* the virtual IP (a listener was bound to it from the start with
-   ``IP_FREEBIND``, so new SYNs find it) and announce it with gratuitous ARP;
-5. leave repair mode (each socket sends a window probe) and serve each connection on.
+4. only then *claim* the virtual IP (held on standby from the start, so new SYNs find a
+   listener) and announce it with gratuitous ARP;
+5. stop the sniffer and put the client bytes heard since step 2 into the receive queues (a
+   segment that crossed the takeover would otherwise wait for the client's own timer);
+6. leave repair mode (each socket sends a window probe), read every client's answer in one
+   loop (:func:`~sslacc_sim.aio.linux.takeover.resume_all`), and serve each connection on in
+   its own thread.
 
 Negative controls (flags of the program, for the campaign's tests): ``--only-eof-is-death``
 (a reset on a link crashes the buddy, as before), ``--no-fence``, ``--no-sniff-data`` (client
@@ -27,10 +32,10 @@ the owner had not mirrored are not restored).
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -41,11 +46,12 @@ from typing import Any
 from tls12 import ServerConfig, ServerConnection
 
 from . import repair
+from .claim import PortFence, StandbyAddress
 from .mirror import ACK, MirrorError, MirrorState, recv_frame, send_frame
-from .primary import DEAD_AFTER_S, Primary
-from .service import Docroot, LeaseExpired, Service
-from .sniff import FlowTracker, capture, packet_socket
-from .takeover import Restored, gratuitous_arp, restore_flow, resume
+from .primary import DEAD_AFTER_S, Primary, normal_thread, realtime_thread
+from .service import Docroot, LeaseExpired, Service, write_leased
+from .sniff import FlowTracker, Sniffer, packet_socket
+from .takeover import Restored, restore_flow, resume_all, tail
 
 __all__ = ["Controls", "Backup"]
 
@@ -71,7 +77,8 @@ class Backup:
     dev: str
     docroot: Docroot
     config: ServerConfig | None
-    fence_cmd: list[str] | None = None
+    fence_port: tuple[str, str] | None = None
+    """The switch's namespace and the owner's port there, taken down by the fence."""
     controls: Controls = Controls()
     resume_at_ack: bool = True
     next_buddy: tuple[str, int] | None = None
@@ -83,6 +90,8 @@ class Backup:
     death: threading.Event = field(default_factory=threading.Event)
     reason: str = ""
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _fence: PortFence | None = None  # armed by run() (claim module)
+    _standby: StandbyAddress | None = None
 
     # -- mirroring --
 
@@ -140,6 +149,7 @@ class Backup:
         self.die("cluster link closed without done")
 
     def _control(self, link: socket.socket) -> None:
+        realtime_thread()  # answers keep the owner's lease: never starved
         if self.controls.keepalive:
             link.settimeout(DEAD_AFTER_S)
         while True:
@@ -159,19 +169,24 @@ class Backup:
 
     # -- takeover --
 
-    def take_over(self, sniffer: threading.Thread | None, stop: threading.Event
-                  ) -> tuple[list[Restored], dict[str, Any]]:  # fmt: skip
+    def take_over(self, sniffer: Sniffer | None) -> tuple[list[Restored], dict[str, Any]]:
         """Fence, read the LAN's queue, restore, claim, announce (module docstring)."""
         t0 = time.monotonic()
-        if self.controls.fence and self.fence_cmd:
-            subprocess.run(self.fence_cmd, check=False, capture_output=True)
+        fence_error = None
+        if self._fence is not None:
+            try:
+                self._fence.fire()
+            except OSError as exc:
+                fence_error = repr(exc)
         t_fenced = time.monotonic()
-        stop.set()
-        if sniffer is not None:
-            sniffer.join()
         with self._lock:
             states = dict(self.states)
-        flows = dict(self.tracker.flows) if self.tracker is not None else {}
+        # the sniffer goes on listening: a client segment that arrives while the sockets are
+        # restored reaches no socket (it carries the old owner's MAC); it is caught up below
+        if sniffer is not None:
+            sniffer.sync()  # the record is complete up to now: after the owner's last frame
+        flows = self.tracker.copy_flows() if self.tracker is not None else {}
+        t_drained = time.monotonic()
         restored, failed = [], []
         for key in sorted(set(states) | set(flows)):
             try:
@@ -185,47 +200,85 @@ class Backup:
             if r is not None:
                 restored.append(r)
         t_restored = time.monotonic()
-        subprocess.run(["ip", "addr", "add", f"{self.vip}/24", "dev", self.dev], check=True,
-                       capture_output=True)  # fmt: skip
-        gratuitous_arp(self.dev, self.vip)
+        assert self._standby is not None, "run() arms the standby address"
+        self._standby.claim()
+        caught_up = 0
+        if sniffer is not None:
+            sniffer.stop()  # now everything the clients sent before the claim has been heard
+            if self.controls.sniff_data:
+                caught_up = self._catch_up(restored)
         for r in restored:
             repair.leave_repair(r.sock)
         t_claimed = time.monotonic()
         report = {"reason": self.reason, "detected": t0, "fenced": t_fenced,
-                  "restored": t_restored, "claimed": t_claimed, "connections": len(restored),
-                  "from_sniff": sum(r.from_sniff for r in restored), "failed": failed,
+                  "drained": t_drained, "restored": t_restored, "claimed": t_claimed, "connections": len(restored),
+                  "from_sniff": sum(r.from_sniff for r in restored), "failed": failed, "fence_error": fence_error,
                   "resent_bytes": sum(len(r.queued) for r in restored),
+                  "caught_up_bytes": caught_up,
                   "updates": sum(r.state.updates for r in restored),
                   "client_lacked": (None if any(r.lacked is None for r in restored)
                                     else sum(r.lacked or 0 for r in restored)),
                   "lan_frames": self.tracker.frames if self.tracker else 0}  # fmt: skip
         return restored, report
 
-    def _adopt(self, r: Restored) -> socket.socket | None:
-        """Hand the connection to this node's own buddy, acknowledged, before a byte leaves."""
-        if self.chain is None:
-            return None
-        link = self.chain.link()
-        send_frame(link, *r.state.adopt_frame())
-        if link.recv(1) != ACK:
-            raise ConnectionError("the next buddy did not acknowledge an adopted connection")
-        return link
-
-    def _serve_restored(self, r: Restored, resumed: list[dict[str, Any]],
-                        all_resumed: threading.Barrier) -> None:  # fmt: skip
-        how = "failed"
-        mirror = None
-        try:
+    def _catch_up(self, restored: list[Restored]) -> int:
+        """Client bytes heard after the flows were copied go into the restored sockets'
+        receive queues (still in repair mode), from each socket's own ``rcv_nxt`` on; returns
+        how many. Without this a client whose segment crossed the takeover would resend it
+        only after its own timer (a lone segment: 200 ms)."""
+        assert self.tracker is not None
+        total = 0
+        for r in restored:
+            flow = self.tracker.flows.get(r.key)
+            if flow is None:
+                continue
             try:
-                mirror = self._adopt(r)
-                sock, how = resume(r, self.resume_at_ack)
-            finally:
-                # the report waits for every connection's resume
-                resumed.append({"client": list(r.key), "resume": how, "queued": len(r.queued),
-                                "lacked": r.lacked, "unread": r.unread,
-                                "from_sniff": r.from_sniff, "at": time.monotonic()})  # fmt: skip
-                all_resumed.wait()
-            sock.sendall(r.resend)  # after the report: a slow reader may hold it up
+                rel = (repair.received_up_to(r.sock) - flow.rcv_base) & 0xFFFFFFFF
+                extra = bytes(flow.data[rel:]) if rel < len(flow.data) else b""
+                repair.append_received(r.sock, extra)
+            except OSError as exc:
+                print(f"ERROR catch up {r.key}: {exc!r}", file=sys.stderr, flush=True)
+                continue
+            r.unread += len(extra)
+            total += len(extra)
+        return total
+
+    def _adopt_all(self, restored: list[Restored]) -> tuple[list[Restored], dict[tuple[str, int], socket.socket]]:  # fmt: skip
+        """Hand every restored connection to this node's own buddy before a byte of it leaves:
+        all ``adopt`` frames first, then their acknowledgements. Returns the connections that
+        may go on and their links; one the next buddy did not take is closed (lost)."""
+        if self.chain is None:
+            return restored, {}
+        links: dict[tuple[str, int], socket.socket] = {}
+        for r in restored:
+            try:
+                link = self.chain.link()
+                send_frame(link, *r.state.adopt_frame())
+                links[r.key] = link
+            except OSError as exc:
+                print(f"ERROR adopt {r.key}: {exc!r}", file=sys.stderr, flush=True)
+        kept = []
+        for r in restored:
+            link = links.get(r.key)
+            try:
+                if link is None or link.recv(1) != ACK:
+                    raise ConnectionError("the next buddy did not acknowledge it")
+                kept.append(r)
+            except OSError as exc:
+                print(f"ERROR adopt {r.key}: {exc!r}", file=sys.stderr, flush=True)
+                links.pop(r.key, None)
+                r.sock.close()
+        return kept, links
+
+    def _serve_restored(self, r: Restored, sock: socket.socket, mirror: socket.socket | None,
+                        sent: int, go: threading.Event) -> None:  # fmt: skip
+        """Serve one resumed connection on: the rest of what the client lacks (``sent`` bytes
+        of ``r.resend`` are out already), the never-sent tail, then the service."""
+        go.wait()  # every connection is resumed first (resume_all)
+        lease = self.chain.lease if self.chain else None
+        try:
+            write_leased(sock, r.resend[sent:], lease)
+            write_leased(sock, tail(r, self.docroot, self.config), lease)
             conn = None
             if self.config is not None:
                 conn = (ServerConnection.import_state(self.config, r.state.tls_full)
@@ -237,7 +290,7 @@ class Backup:
             Service(sock, self.docroot, conn, snd_pos=r.state.snd_pos, rcv_pos=r.state.rcv_pos,
                     app=dict(r.state.app) or {"phase": "request", "offset": 0},
                     keys_sent=r.state.tls_keys is not None, mirror=mirror,
-                    lease=self.chain.lease if self.chain else None).serve()  # fmt: skip
+                    lease=lease).serve()  # fmt: skip
             if mirror is not None:
                 mirror.settimeout(10.0)
                 recv_frame(mirror)  # the buddy closes the link once it has read done
@@ -273,31 +326,58 @@ class Backup:
         vip_listener.setsockopt(socket.IPPROTO_IP, 15, 1)  # IP_FREEBIND
         vip_listener.bind((self.vip, self.port))
         vip_listener.listen(256)
-        stop = threading.Event()
+        self._standby = StandbyAddress(self.vip, self.dev)
+        if self.controls.fence and self.fence_port is not None:
+            self._fence = PortFence(*self.fence_port)
         sniffer = None
         if self.controls.sniff_data or self.controls.sniff_unaccepted:
             self.tracker = FlowTracker((self.vip, self.port))
-            sniffer = threading.Thread(target=capture, daemon=True, name="sniffer",
-                                       args=(packet_socket(self.dev), self.tracker, stop))
-            sniffer.start()
+            sniffer = Sniffer(packet_socket(self.dev), self.tracker).start()
         threading.Thread(target=self._accept_links, args=(server,), daemon=True).start()
         print("ready", flush=True)
+        realtime_thread()  # the takeover runs first when the death comes (undone below)
         self.death.wait()
-        restored, report = self.take_over(sniffer, stop)
+        # no garbage collection pause (tens of ms with every connection's state in memory)
+        # between the death and the last connection's resume
+        gc.disable()
+        restored, report = self.take_over(sniffer)
+        self._serve_taken_over(vip_listener, restored, report)
+        return 0
+
+    def _serve_taken_over(self, vip_listener: socket.socket, restored: list[Restored],
+                          report: dict[str, Any]) -> None:  # fmt: skip
+        """After the takeover: the own buddy, the report, every connection resumed and served
+        on, then new connections (forever)."""
         if self.next_buddy is not None:
             # the new owner's own buddy, keepalives and lease first: nothing is written
             # before the adopted connections are there
-            self.chain = Primary(self.vip, self.port, self.next_buddy, self.docroot, self.config)
+            self.chain = Primary(self.vip, self.port, self.next_buddy, self.docroot, self.config,
+                                 lan_dev=self.dev)  # fmt: skip
             threading.Thread(target=self.chain.heartbeat, args=(self.chain.link(),),
                              daemon=True, name="heartbeat").start()  # fmt: skip
         print("RESTORED " + json.dumps(report), flush=True)
+        restored, mirrors = self._adopt_all(restored)
         resumed: list[dict[str, Any]] = []
-        barrier = threading.Barrier(len(restored) + 1)
-        threads = [threading.Thread(target=self._serve_restored, args=(r, resumed, barrier),
-                                    daemon=True) for r in restored]  # fmt: skip
-        for t in threads:
+        threads: list[threading.Thread] = []
+        go = threading.Event()
+
+        def on_resumed(r: Restored, sock: socket.socket, how: str) -> None:
+            resumed.append({"client": list(r.key), "resume": how, "queued": len(r.queued),
+                            "lacked": r.lacked, "unread": r.unread, "from_sniff": r.from_sniff,
+                            "at": time.monotonic()})  # fmt: skip
+            if how == "failed":
+                print(f"ERROR resume {r.key}: the rebase failed", file=sys.stderr, flush=True)
+                return
+            # the first bytes the client lacks leave now; a thread writes what did not fit
+            t = threading.Thread(target=self._serve_restored, daemon=True,
+                                 args=(r, sock, mirrors.get(r.key), _send_now(sock, r.resend), go))  # fmt: skip
+            threads.append(t)
             t.start()
-        barrier.wait()
+
+        resume_all(restored, on_resumed, self.resume_at_ack)
+        gc.enable()
+        normal_thread()
+        go.set()
         print("RESUMED " + json.dumps({
             "resumed_at_ack": sum(c["resume"] == "rebased" for c in resumed),
             "connections": resumed}), flush=True)  # fmt: skip
@@ -306,7 +386,19 @@ class Backup:
             t.join()
         print("SERVED", flush=True)
         threading.Event().wait()  # keep serving new connections until stopped
+
+
+def _send_now(sock: socket.socket, data: bytes) -> int:
+    """Write what ``sock`` takes of ``data`` without blocking; return how much."""
+    if not data:
         return 0
+    sock.setblocking(False)
+    try:
+        return sock.send(data)
+    except BlockingIOError:
+        return 0
+    finally:
+        sock.setblocking(True)
 
 
 def _serve_quietly(sock: socket.socket, docroot: Docroot, conn: ServerConnection | None) -> None:

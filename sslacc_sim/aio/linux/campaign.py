@@ -47,6 +47,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
@@ -341,7 +342,11 @@ def _trial_row(t: _Trial) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     zombies = None
     if t.kill is not None:
         at = flows_at(t.capture, t.kill, t.victim)
-        flows = [{"trial": t.index, "mode": t.mode, **asdict(f)} for f in at.values()]
+        # when the last takeover had the connection running again (s after the fault)
+        resumed_at = {c["client"][1]: c["at"] - t.kill
+                      for c in (t.report or {}).get("resumed", [])}  # fmt: skip
+        flows = [{"trial": t.index, "mode": t.mode, **asdict(f),
+                  "resumed_s": resumed_at.get(f.port)} for f in at.values()]  # fmt: skip
         gaps = [f.gap_s for f in at.values()
                 if f.phase in ("handshake", "transfer") and f.gap_s is not None]  # fmt: skip
         if t.woke is not None:
@@ -358,6 +363,18 @@ def _trial_row(t: _Trial) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         "took_over": t.report is not None if t.kill is not None else None,
         "detect_s": (report["detected"] - t.kill) if report and t.kill else None,
         "claim_s": (report["claimed"] - t.kill) if report and t.kill else None,
+        # the takeover's steps, each from the step before (s): fence the old port, drain
+        # the LAN record, restore the sockets, claim the address
+        **{f"{step}_s": (report[step] - report[before]) if report and step in report else None
+           for before, step in (("detected", "fenced"), ("fenced", "drained"),
+                                ("drained", "restored"), ("restored", "claimed"))},
+        "resumed_s": (max(c["at"] for c in report["resumed"]) - t.kill
+                      if report and report.get("resumed") and t.kill else None),
+        "resumes": "; ".join(f"{how} {n}" for how, n in sorted(Counter(
+            c["resume"] for c in report.get("resumed", [])).items())) if report else None,
+        "reason": report.get("reason"), "caught_up_bytes": report.get("caught_up_bytes"),
+        # a buddy that took over before the fault (a false death) is a finding of its own
+        "takeover_before_fault": (report["detected"] < t.kill) if report and t.kill else None,
         "restored": report.get("connections"), "from_sniff": report.get("from_sniff"),
         "restore_failed": len(report.get("failed", [])) if report else None,
         "gap_p50_s": quantile(gaps, 0.5), "gap_max_s": max(gaps, default=None),
@@ -383,10 +400,15 @@ def _summary(cfg: CampaignConfig, trials: pd.DataFrame, conns: pd.DataFrame,
         "silently_wrong": int(conns["silently_wrong"].sum()) if len(conns) else 0,
         "control_trial_ok": bool(trials[trials["mode"] == "none"]["failed"].sum() == 0),
         "took_over": int(faults["took_over"].fillna(False).sum()),
+        "takeovers_before_fault": int(faults.get("takeover_before_fault", pd.Series(dtype=bool))
+                                      .fillna(False).astype(bool).sum()),
         "zombie_frames": int(faults["zombie_frames"].fillna(0).sum()),
         "gap_p50_s": quantile(gaps, 0.5), "gap_p99_s": quantile(gaps, 0.99),
         "gap_max_s": max(gaps, default=None),
         "gap_by_phase": _gaps_by(flows, "phase"), "gap_by_mode": _gaps_by(flows, "mode"),
+        # the client's receive window at the fault: "closed" (no room for a byte) means the
+        # client's own reading, not the takeover, paced its next byte
+        "gap_by_window": _gaps_by(flows.assign(window=_window_at_fault(flows)), "window"),
         "phase_at_fault": (flows["phase"].value_counts().to_dict() if len(flows) else {}),
         "detect_p50_s": {m: quantile(faults[faults["mode"] == m]["detect_s"].dropna().tolist(),
                                      0.5) for m in cfg.modes},
@@ -394,6 +416,15 @@ def _summary(cfg: CampaignConfig, trials: pd.DataFrame, conns: pd.DataFrame,
                         "completed_exact": int(fconns[fconns["mode"] == m]["ok"].sum())}
                     for m in cfg.modes} if n else {},
     }  # fmt: skip
+
+
+def _window_at_fault(flows: pd.DataFrame) -> pd.Series:
+    """``open``, ``closed`` or ``unknown``: whether each client's receive window had room at
+    the fault (:attr:`~sslacc_sim.aio.linux.loadstats.FlowAtKill.room`)."""
+    if "room" not in flows:
+        return pd.Series("unknown", index=flows.index)
+    room = flows["room"]
+    return room.gt(0).map({True: "open", False: "closed"}).where(room.notna(), "unknown")
 
 
 def _gaps_by(flows: pd.DataFrame, column: str) -> dict[str, dict[str, float | int | None]]:
@@ -486,7 +517,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="namespaces are sacc-<prefix><trial>-* (default cp)")
     p.add_argument("--cleanup", action="store_true",
                    help="remove the sacc- namespaces (and their processes) a killed run left, "
-                   "those of --tag-prefix only if it is given, then exit")
+                   "those of --tag-prefix only if it is given, then exit; a run still going "
+                   "keeps its own")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
 
@@ -497,7 +529,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def body(args: argparse.Namespace) -> int:
         if args.cleanup:
-            removed = sweep_leftovers(PREFIX + (args.tag_prefix or ""))
+            removed = sweep_leftovers(PREFIX + (args.tag_prefix or ""), spare_live_runs=True)
             print(f"removed {len(removed)} namespaces" + (f": {' '.join(removed)}" if removed
                                                            else ""))  # fmt: skip
             return 0

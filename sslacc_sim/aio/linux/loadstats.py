@@ -1,14 +1,15 @@
 """What a fault campaign's captures and outcomes say: gaps, phases, zombies, bounds.
 
-Pure functions over the client-side capture (:func:`~sslacc_sim.aio.linux.sniff.record_server_frames`
-rows: ``(time, source MAC, client port, seq, payload length, flags)``) and the clients'
-outcomes, so that they can be tested on hand-made rows.
+Pure functions over the client-side capture (:func:`~sslacc_sim.aio.linux.sniff.record_frames`
+rows: ``(time, source MAC, client port, seq, payload length, flags, window)``; the client's own
+segments have :data:`CLIENT` for a MAC, their acknowledgement for ``seq`` and their scaled
+window) and the clients' outcomes, so that they can be tested on hand-made rows.
 
 * :func:`flows_at` classifies every client connection by what it had received when the node
   died (``no-syn-ack``, ``handshake``: fewer than :data:`EARLY_BYTES` server bytes, the flights
   before the first application record; ``transfer``; ``finished``: the server's FIN was in)
   and finds its *gap*: from the kill to the first data segment from another node;
-* :func:`zombie_frames` counts frames from the fenced node after it woke (data or reset);
+* :func:`zombie_frames` counts frames from the fenced node after it woke (data, FIN or reset);
 * :func:`wilson_lower` is the 95 % lower confidence bound on a success fraction.
 """
 
@@ -18,13 +19,15 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["EARLY_BYTES", "FlowAtKill", "flows_at", "zombie_frames", "wilson_lower", "quantile"]
+__all__ = ["EARLY_BYTES", "CLIENT", "FlowAtKill", "flows_at", "zombie_frames", "wilson_lower", "quantile"]
 
 #: Server bytes below which a connection counts as still in its handshake: the ServerHello
 #: flight (about 1 KB with one 2048-bit certificate), the server's Finished and the first
 #: record of the response head fit in it.
 EARLY_BYTES = 4096
-_FIN, _SYN, _RST = 0x01, 0x02, 0x04
+_FIN, _SYN, _RST, _ACK = 0x01, 0x02, 0x04, 0x10
+#: The source of the client's own segments in a capture row (``mac`` column).
+CLIENT = "client"
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,10 @@ class FlowAtKill:
     """Server bytes received before the kill."""
     gap_s: float | None
     """Kill to the first data segment from another node's MAC; ``None``: none came."""
+    room: int | None = None
+    """Bytes the client's receive window still allowed at the kill (its last acknowledgement
+    plus its window, less the server bytes sent): under a segment, the client, not the
+    server, held the next byte up. ``None``: no client segment was heard before the kill."""
 
 
 def flows_at(rows: Iterable[Sequence[object]], kill: float, victim_mac: str
@@ -46,9 +53,15 @@ def flows_at(rows: Iterable[Sequence[object]], kill: float, victim_mac: str
     Segments from the victim after the kill do not end a gap: they were on their way when the
     link went down, or they are a zombie's (:func:`zombie_frames`)."""
     by_port: dict[int, list[tuple[float, str, int, int, int]]] = {}
-    for t, mac, port, seq, n, flags in rows:  # type: ignore[misc]
-        by_port.setdefault(int(port), []).append((float(t), str(mac), int(seq), int(n),  # type: ignore[call-overload]
-                                                  int(flags)))  # type: ignore[call-overload]
+    client: dict[int, tuple[int, int]] = {}  # port -> (ack, scaled window) last heard before the kill
+    for row in rows:
+        t, mac, port, seq, n, flags = (float(row[0]), str(row[1]), int(row[2]), int(row[3]),  # type: ignore[call-overload]
+                                       int(row[4]), int(row[5]))  # type: ignore[call-overload]  # fmt: skip
+        if mac == CLIENT:
+            if t < kill and flags & _ACK:
+                client[port] = (seq, int(row[6]))  # type: ignore[call-overload]
+            continue
+        by_port.setdefault(port, []).append((t, mac, seq, n, flags))
     out = {}
     for port, segs in by_port.items():
         synack = [s for s in segs if s[4] & _SYN]
@@ -67,14 +80,20 @@ def flows_at(rows: Iterable[Sequence[object]], kill: float, victim_mac: str
             phase = "transfer"
         gap = next((s[0] - kill for s in segs
                     if s[0] >= kill and s[3] and s[1] != victim_mac), None)  # fmt: skip
-        out[port] = FlowAtKill(port, phase, had, gap)
+        room = None
+        if base is not None and port in client:
+            ack, window = client[port]
+            room = ((ack - base) & 0xFFFFFFFF) + window - had
+        out[port] = FlowAtKill(port, phase, had, gap, room)
     return out
 
 
 def zombie_frames(rows: Iterable[Sequence[object]], victim_mac: str, woke: float) -> int:
-    """Frames from ``victim_mac`` after ``woke`` carrying data or a reset."""
-    return sum(1 for t, mac, _, _, n, flags in rows  # type: ignore[misc]
-               if float(t) >= woke and mac == victim_mac and (int(n) or int(flags) & _RST))  # type: ignore[call-overload]
+    """Frames from ``victim_mac`` after ``woke`` carrying data, a FIN or a reset: anything
+    of the fenced node's that could change what a client holds (a bare ACK cannot)."""
+    return sum(1 for t, mac, _, _, n, flags, *_ in rows  # type: ignore[misc]
+               if float(t) >= woke and mac == victim_mac
+               and (int(n) or int(flags) & (_RST | _FIN)))  # type: ignore[call-overload]
 
 
 def wilson_lower(successes: int, n: int, z: float = 1.959964) -> float:

@@ -47,9 +47,11 @@ from tls12.suites import SUITES, suite_by_name
 from .backup import Backup, Controls
 from .primary import Primary, run_primary
 from .service import DiePoint, Docroot
-from .sniff import packet_socket, record_server_frames
+from .sniff import packet_socket, record_frames
 
 __all__ = ["POINTS", "main"]
+
+_SWITCH_INTERVAL_S = 0.0005
 
 #: Instants at which ``--die-at`` stops the primary (module docstring).
 POINTS = ("after-server-hello-flight", "after-client-key-exchange", "transfer", "mid-record")
@@ -71,20 +73,21 @@ def _primary(args: argparse.Namespace) -> int:
     buddy = None if args.standalone else (args.mirror, args.mirror_port)
     node = Primary(args.vip, args.port, buddy, _docroot(args),
                    _config(args), die=die, keepalive=not args.no_keepalive,
-                   self_fence=not args.no_self_fence, stall=args.stall_ms / 1000)  # fmt: skip
+                   self_fence=not args.no_self_fence, stall=args.stall_ms / 1000,
+                   lan_dev=None if args.standalone else args.dev)  # fmt: skip
     return run_primary(node)
 
 
 def _backup(args: argparse.Namespace) -> int:
     fence = None
     if args.fence_netns and args.fence_port:
-        fence = ["ip", "-n", args.fence_netns, "link", "set", args.fence_port, "down"]
+        fence = (args.fence_netns, args.fence_port)
     controls = Controls(any_error_is_death=not args.only_eof_is_death,
                         keepalive=not args.no_keepalive, fence=not args.no_fence,
                         sniff_data=not args.no_sniff_data,
                         sniff_unaccepted=not args.no_sniff_unaccepted)  # fmt: skip
     node = Backup(args.vip, args.port, (args.mirror, args.mirror_port), args.dev,
-                  _docroot(args), _config(args), fence_cmd=fence, controls=controls,
+                  _docroot(args), _config(args), fence_port=fence, controls=controls,
                   resume_at_ack=not args.no_resume_at_ack,
                   next_buddy=(args.next_mirror, args.mirror_port) if args.next_mirror else None)  # fmt: skip
     return node.run()
@@ -98,11 +101,27 @@ def _sniff(args: argparse.Namespace) -> int:
         stop = True
 
     signal.signal(signal.SIGTERM, _stop)
-    with packet_socket(args.dev, 1 << 27) as s:
+    with packet_socket(args.dev, 1 << 27, outgoing=True) as s:
         print("ready", flush=True)
-        seen = record_server_frames(s, (args.src, args.port), lambda: stop)
+        seen = record_frames(s, (args.src, args.port), lambda: stop)
     Path(args.out).write_text(json.dumps(seen))
     return 0
+
+
+def _primary_arguments(r: argparse.ArgumentParser) -> None:
+    """The options only the owner takes."""
+    r.add_argument("--die-at", choices=POINTS, help="stop here and wait to be killed")
+    r.add_argument("--die-after", type=cli.non_negative_int, default=4 << 20,
+                   help="bytes written before transfer / mid-record (default 4 MiB)")
+    r.add_argument("--stall-ms", type=cli.non_negative_float, default=0.0,
+                   help="wait this long before each accept and each read: a loaded "
+                   "server, whose queues a fault then finds full (default 0)")
+    r.add_argument("--standalone", action="store_true",
+                   help="no buddy: serve without mirroring (the benchmarks' reference)")
+    r.add_argument("--dev", default="eth0",
+                   help="the LAN interface, taken down when the lease runs out")
+    r.add_argument("--no-self-fence", action="store_true",
+                   help="negative control: a node whose lease ran out writes on")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -130,16 +149,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="negative control: no keepalives, no lease (a hung owner is never "
                        "detected)")
         if role == "primary":
-            r.add_argument("--die-at", choices=POINTS, help="stop here and wait to be killed")
-            r.add_argument("--die-after", type=cli.non_negative_int, default=4 << 20,
-                           help="bytes written before transfer / mid-record (default 4 MiB)")
-            r.add_argument("--stall-ms", type=cli.non_negative_float, default=0.0,
-                           help="wait this long before each accept and each read: a loaded "
-                           "server, whose queues a fault then finds full (default 0)")
-            r.add_argument("--standalone", action="store_true",
-                           help="no buddy: serve without mirroring (the benchmarks' reference)")
-            r.add_argument("--no-self-fence", action="store_true",
-                           help="negative control: a node whose lease ran out writes on")
+            _primary_arguments(r)
         else:
             r.add_argument("--dev", default="eth0", help="the LAN interface to take the VIP on")
             r.add_argument("--no-resume-at-ack", action="store_true",
@@ -193,6 +203,12 @@ def main(argv: list[str] | None = None) -> int:
                 socket.if_nametoindex(args.dev)
             except OSError:
                 raise cli.UsageError(f"--dev {args.dev}: no such network interface") from None
+        if args.role in ("primary", "backup"):
+            # The keepalive thread must run within tens of milliseconds however many
+            # connection threads want the interpreter lock: with the default 5 ms switch
+            # interval, thirty busy threads can hold it from the keepalive for 150 ms, the
+            # owner's whole lease (seen in campaign trials: a healthy owner fenced itself).
+            sys.setswitchinterval(_SWITCH_INTERVAL_S)
         handler = {"primary": _primary, "backup": _backup, "sniff": _sniff}[args.role]
         try:
             return handler(args)

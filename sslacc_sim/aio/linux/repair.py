@@ -25,7 +25,7 @@ The order follows what the kernel requires (CRIU's ``soccr/soccr.c`` does the sa
 sequence numbers before ``connect``, options after it, queue contents, then windows.
 
 A restored socket has no RTT sample, so its first retransmission waits Linux's initial RTO
-(1 s). :func:`await_ack` reads the answer to the window probe (how much of the queue the peer
+(1 s). :func:`answered` reads the answer to the window probe (how much of the queue the peer
 lacks) and :func:`rebase` restores the socket once more at exactly the peer's ACK, so that the
 missing bytes can be written as new data and leave at once.
 
@@ -41,7 +41,6 @@ from __future__ import annotations
 import fcntl
 import socket
 import struct
-import time
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -60,9 +59,11 @@ __all__ = [
     "snapshot",
     "restore",
     "leave_repair",
-    "await_ack",
+    "answered",
     "rebase",
-    "probe_again",
+    "old_byte_probe",
+    "append_received",
+    "received_up_to",
     "unread",
     "seq_add",
 ]
@@ -269,6 +270,31 @@ def _fill(sock: socket.socket, data: bytes) -> None:
         view = view[sent:]
 
 
+def append_received(sock: socket.socket, data: bytes) -> None:
+    """Add ``data`` to the receive queue of ``sock`` (in repair mode) as if it had just been
+    received after ``rcv_nxt``, which moves past it; the windows follow."""
+    if not data:
+        return
+    _set(sock, TCP_REPAIR_QUEUE, TCP_RECV_QUEUE, "select the receive queue")
+    _fill(sock, data)
+    rcv_nxt = _queue_seq(sock, TCP_RECV_QUEUE)
+    _set(sock, TCP_REPAIR_QUEUE, TCP_SEND_QUEUE, "select the send queue")
+    _, snd_wnd, max_window, rcv_wnd, _ = _WINDOW.unpack(
+        sock.getsockopt(socket.IPPROTO_TCP, TCP_REPAIR_WINDOW, _WINDOW.size))
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, TCP_REPAIR_WINDOW,
+                        _WINDOW.pack(rcv_nxt, snd_wnd, max_window, rcv_wnd, rcv_nxt))  # fmt: skip
+    except OSError as exc:
+        raise RepairError(exc.errno, f"set the windows: {exc.strerror}") from None
+
+
+def received_up_to(sock: socket.socket) -> int:
+    """``rcv_nxt`` of ``sock`` (in repair mode)."""
+    seq = _queue_seq(sock, TCP_RECV_QUEUE)
+    _set(sock, TCP_REPAIR_QUEUE, TCP_SEND_QUEUE, "select the send queue")
+    return seq
+
+
 def leave_repair(sock: socket.socket, *, probe: bool = True) -> None:
     """Let the restored ``sock`` run; with ``probe`` the kernel sends a window probe at once,
     whose answer tells it how much of the queue the peer already has."""
@@ -280,23 +306,47 @@ def unread(sock: socket.socket) -> int:
     return int(struct.unpack("i", fcntl.ioctl(sock.fileno(), _FIONREAD, b"\0" * 4))[0])
 
 
-def await_ack(sock: socket.socket, timeout: float) -> int | None:
-    """Wait up to ``timeout`` s for the first segment from the peer of a just restored socket
-    (the answer to the window probe); return how many queued bytes it left unacknowledged,
-    or ``None`` when nothing arrived."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _TCP_INFO_SEGS_IN + 4)
-        if struct.unpack_from("=I", info, _TCP_INFO_SEGS_IN)[0]:
-            return struct.unpack("i", fcntl.ioctl(sock.fileno(), _SIOCOUTQ, b"\0" * 4))[0]
-        time.sleep(0.0005)
-    return None
+def answered(sock: socket.socket) -> int | None:
+    """Whether the peer of a just restored socket has sent a segment yet (the answer to the
+    window probe): ``None`` if not, else how many queued bytes it left unacknowledged."""
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _TCP_INFO_SEGS_IN + 4)
+    if not struct.unpack_from("=I", info, _TCP_INFO_SEGS_IN)[0]:
+        return None
+    return struct.unpack("i", fcntl.ioctl(sock.fileno(), _SIOCOUTQ, b"\0" * 4))[0]
 
 
-def probe_again(sock: socket.socket) -> None:
-    """Send one more window probe from a running connection (in and out of repair mode)."""
-    _set(sock, TCP_REPAIR, _REPAIR_ON, "enter repair mode")
-    _set(sock, TCP_REPAIR, _REPAIR_OFF, "leave repair mode")
+def old_byte_probe(local: tuple[str, int], remote: tuple[str, int], seq: int) -> None:
+    """Make the peer acknowledge at once: send it one byte at ``seq``, which it must already
+    hold (``seq + 1`` at or before the last acknowledgement it sent).
+
+    A window probe (what leaving repair mode sends) carries no data, so the peer answers it
+    at most once per ``net.ipv4.tcp_invalid_ratelimit`` (500 ms): a slow reader that answered
+    the dead owner's zero-window probes stays silent. A segment with data below the window is
+    never rate-limited: Linux answers with a duplicate ACK every time (its ``tcp_send_dupack``
+    path; data segments are exempt from the ACK-loop limit), and drops the byte unread, so its
+    value does not matter. Sent from a raw socket (``IPPROTO_RAW``: header written here,
+    nothing received), from ``local``, which must be an address of this host."""
+    src, dst = socket.inet_aton(local[0]), socket.inet_aton(remote[0])
+    payload = b"\0"
+    tcp = struct.pack(">HHIIBBHHH", local[1], remote[1], seq & 0xFFFFFFFF, 0, 5 << 4, 0x10,
+                      0, 0, 0)  # fmt: skip  (ACK flag: Linux drops a segment without it)
+    pseudo = src + dst + struct.pack(">BBH", 0, socket.IPPROTO_TCP, len(tcp) + len(payload))
+    tcp = tcp[:16] + struct.pack(">H", _checksum(pseudo + tcp + payload)) + tcp[18:]
+    total = 20 + len(tcp) + len(payload)
+    ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, total, 0, 0x4000, 64, socket.IPPROTO_TCP, 0,
+                     src, dst)  # fmt: skip  (the kernel fills in the header checksum)
+    with socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW) as raw:
+        raw.sendto(ip + tcp + payload, (remote[0], 0))
+
+
+def _checksum(data: bytes) -> int:
+    """The Internet checksum (RFC 1071) of ``data``."""
+    if len(data) % 2:
+        data += b"\0"
+    total = sum(struct.unpack(f">{len(data) // 2}H", data))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
 
 
 def rebase(sock: socket.socket, snap: TcpSnapshot, *, unread: bytes = b"") -> socket.socket:

@@ -33,7 +33,7 @@ from .mirror import ACK, MirrorState, Segment, join_blob, send_frame
 
 __all__ = [
     "BATCH", "Docroot", "Stream", "Lease", "LeaseExpired", "DiePoint", "Service", "rebuild",
-    "response_head", "outq",
+    "response_head", "outq", "write_leased",
 ]
 
 #: Plaintext bytes of the response per mirrored segment (16 records of 16 KiB).
@@ -56,8 +56,23 @@ def outq(sock: socket.socket) -> int:
 
 
 def closed(sock: socket.socket) -> bool:
-    """The kernel has closed the connection (``TCP_CLOSE``: the peer reset it)."""
+    """The kernel has closed the connection (``TCP_CLOSE``: the peer reset it); a socket that is
+    not TCP (a test's ``socketpair``) has no such state and is never closed here."""
+    if sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return False
     return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] == _TCP_CLOSE
+
+
+def write_leased(sock: socket.socket, data: bytes, lease: Lease | None) -> None:
+    """Write ``data``, checking before every 64 KiB that the node still holds ``lease``
+    (:class:`LeaseExpired` if not; ``None``: no lease to hold)."""
+    view = memoryview(data)
+    while view:
+        if lease is not None and not lease.valid():
+            raise LeaseExpired("the lease ran out before a write")
+        chunk = view[:_WRITE_CHUNK]
+        sock.sendall(chunk)
+        view = view[len(chunk) :]
 
 
 def response_head(size: int) -> bytes:
@@ -315,14 +330,8 @@ class Service:
         send_frame(self.mirror, {"type": "done", **({"why": why} if why else {})})
 
     def _write(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            if self.lease is not None and not self.lease.valid():
-                raise LeaseExpired("the lease ran out before a write")
-            chunk = view[:_WRITE_CHUNK]
-            self.sock.sendall(chunk)
-            self.snd_pos += len(chunk)
-            view = view[len(chunk):]
+        write_leased(self.sock, data, self.lease)
+        self.snd_pos += len(data)
 
     def _commit(self, parts: dict[str, bytes], *, seg: dict[str, Any] | None = None,
                 length: int = 0, raw: bool = False) -> None:  # fmt: skip
@@ -351,13 +360,23 @@ class Service:
 # --- rebuilding on the buddy ----------------------------------------------------------------
 
 
-def rebuild(state: MirrorState, stream: Stream | None, config: ServerConfig | None
-            ) -> tuple[int, bytes]:  # fmt: skip
+def rebuild(state: MirrorState, stream: Stream | None, config: ServerConfig | None,
+            lo: int | None = None, hi: int | None = None) -> tuple[int, bytes]:  # fmt: skip
     """``(position, bytes)``: the server bytes from the first segment the client may lack up to
-    ``state.snd_pos``, byte-identical to what the primary wrote (or was about to write)."""
+    ``state.snd_pos``, byte-identical to what the primary wrote (or was about to write).
+
+    ``lo``/``hi``: only the bytes ``[lo, hi)`` of that span (clamped to it), rebuilding only the
+    segments they touch: a takeover rebuilds what the client may be acknowledging before it
+    claims the address, the rest after."""
     segments = state.unacked()
-    data = b"".join(_segment_bytes(seg, state, stream, config) for seg in segments)
-    return (segments[0].pos if segments else state.snd_pos), data
+    start = segments[0].pos if segments else state.snd_pos
+    lo = start if lo is None else max(lo, start)
+    hi = state.snd_pos if hi is None else min(hi, state.snd_pos)
+    touched = [seg for seg in segments if seg.end > lo and seg.pos < hi]
+    data = b"".join(_segment_bytes(seg, state, stream, config) for seg in touched)
+    if touched:
+        data = data[lo - touched[0].pos : hi - touched[0].pos]
+    return lo, data
 
 
 def _segment_bytes(seg: Segment, state: MirrorState, stream: Stream | None,

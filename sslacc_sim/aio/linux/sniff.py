@@ -17,28 +17,33 @@ The paper rejected multicasting client data to every node because updates share 
 this testbed measures (``bench_sslacc_cluster``) rather than assumes.
 
 :func:`parse_frame` reads one Ethernet frame (IPv4/TCP only; anything else is ``None``; never
-raises on bad input). :class:`FlowTracker` is pure bookkeeping (no I/O); :func:`capture`
-feeds it from an ``AF_PACKET`` socket. :func:`record_server_frames` is the client-side probe of
-the campaign: the arrival time, source MAC, flow and sequence numbers of every server segment.
+raises on bad input). :class:`FlowTracker` is pure bookkeeping (no I/O); :class:`Sniffer`
+feeds it from an ``AF_PACKET`` socket. :func:`record_frames` is the client-side probe of
+the campaign: the arrival time, source MAC, flow and sequence numbers of every segment, and the
+clients' windows.
 """
 
 from __future__ import annotations
 
+import os
+import select
 import socket
 import struct
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 __all__ = [
-    "TcpFrame", "Flow", "FlowTracker", "parse_frame", "packet_socket", "capture",
-    "record_server_frames", "SYN", "ACK", "FIN", "RST",
+    "TcpFrame", "Flow", "FlowTracker", "parse_frame", "packet_socket", "Sniffer",
+    "record_frames", "SYN", "ACK", "FIN", "RST",
 ]
 
 FIN, SYN, RST, ACK = 0x01, 0x02, 0x04, 0x10
 _SO_RCVBUFFORCE = 33
 _ETH_P_IP = 0x0800
+_ETH_P_ALL = 0x0003
+_SO_TIMESTAMPNS = 35
 _MAX_FLOW_BYTES = 1 << 25  # a client that sends more than this is not tracked further
 
 
@@ -120,6 +125,8 @@ class Flow:
     pending: dict[int, bytes] = field(default_factory=dict)
     acked: int | None = None
     """The highest server sequence number the client acknowledged."""
+    sent_end: int | None = None
+    """The sequence number after the last server data byte heard (the highest)."""
     fin: bool = False
     server_fin: bool = False
     reset: bool = False
@@ -210,8 +217,18 @@ class FlowTracker:
             flow.server_wscale = wscale[0] if wscale else None
             flow.server_sack = 4 in seg.options
         flow.server_window = seg.window
+        if seg.payload:
+            end = (seg.seq + len(seg.payload)) & 0xFFFFFFFF
+            if flow.sent_end is None or _after(end, flow.sent_end):
+                flow.sent_end = end
         if seg.flags & FIN:
             flow.server_fin = True
+
+    def copy_flows(self) -> dict[tuple[str, int], Flow]:
+        """A consistent copy of every flow, while the sniffer goes on feeding the originals."""
+        with self.lock:
+            return {key: replace(flow, data=bytearray(flow.data), pending=dict(flow.pending))
+                    for key, flow in self.flows.items()}  # fmt: skip
 
     def forget(self, client: tuple[str, int]) -> None:
         """Drop a finished connection's record."""
@@ -219,46 +236,109 @@ class FlowTracker:
             self.flows.pop(client, None)
 
 
-def packet_socket(dev: str, rcvbuf: int = 1 << 26) -> socket.socket:
-    """An ``AF_PACKET`` socket on ``dev`` receiving every IPv4 frame it carries (root)."""
-    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(_ETH_P_IP))
+def packet_socket(dev: str, rcvbuf: int = 1 << 26, *, outgoing: bool = False) -> socket.socket:
+    """An ``AF_PACKET`` socket on ``dev`` receiving every IPv4 frame it carries (root).
+
+    ``outgoing``: also the frames this host sends (a socket bound to one protocol sees only
+    incoming frames; this one takes every protocol, and :func:`parse_frame` skips non-IPv4)."""
+    proto = _ETH_P_ALL if outgoing else _ETH_P_IP
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(proto))
     s.setsockopt(socket.SOL_SOCKET, _SO_RCVBUFFORCE, rcvbuf)  # beyond rmem_max: root
     s.bind((dev, 0))
     return s
 
 
-def capture(sock: socket.socket, tracker: FlowTracker, stop: threading.Event) -> None:
-    """Feed ``tracker`` from ``sock`` until ``stop`` is set, then drain what is queued."""
-    sock.settimeout(0.02)
-    while True:
-        if stop.is_set() and sock.gettimeout() != 0.0:
-            sock.setblocking(False)  # stopped: read only what is queued already
-        try:
-            frame = sock.recv(1 << 17)
-        except BlockingIOError:
-            return
-        except (TimeoutError, InterruptedError):
-            continue
-        seg = parse_frame(frame)
-        if seg is not None:
-            tracker.feed(seg)
+class Sniffer:
+    """Feeds a :class:`FlowTracker` from a packet socket in a thread until :meth:`stop`.
+
+    The thread sleeps in ``poll`` on the packet socket and a wake-up pipe, so that a stop
+    takes effect at once (a takeover waits for it), then drains what is queued already.
+    """
+
+    def __init__(self, sock: socket.socket, tracker: FlowTracker) -> None:
+        self.sock = sock
+        self.sock.setblocking(False)
+        self.tracker = tracker
+        self._wake_r, self._wake_w = os.pipe()
+        self._feeding = threading.Lock()  # held while frames are read and fed
+        self._thread = threading.Thread(target=self._run, daemon=True, name="sniffer")
+
+    def start(self) -> Sniffer:
+        self._thread.start()
+        return self
+
+    def sync(self) -> None:
+        """Feed, in the calling thread, every frame the socket holds now (the thread may lag
+        behind the wire when the CPU is busy); the thread goes on after."""
+        self._drain()
+
+    def stop(self) -> None:
+        """Stop listening, feed what the socket holds already, return when it is fed."""
+        os.write(self._wake_w, b"x")
+        self._thread.join()
+        for fd in (self._wake_r, self._wake_w):
+            os.close(fd)
+
+    def _run(self) -> None:
+        poller = select.poll()
+        poller.register(self.sock.fileno(), select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
+        while True:
+            ready = {fd for fd, _ in poller.poll()}
+            self._drain()  # after a wake-up too: everything queued when stop() was called
+            if self._wake_r in ready:
+                return
+
+    def _drain(self) -> None:
+        with self._feeding:
+            while True:
+                try:
+                    frame = self.sock.recv(1 << 17)
+                except BlockingIOError:
+                    return
+                except InterruptedError:
+                    continue
+                seg = parse_frame(frame)
+                if seg is not None:
+                    self.tracker.feed(seg)
 
 
-def record_server_frames(sock: socket.socket, service: tuple[str, int],
-                         stop: Callable[[], bool]) -> list[tuple[float, str, int, int, int, int]]:  # fmt: skip
-    """``(time, source MAC hex, client port, seq, payload length, flags)`` of every segment from
-    ``service`` heard on ``sock`` until ``stop()`` (checked every 0.2 s); ``time.monotonic()``,
+def record_frames(sock: socket.socket, service: tuple[str, int], stop: Callable[[], bool]
+                  ) -> list[tuple[float, str, int, int, int, int, int]]:  # fmt: skip
+    """Every segment between clients and ``service`` heard on ``sock`` until ``stop()`` (checked
+    every 0.2 s), as rows ``(time, source MAC hex, client port, seq, payload length, flags,
+    window)``; a client's own segments have ``"client"`` for a MAC, their acknowledgement for
+    ``seq`` and their window scaled by the shift their SYN announced. ``time.monotonic()``:
     one clock for every namespace."""
-    seen: list[tuple[float, str, int, int, int, int]] = []
+    seen: list[tuple[float, str, int, int, int, int, int]] = []
+    shift: dict[int, int] = {}
+    # the kernel's receive time of each frame, not when this loop got to it (it lags under
+    # load): SO_TIMESTAMPNS gives the wall clock, turned into time.monotonic() by the offset
+    # between the two clocks
+    sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
     sock.settimeout(0.2)
     while not stop():
         try:
-            frame = sock.recv(1 << 17)
+            frame, ancillary, _, _ = sock.recvmsg(1 << 17, 64)
         except (TimeoutError, InterruptedError):
             continue
-        now = time.monotonic()
+        offset = time.time() - time.monotonic()  # read each time: the wall clock may be slewed
+        now = next((sec + nsec / 1e9 - offset
+                    for level, kind, data in ancillary
+                    if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(data) >= 16
+                    for sec, nsec in [struct.unpack("=qq", data[:16])]), time.monotonic())  # fmt: skip
         seg = parse_frame(frame)
-        if seg is not None and seg.src == service:
+        if seg is None:
+            continue
+        if seg.src == service:
             seen.append((now, seg.src_mac.hex(), seg.dst[1], seg.seq, len(seg.payload),
-                         seg.flags))  # fmt: skip
+                         seg.flags, seg.window))  # fmt: skip
+        elif seg.dst == service:
+            port = seg.src[1]
+            if seg.flags & SYN:
+                wscale = seg.options.get(3)
+                shift[port] = wscale[0] if wscale else 0
+                continue  # a SYN's window is never scaled; it acknowledges nothing
+            seen.append((now, "client", port, seg.ack, len(seg.payload), seg.flags,
+                         seg.window << shift.get(port, 0)))  # fmt: skip
     return seen

@@ -15,7 +15,10 @@
 
 The server bytes the client may lack go into the send queue as already sent: from the client's
 last acknowledgement heard on the LAN (or, without it, from the first mirrored segment not
-known to be acknowledged) to the mirrored end. :func:`resume` then asks the client with a window
+known to be acknowledged) to the last server byte heard on the LAN plus
+:data:`RESTORE_MARGIN` (or, without it, to the mirrored end). The mirrored bytes after that
+were never sent: rebuilding them (sealing TLS records again) before the claim would hold every
+connection up, so :func:`tail` rebuilds them once the connection runs, as new data. :func:`resume_all` then asks the client with a window
 probe where it stands and restores once more at its answer
 (:func:`~sslacc_sim.aio.linux.repair.rebase`), the missing bytes written as new data, so that a
 restored socket, which has no RTT sample, need not wait for its 1 s retransmission timer.
@@ -24,7 +27,8 @@ restored socket, which has no RTT sample, need not wait for its 1 s retransmissi
 from __future__ import annotations
 
 import socket
-import struct
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from tls12 import ServerConfig
@@ -34,10 +38,14 @@ from .mirror import MirrorState
 from .service import Docroot, rebuild
 from .sniff import Flow
 
-__all__ = ["Restored", "restore_flow", "resume", "gratuitous_arp", "snapshot_from_flow"]
+__all__ = ["Restored", "restore_flow", "resume_all", "tail", "snapshot_from_flow", "RESTORE_MARGIN"]
 
-_PROBE_WAIT_S = 0.2  # how long a restored socket waits for the answer to its window probe
-_REPROBES = 4  # probes sent again when no answer came (0.8 s more at most)
+_REPROBE_S = 0.005  # no answer to a probe within this: probe again (old_byte_probe)
+_ANSWER_WITHIN_S = 1.0  # no answer at all within this: leave it to the retransmission timer
+RESTORE_MARGIN = 1 << 16
+"""Bytes past the last server byte heard that are restored as sent all the same, in case the
+sniffer missed the last frame (one segmentation-offload frame carries up to 64 KiB; the
+client may acknowledge what it got)."""
 _MASK = 0xFFFFFFFF
 
 
@@ -61,6 +69,9 @@ class Restored:
     """After a rebase: the bytes the client lacks, to write as new data."""
     lacked: int | None = None
     """Server bytes the client had not acknowledged (from the LAN record; ``None``: unknown)."""
+    tail_from: int = 0
+    """Where the send queue ends: the mirrored bytes from here on are written after the
+    claim (:func:`tail`)."""
 
 
 def snapshot_from_flow(flow: Flow, vip: str, port: int) -> repair.TcpSnapshot:
@@ -102,7 +113,8 @@ def restore_flow(state: MirrorState | None, flow: Flow | None, docroot: Docroot,
     if state.done:
         return None
     stream = docroot.stream(state.app["path"]) if "path" in state.app else None
-    start, unacked = rebuild(state, stream, config)
+    segments = state.unacked()
+    start = segments[0].pos if segments else state.snd_pos  # the first byte the client may lack
     snap = state.tcp
     rcv_first = repair.seq_add(snap.rcv_nxt, state.rcv_pos)
     unread = b""
@@ -121,7 +133,14 @@ def restore_flow(state: MirrorState | None, flow: Flow | None, docroot: Docroot,
     # kernel drops; the connection would stall. Bytes before the acknowledgement heard are
     # certainly in the client: they are not queued again.
     first = heard if heard is not None and at_ack else start
-    at = replace(snap, snd_nxt=repair.seq_add(snap.snd_nxt, state.snd_pos), rcv_nxt=rcv_first)
+    # Only what the client may be acknowledging is rebuilt before the address is claimed:
+    # up to the last server byte heard on the LAN and a margin for frames the sniffer missed.
+    # Bytes beyond were never sent (the client cannot acknowledge them); they are rebuilt
+    # and written as new data after the claim (:func:`tail`).
+    wire = _sent_position(flow, snap, first, state.snd_pos) if use_flow and at_ack else None
+    cut = state.snd_pos if wire is None else min(state.snd_pos, wire + RESTORE_MARGIN)
+    _, queued = rebuild(state, stream, config, first, cut)
+    at = replace(snap, snd_nxt=repair.seq_add(snap.snd_nxt, cut), rcv_nxt=rcv_first)
     if use_flow and flow is not None and flow.acked is not None:
         # the client's window as last heard, not as it was at accept: a slow reader's window
         # may be nearly closed, and a socket that believes it wide open sends into the void
@@ -129,10 +148,30 @@ def restore_flow(state: MirrorState | None, flow: Flow | None, docroot: Docroot,
         # taken as an update by the kernel)
         window = flow.client_window << snap.snd_wscale
         at = replace(at, snd_wnd=window, max_window=max(snap.max_window, window))
-    queued = unacked[first - start :]
     sock = repair.restore(at, queued, unread=unread)
     return Restored(tuple(snap.remote), sock, state, at, from_sniff, queued=queued,  # type: ignore[arg-type]
-                    queued_start=first, unread=len(unread), lacked=lacked)  # fmt: skip
+                    queued_start=first, unread=len(unread), lacked=lacked, tail_from=cut)  # fmt: skip
+
+
+def _sent_position(flow: Flow | None, snap: repair.TcpSnapshot, first: int, end: int
+                   ) -> int | None:  # fmt: skip
+    """The position after the last server byte heard on the LAN, at least ``first``; ``None``
+    when none was heard or it lies beyond the mirrored ``end`` (never: the owner mirrors
+    before it sends)."""
+    if flow is None or flow.sent_end is None:
+        return None
+    pos = (flow.sent_end - snap.snd_nxt) & _MASK
+    return max(pos, first) if pos <= end else None
+
+
+def tail(r: Restored, docroot: Docroot, config: ServerConfig | None) -> bytes:
+    """The server bytes after the restored socket's send queue up to the mirrored end: never
+    sent by the old owner, written as new data once the connection runs."""
+    state = r.state
+    if r.tail_from >= state.snd_pos:
+        return b""
+    stream = docroot.stream(state.app["path"]) if "path" in state.app else None
+    return rebuild(state, stream, config, r.tail_from, state.snd_pos)[1]
 
 
 def _acked_position(flow: Flow | None, snap: repair.TcpSnapshot, start: int, end: int
@@ -145,48 +184,63 @@ def _acked_position(flow: Flow | None, snap: repair.TcpSnapshot, start: int, end
     return pos if start <= pos <= end else None
 
 
-def resume(r: Restored, resume_at_ack: bool = True) -> tuple[socket.socket, str]:
-    """Ready a restored, already running socket to send what the client lacks; return the
-    socket to serve on (a new one when it was rebased at the client's acknowledgement: the
-    caller then writes ``r.resend`` first, which may block on a slow reader) and what was
-    done: ``rebased``, ``nothing-queued``, ``off``, ``no-answer`` (the probe's answer did not
-    come within 0.2 s), ``client-has-all``."""
-    if not r.queued:
-        return r.sock, "nothing-queued"
-    if not resume_at_ack:
-        return r.sock, "off"
-    missing = repair.await_ack(r.sock, _PROBE_WAIT_S)
-    for _ in range(_REPROBES):
-        if missing is not None:
-            break
-        # Linux answers a probe (an old sequence number) at most once per 500 ms per
-        # connection (net.ipv4.tcp_invalid_ratelimit): a slow reader that has just answered
-        # the dead owner's zero-window probes stays silent. Probe again.
-        repair.probe_again(r.sock)
-        missing = repair.await_ack(r.sock, _PROBE_WAIT_S)
-    if missing is None:
-        return r.sock, "no-answer"
-    if not missing:
-        return r.sock, "client-has-all"
-    # The client lacks the last ``missing`` bytes. Left alone they would go out when the
-    # retransmission timer fires (1 s: a restored socket has no RTT sample). Instead, restore
-    # again exactly at the client's ACK, with those bytes as new data: sent at once.
-    # Client bytes waiting in the receive queue move to the new socket with it.
+def resume_all(restored: list[Restored], on_resumed: Callable[[Restored, socket.socket, str], None],
+               resume_at_ack: bool = True) -> None:  # fmt: skip
+    """Ready every restored, already running socket to send what its client lacks, all at
+    once: one loop reads the answers to the window probes their leaving repair mode sent.
+
+    ``on_resumed(r, sock, how)`` is called as each connection is ready, with the socket to
+    serve on (a new one when it was rebased at the client's acknowledgement: ``r.resend``
+    must then be written first) and what was done: ``rebased``, ``nothing-queued``, ``off``,
+    ``client-has-all``, ``no-answer`` (no probe was answered within 1 s; the kernel's timer
+    retransmits) or ``failed`` (the rebase raised: ``r.sock`` is closed, the connection lost).
+    A connection waits for no other: probes go out together and are read as they come."""
+    waiting: dict[int, tuple[Restored, float, float]] = {}
+    start = time.monotonic()
+    for i, r in enumerate(restored):
+        if not r.queued:
+            on_resumed(r, r.sock, "nothing-queued")
+        elif not resume_at_ack:
+            on_resumed(r, r.sock, "off")
+        else:
+            waiting[i] = (r, start + _ANSWER_WITHIN_S, start + _REPROBE_S)
+    while waiting:
+        for i, (r, give_up, reprobe) in list(waiting.items()):
+            missing = repair.answered(r.sock)
+            if missing is None:
+                now = time.monotonic()
+                if now >= give_up:
+                    del waiting[i]
+                    on_resumed(r, r.sock, "no-answer")
+                elif now >= reprobe:
+                    # no answer to the window probe yet: it may be rate-limited (the client
+                    # answered one of the dead owner's lately); a byte it holds never is
+                    first = repair.seq_add(r.snap.snd_nxt, -len(r.queued))
+                    repair.old_byte_probe(r.snap.local, r.snap.remote, repair.seq_add(first, -2))
+                    waiting[i] = (r, give_up, now + _REPROBE_S)
+                continue
+            del waiting[i]
+            if not missing:
+                on_resumed(r, r.sock, "client-has-all")
+                continue
+            try:
+                sock = _rebase(r, missing)
+            except OSError:
+                r.sock.close()
+                on_resumed(r, r.sock, "failed")
+                continue
+            on_resumed(r, sock, "rebased")
+        if waiting:
+            time.sleep(0.0002)
+
+
+def _rebase(r: Restored, missing: int) -> socket.socket:
+    """The client lacks the last ``missing`` queued bytes. Left alone they would go out when
+    the retransmission timer fires (1 s: a restored socket has no RTT sample). Instead,
+    restore again exactly at the client's ACK, with those bytes (``r.resend``) to be written
+    as new data: sent at once. Client bytes waiting in the receive queue move along."""
     pending = r.sock.recv(repair.unread(r.sock)) if repair.unread(r.sock) else b""
     at_ack = replace(r.snap, snd_nxt=repair.seq_add(r.snap.snd_nxt, -missing))
     sock = repair.rebase(r.sock, at_ack, unread=pending)
     r.resend = r.queued[-missing:]
-    return sock, "rebased"
-
-
-def gratuitous_arp(dev: str, address: str, count: int = 3) -> None:
-    """Broadcast ``count`` ARP requests for ``address`` from ``dev``'s MAC (sender = target =
-    ``address``): neighbours move their entry for it to this host at once."""
-    with socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0806)) as s:
-        s.bind((dev, 0))
-        mac = s.getsockname()[4]
-        ip = socket.inet_aton(address)
-        arp = struct.pack(">HHBBH", 1, 0x0800, 6, 4, 1) + mac + ip + b"\0" * 6 + ip
-        frame = b"\xff" * 6 + mac + b"\x08\x06" + arp
-        for _ in range(count):
-            s.send(frame)
+    return sock

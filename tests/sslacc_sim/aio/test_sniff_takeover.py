@@ -130,7 +130,8 @@ def test_flows_are_classified_and_gaps_measured_from_another_node() -> None:
     assert at[2].phase == "finished" and at[2].gap_s is None
     assert at[3].phase == "handshake" and at[3].gap_s == pytest.approx(0.2)
     assert at[4].phase == "no-syn-ack"
-    assert zombie_frames([*rows, (2.0, a, 1, 1, 0, RST), (2.1, a, 1, 1, 0, ACK)], a, 1.5) == 1
+    late = [(2.0, a, 1, 1, 0, RST), (2.1, a, 1, 1, 0, ACK), (2.2, a, 1, 1, 0, FIN | ACK)]
+    assert zombie_frames([*rows, *late], a, 1.5) == 2  # the reset and the FIN, not the ACK
 
 
 def test_wilson_bound_and_quantile() -> None:

@@ -166,17 +166,20 @@ def test_squid_in_the_middle_sees_both_hops_round_trips() -> None:
                                  "Serving HTTP")
         try:
             url = f"http://{origin}:8000/f"
-            direct = curl(tb, url)
+            # the delays come from a relay in user space: a busy machine only adds to them, so
+            # the least of three connects is the link's own round trip
+            direct = min(curl(tb, url).time_connect for _ in range(3))
             cold = curl(tb, url, proxy=squid.proxy_url, extra=["-H", "Cache-Control: max-age=0"])
-            from_middle = tb.run("middle", ["curl", "-s", "-o", "/dev/null", "-w",
-                                            "%{time_connect}", url], timeout=60)
+            from_middle = min(float(tb.run("middle", ["curl", "-s", "-o", "/dev/null", "-w",
+                                                      "%{time_connect}", url], timeout=60).stdout)
+                              for _ in range(3))
             codes = squid.access_codes()
         finally:
             stop(server)
     wan_rtt = 2 * profile.server_to_client.delay
-    assert direct.time_connect == pytest.approx(profile.rtt, abs=0.015)
+    assert direct == pytest.approx(profile.rtt, abs=0.015)
     assert cold.time_connect < 0.02   # client <-> Squid: the access hop (1 ms + the relay)
     assert cold.time_starttransfer > wan_rtt              # Squid's miss crossed the WAN
     # Squid's own connection to the origin pays the WAN round trip (without hop_by_hop: ~0)
-    assert float(from_middle.stdout) == pytest.approx(wan_rtt, abs=0.015)
+    assert from_middle == pytest.approx(wan_rtt, abs=0.015)
     assert codes == ["TCP_MISS"]

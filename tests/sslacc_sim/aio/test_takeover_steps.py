@@ -1,0 +1,195 @@
+"""The takeover's fast steps, each on real kernels: the port fence, the standby address, the
+probe no rate limit silences, the sniffer's prompt stop, the partial rebuild, the window at
+the fault.
+
+These are the pieces that bring the kill-to-next-byte gap under Linux's minimum
+retransmission timeout (``docs/sslacc-cluster.md``); each test fails when its piece is undone
+(the fence does not take the port down, the standby buddy answers ARP before it claims, the
+probe is a plain window probe, the sniffer sleeps out its timeout).
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from sslacc_sim.aio.linux.claim import PortFence
+from sslacc_sim.aio.linux.failover import node_env
+from sslacc_sim.aio.linux.loadstats import CLIENT, flows_at
+from sslacc_sim.aio.linux.mirror import MirrorState, join_blob
+from sslacc_sim.aio.linux.netns import ADDRESSES, VIP, Topology
+from sslacc_sim.aio.linux.repair import TcpSnapshot
+from sslacc_sim.aio.linux.service import rebuild
+from sslacc_sim.aio.linux.sniff import ACK, SYN, FlowTracker, Sniffer, packet_socket
+
+
+def _python(topo: Topology, node: str, code: str, timeout: float = 30.0) -> str:
+    """Run ``code`` with this checkout's Python in ``node``'s namespace; its stdout."""
+    out = topo.run(node, [sys.executable, "-c", textwrap.dedent(code)], env=node_env(),
+                   timeout=timeout)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def _port_up(topo: Topology, port: str) -> bool:
+    out = subprocess.run(["ip", "-n", topo.ns("lan"), "-o", "link", "show", port],
+                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    return ",UP" in out or "<UP" in out
+
+
+def test_the_fence_takes_the_old_owners_switch_port_down(namespaces: object) -> None:
+    with Topology(tag="tf") as topo:
+        assert _port_up(topo, "pa")
+        fence = PortFence(topo.ns("lan"), "pa")
+        t0 = time.monotonic()
+        fence.fire()
+        took = time.monotonic() - t0
+        assert not _port_up(topo, "pa") and _port_up(topo, "pb")
+        assert took < 0.05, f"the fence took {took * 1000:.1f} ms"
+        fence.close()
+        with pytest.raises(OSError):
+            PortFence(topo.ns("lan"), "pnope")  # armed against a port that is not there
+        with pytest.raises(ValueError):
+            PortFence(topo.ns("lan"), "p" * 16)
+
+
+def test_a_standby_buddy_stays_silent_until_it_claims(namespaces: object) -> None:
+    """Node B holds the address on standby: with A's port down, nobody answers ARP for it;
+    after ``claim`` B does, and the client's pings reach it."""
+    with Topology(tag="ts") as topo:
+        topo.cut("a")
+        # step 1: standby, then the client cannot reach the address
+        _python(topo, "b", f"""
+            from sslacc_sim.aio.linux.claim import StandbyAddress
+            StandbyAddress({VIP!r}, "eth0")
+        """)
+        assert _resolved(topo) is None, "a standby buddy answered ARP for the address"
+        # step 2: claim (the address, the sysctl and the ARP announcement are B's state)
+        _python(topo, "b", f"""
+            from sslacc_sim.aio.linux.claim import StandbyAddress
+            StandbyAddress({VIP!r}, "eth0").claim()
+        """)
+        assert _resolved(topo) == topo.mac("b")
+
+
+def _resolved(topo: Topology) -> str | None:
+    """The MAC the client's kernel resolves the address to (12 hex digits) after trying to
+    reach it, or ``None`` when nobody answered its ARP request."""
+    _python(topo, "client", f"""
+        import socket
+        try:
+            socket.create_connection(({VIP!r}, 9), timeout=1.5).close()
+        except OSError:
+            pass  # refused (someone has the address) or timed out (nobody)
+    """)
+    neigh = topo.run("client", ["ip", "neigh", "show", VIP]).stdout
+    if "lladdr" not in neigh:
+        return None
+    return neigh.split("lladdr")[1].split()[0].replace(":", "")
+
+
+def test_an_old_byte_probe_is_answered_every_time(namespaces: object) -> None:
+    """A window probe is answered once per 500 ms; a byte the peer already holds, each time."""
+    with Topology(tag="tp") as topo:
+        out = _python(topo, "a", f"""
+            import socket, struct, time
+            from sslacc_sim.aio.linux import repair
+            server = socket.create_server(({ADDRESSES["a"]!r}, 4433))
+            client = socket.create_connection(({ADDRESSES["a"]!r}, 4433))
+            s, _ = server.accept()
+            s.sendall(b"x" * 10); client.recv(10); time.sleep(0.05)
+            def segs_in():
+                info = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 144)
+                return struct.unpack_from("=I", info, 140)[0]
+            snd_nxt = repair.snapshot(s).snd_nxt
+            counts = [segs_in()]
+            for _ in range(2):  # window probes: leaving repair mode sends one
+                s.setsockopt(socket.IPPROTO_TCP, repair.TCP_REPAIR, 1)
+                s.setsockopt(socket.IPPROTO_TCP, repair.TCP_REPAIR, 0)
+                time.sleep(0.02); counts.append(segs_in())
+            for _ in range(3):
+                repair.old_byte_probe(s.getsockname(), s.getpeername(), snd_nxt - 2)
+                time.sleep(0.02); counts.append(segs_in())
+            client.sendall(b"ok"); assert s.recv(10) == b"ok"
+            s.sendall(b"more"); assert client.recv(10) == b"more"
+            print(*counts)
+        """)
+        c = [int(x) for x in out.split()]
+        assert c[1] == c[0] + 1 and c[2] == c[1], f"window probes: {c[:3]} (the second is rate-limited)"
+        assert c[3:] == [c[2] + 1, c[2] + 2, c[2] + 3], f"old-byte probes: {c}"
+
+
+def test_the_sniffer_stops_at_once_and_keeps_every_byte() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        tracker = FlowTracker(("127.0.0.1", port))
+        sniffer = Sniffer(packet_socket("lo"), tracker).start()
+        client = socket.create_connection(("127.0.0.1", port))
+        peer, _ = server.accept()
+        client.sendall(b"hello, buddy")
+        assert peer.recv(100) == b"hello, buddy"
+        time.sleep(0.1)  # the sniffer now sleeps in poll(): a stop must wake it
+        t0 = time.monotonic()
+        sniffer.stop()
+        took = time.monotonic() - t0
+        with client, peer:
+            flow = tracker.flows[client.getsockname()]
+        assert bytes(flow.data) == b"hello, buddy" and flow.established
+        assert took < 0.015, f"the stop took {took * 1000:.1f} ms"
+
+
+def _raw_state() -> MirrorState:
+    state = MirrorState()
+    snap = TcpSnapshot(VIP_PORT, ("10.88.0.2", 40000), 5001, 1001, 1460, 7, 9, True,
+                       65535, 65535, 65535)  # fmt: skip
+    state.apply({"type": "tcp", "tcp": snap.to_json()}, b"")
+    pos = 0
+    for chunk in (b"abcdef", b"ghij", b"klmnopq"):
+        lengths, blob = join_blob({"raw": chunk})
+        state.apply({"type": "update", "rcv_pos": 10, "snd_pos": pos + len(chunk), "una_pos": 0,
+                     "app": {"phase": "request", "offset": 0},
+                     "seg": {"pos": pos, "length": len(chunk), "raw": True}, "parts": lengths},
+                    blob)  # fmt: skip
+        pos += len(chunk)
+    return state
+
+
+VIP_PORT = (VIP, 443)
+
+
+def test_a_partial_rebuild_is_the_slice_of_the_whole() -> None:
+    state = _raw_state()
+    whole = rebuild(state, None, None)[1]
+    assert whole == b"abcdefghijklmnopq"
+    for lo in range(len(whole) + 1):
+        for hi in range(lo, len(whole) + 2):
+            assert rebuild(state, None, None, lo, hi) == (lo, whole[lo:hi]), (lo, hi)
+
+
+def test_the_window_at_the_fault_comes_from_the_clients_last_segment() -> None:
+    a, b = "aa", "bb"
+    rows = [
+        (0.0, a, 1, 100, 0, SYN | ACK, 0), (0.1, a, 1, 101, 1000, ACK, 0),
+        (0.2, CLIENT, 1, 1101, 0, ACK, 0),  # all acknowledged, window closed
+        (0.0, a, 2, 500, 0, SYN | ACK, 0), (0.1, a, 2, 501, 3000, ACK, 0),
+        (0.2, CLIENT, 2, 1501, 0, ACK, 4000),  # 1000 acknowledged, 4000 more allowed
+        (1.5, CLIENT, 2, 3501, 0, ACK, 0),  # after the fault: not counted
+        (1.2, b, 2, 3501, 100, ACK, 0),
+    ]  # fmt: skip
+    at = flows_at(rows, 1.0, a)
+    assert at[1].room == 0 and at[2].room == 1000 + 4000 - 3000
+    assert at[2].gap_s == pytest.approx(0.2)
+
+
+def test_the_probe_checksum_is_rfc_1071s() -> None:
+    """The raw probe is built without the kernel's help: a wrong checksum and the peer drops
+    it silently (the namespace test above would then see no answer)."""
+    from sslacc_sim.aio.linux.repair import _checksum
+
+    assert _checksum(bytes.fromhex("0001f203f4f5f6f7")) == (~0xDDF2) & 0xFFFF  # RFC 1071 §3
+    assert _checksum(b"\x01") == (~0x0100) & 0xFFFF  # an odd length is padded with a zero
