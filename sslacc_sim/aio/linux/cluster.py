@@ -1,0 +1,265 @@
+"""A running SSLACC cluster to serve from and break by hand:
+``python -m sslacc_sim.aio.linux.cluster {up,kill,wake,down,cleanup}`` (root).
+
+``up --docroot DIR``
+    builds the namespaces of :mod:`sslacc_sim.aio.linux.netns` (tag ``--tag``), makes a fresh
+    self-signed certificate for :data:`~sslacc_sim.aio.linux.failover.HOSTNAME` (or takes
+    ``--cert``/``--key``), and starts the nodes: with ``--nodes 3`` (the default) C, then B (A's
+    buddy, with C as its own), then A, the owner of the virtual IP; with ``--nodes 2`` only B
+    and A. It prints how to reach the service from the client's namespace, then stays in the
+    foreground and prints what the nodes report (a takeover: ``RESTORED {json}``) until Ctrl-C,
+    SIGTERM or ``down``, and removes everything on the way out.
+``kill --tag T [--node a] [--hang]``
+    breaks a node as the campaign does: its LAN link is cut, then every process in its
+    namespace gets SIGKILL (``--hang``: SIGSTOP, a hung node that ``wake`` brings back).
+``wake --tag T [--node a]``
+    SIGCONT and the link back up: the woken node finds its switch port fenced, and nothing it
+    sends reaches a client.
+``down --tag T``
+    stops the ``up`` that made cluster ``T`` (SIGTERM) and removes whatever it leaves.
+``cleanup``
+    removes the ``sacc-`` namespaces (and their processes) that killed runs left; a run still
+    going keeps its own.
+
+A session, with ``/srv/files`` holding ``big``::
+
+    python -m sslacc_sim.aio.linux.cluster up --docroot /srv/files --tag demo &
+    ip netns exec sacc-demo-client curl --cacert CERT --resolve sacc.test:443:10.88.0.100 \\
+        --limit-rate 4M -o big https://sacc.test/big &
+    python -m sslacc_sim.aio.linux.cluster kill --tag demo     # the download goes on, from B
+    python -m sslacc_sim.aio.linux.cluster down --tag demo
+
+(``up`` prints the exact command with the certificate's path.) What the cluster does not do yet
+is said in ``docs/sslacc-cluster.md``: no master or buckets (A owns every connection, B and C are
+a chain of buddies), no joins or leaves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+from testbed import cli
+from testbed.linux.netns import OWNERS, delete_namespace, sh
+
+from .failover import HOSTNAME, lines_of, node_env, site_credentials, wait_line
+from .netns import (
+    MIRROR_ADDRESSES,
+    NEXT_MIRROR_ADDRESSES,
+    PREFIX,
+    VIP,
+    NamespacesUnavailable,
+    Topology,
+    list_leftovers,
+    sweep_leftovers,
+)
+
+__all__ = ["main", "start_nodes"]
+
+_READY_S = 30.0
+_DOWN_S = 20.0
+
+
+def start_nodes(topo: Topology, stack: ExitStack, *, nodes: int, docroot: Path, cert: Path,
+                key: Path, port: int = 443, suite: str = "AES128-SHA",
+                ) -> dict[str, subprocess.Popen[str]]:  # fmt: skip
+    """Start the cluster's node processes in ``topo``, each once the one before said
+    ``ready``: C (if ``nodes`` is 3), B, then the owner A. Their stderr goes to the terminal;
+    ``stack`` stops them."""
+    common = ["--docroot", str(docroot), "--vip", VIP, "--port", str(port), "--suite", suite,
+              "--cert", str(cert), "--key", str(key)]  # fmt: skip
+    node = [sys.executable, "-m", "sslacc_sim.aio.linux.node"]
+    procs: dict[str, subprocess.Popen[str]] = {}
+
+    def start(name: str, argv: list[str]) -> None:
+        proc = topo.popen(name, [*node, *argv], stdout=subprocess.PIPE, env=node_env())
+        stack.callback(_stop, proc)
+        procs[name] = proc
+        wait_line(proc, "ready", _READY_S)
+
+    chain: list[str] = []
+    if nodes == 3:
+        start("c", ["backup", *common, "--mirror", NEXT_MIRROR_ADDRESSES["c"],
+                    *topo.fence_args("b")])  # fmt: skip
+        chain = ["--next-mirror", NEXT_MIRROR_ADDRESSES["c"]]
+    start("b", ["backup", *common, "--mirror", MIRROR_ADDRESSES["b"], *topo.fence_args("a"),
+                *chain])  # fmt: skip
+    start("a", ["primary", *common, "--mirror", MIRROR_ADDRESSES["b"]])
+    return procs
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGCONT)  # a node stopped by `kill --hang` must see the TERM
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _echo(name: str, proc: subprocess.Popen[str]) -> None:
+    """Print every line ``proc`` prints, prefixed with its node's name, until it exits."""
+    q = lines_of(proc)
+    while (line := q.get()) is not None:
+        print(f"node {name}: {line.rstrip()}", flush=True)
+    print(f"node {name}: exited ({proc.wait()})", flush=True)
+
+
+def _up(args: argparse.Namespace) -> int:
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # `down` unwinds like Ctrl-C
+    with ExitStack() as stack:
+        work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sacc-cluster-")))
+        work.chmod(0o755)
+        if args.cert:
+            cert, key = Path(args.cert).resolve(), Path(args.key).resolve()
+        else:
+            cert, key = site_credentials(work)
+        topo = stack.enter_context(Topology(tag=args.tag))
+        try:
+            procs = start_nodes(topo, stack, nodes=args.nodes, docroot=args.docroot.resolve(),
+                                cert=cert, key=key, port=args.port, suite=args.suite)
+        except RuntimeError as exc:
+            raise cli.CLIError(f"a node did not start: {exc}") from None
+        for name, proc in procs.items():
+            threading.Thread(target=_echo, args=(name, proc), daemon=True).start()
+        host = HOSTNAME if args.port == 443 else f"{HOSTNAME}:{args.port}"
+        print(f"cluster {args.tag} up: {args.nodes} nodes, https://{host}/NAME serves "
+              f"{args.docroot}/NAME at {VIP}\n"
+              f"  fetch:  ip netns exec {topo.ns('client')} curl --cacert {cert} "
+              f"--resolve {HOSTNAME}:{args.port}:{VIP} https://{host}/NAME\n"
+              f"  break:  python -m sslacc_sim.aio.linux.cluster kill --tag {args.tag} "
+              f"[--node a|b|c] [--hang]\n"
+              f"  stop:   Ctrl-C, or python -m sslacc_sim.aio.linux.cluster down --tag "
+              f"{args.tag}", flush=True)  # fmt: skip
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            print(f"cluster {args.tag}: stopping", flush=True)
+    return 0
+
+
+def _node_ns(args: argparse.Namespace) -> str:
+    ns = f"{PREFIX}{args.tag}-{args.node}"
+    if ns not in list_leftovers(ns):
+        raise cli.CLIError(f"no cluster {args.tag!r} here (namespace {ns} does not exist)")
+    return ns
+
+
+def _signal_all(ns: str, sig: signal.Signals) -> int:
+    pids = [int(p) for p in sh(["ip", "netns", "pids", ns], check=False).stdout.split()]
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+    return len(pids)
+
+
+def _kill(args: argparse.Namespace) -> int:
+    ns = _node_ns(args)
+    sh(["ip", "-n", ns, "link", "set", "eth0", "down"])  # cut first: nothing leaves after
+    sig = signal.SIGSTOP if args.hang else signal.SIGKILL
+    n = _signal_all(ns, sig)
+    print(f"node {args.node} of {args.tag}: link cut, {sig.name} sent to {n} processes")
+    return 0
+
+
+def _wake(args: argparse.Namespace) -> int:
+    ns = _node_ns(args)
+    n = _signal_all(ns, signal.SIGCONT)
+    sh(["ip", "-n", ns, "link", "set", "eth0", "up"])
+    print(f"node {args.node} of {args.tag}: SIGCONT sent to {n} processes, link up")
+    return 0
+
+
+def _down(args: argparse.Namespace) -> int:
+    mine = f"{PREFIX}{args.tag}-"
+    if not list_leftovers(mine):
+        raise cli.CLIError(f"no cluster {args.tag!r} here")
+    try:
+        pid = int((OWNERS / f"{mine}a").read_text().split()[0])
+        os.kill(pid, signal.SIGTERM)
+    except (OSError, ValueError, IndexError):
+        pid = None  # its `up` is gone: what is left is swept below
+    deadline = time.monotonic() + _DOWN_S
+    while list_leftovers(mine) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for name in list_leftovers(mine):
+        delete_namespace(name)
+    print(f"cluster {args.tag} down" + (f" (stopped process {pid})" if pid else ""))
+    return 0
+
+
+def _cleanup(args: argparse.Namespace) -> int:
+    removed = sweep_leftovers(PREFIX, spare_live_runs=True)
+    print(f"removed {len(removed)} namespaces" + (f": {' '.join(removed)}" if removed else ""))
+    return 0
+
+
+def _tag(text: str) -> str:
+    if not text.isalnum() or len(text) > Topology.MAX_TAG:
+        raise argparse.ArgumentTypeError(f"1-{Topology.MAX_TAG} letters or digits, got {text!r}")
+    return text
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m sslacc_sim.aio.linux.cluster",
+                                description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="start a cluster and serve until stopped")
+    up.add_argument("--docroot", type=cli.existing_directory, required=True,
+                    help="a directory: https://sacc.test/NAME serves its file NAME")
+    up.add_argument("--nodes", type=int, choices=(2, 3), default=3,
+                    help="2: owner A and buddy B; 3: also C, B's buddy (default 3)")
+    up.add_argument("--tag", type=_tag, default="cl", help="namespaces are sacc-TAG-* (default cl)")
+    up.add_argument("--port", type=cli.port, default=443)
+    up.add_argument("--suite", default="AES128-SHA", help="one TLS 1.2 suite (OpenSSL name)")
+    up.add_argument("--cert", help="PEM certificate (default: a fresh self-signed one)")
+    up.add_argument("--key", help="PEM RSA key of --cert")
+    for name, what in (("kill", "cut a node's link and SIGKILL it (--hang: SIGSTOP)"),
+                       ("wake", "SIGCONT a hung node and bring its link back"),
+                       ("down", "stop a cluster and remove it")):
+        s = sub.add_parser(name, help=what)
+        s.add_argument("--tag", type=_tag, default="cl", help="the cluster's tag (default cl)")
+        if name != "down":
+            s.add_argument("--node", choices=("a", "b", "c"), default="a",
+                           help="which node (default a, the first owner)")
+        if name == "kill":
+            s.add_argument("--hang", action="store_true", help="SIGSTOP instead of SIGKILL")
+    sub.add_parser("cleanup", help="remove what killed runs left (sacc- namespaces)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; see the module docstring."""
+    parser = _parser()
+
+    def body(args: argparse.Namespace) -> int:
+        if args.command == "up" and bool(args.cert) != bool(args.key):
+            raise cli.UsageError("--cert and --key go together")
+        if args.command == "up" and args.cert:
+            cli.load_credentials_arg(args.cert, args.key)
+        handler = {"up": _up, "kill": _kill, "wake": _wake, "down": _down,
+                   "cleanup": _cleanup}[args.command]  # fmt: skip
+        try:
+            return handler(args)
+        except NamespacesUnavailable as exc:
+            raise cli.CLIError(str(exc)) from None
+
+    return cli.run_main(parser, body, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
