@@ -11,6 +11,8 @@ user never sees a traceback.  This module holds what makes that uniform:
 * :func:`read_file_arg` and :func:`load_pem_arg`, which read a file named by an option and
   say what is wrong with it (missing, a folder, a private key where a public key belongs,
   garbage between the PEM armour lines);
+* :func:`add_keylog_option` and :func:`keylog_arg`: every program built on :mod:`tls12` takes
+  ``--keylog FILE`` and reads ``SSLKEYLOGFILE`` (:mod:`tls12.keylog`) the same way;
 * :func:`run_main`, which parses the arguments, runs the program's body and turns
   :class:`CLIError` and :class:`OSError` into that one line.
 
@@ -35,6 +37,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from tls12.certs import Credentials
+from tls12.keylog import KEYLOG_HELP, KeyLogError, KeyLogFile, program_keylog
 
 __all__ = [
     "CLIError",
@@ -54,6 +57,8 @@ __all__ = [
     "read_file_arg",
     "load_pem_arg",
     "load_credentials_arg",
+    "add_keylog_option",
+    "keylog_arg",
     "describe_os_error",
     "connect_error",
     "run_main",
@@ -266,6 +271,22 @@ def load_credentials_arg(cert: Path | str, key: Path | str, cert_option: str = "
     if chain[0].public_key() != private.public_key():
         raise UsageError(f"{key_option} {key} does not match the certificate in {cert_option} {cert}")
     return Credentials(tuple(chain), private)
+
+
+def add_keylog_option(parser: argparse.ArgumentParser, extra_help: str = "") -> None:
+    """``--keylog FILE``, the debugging switch of :mod:`tls12.keylog` (``extra_help`` goes
+    first in its help); read it with :func:`keylog_arg`."""
+    parser.add_argument("--keylog", type=Path, metavar="FILE", help=extra_help + KEYLOG_HELP)
+
+
+def keylog_arg(path: Path | None) -> KeyLogFile | None:
+    """The key log a program gives its TLS configs: ``--keylog FILE``, else ``SSLKEYLOGFILE``,
+    else ``None`` (:func:`tls12.keylog.program_keylog`: a warning on stderr when it is on).  A
+    file that cannot be written is a :class:`UsageError` now, not a failure in a handshake."""
+    try:
+        return program_keylog(path)
+    except KeyLogError as exc:
+        raise UsageError(str(exc)) from None
 
 
 # -- errors -------------------------------------------------------------------------------------

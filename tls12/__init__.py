@@ -8,6 +8,8 @@ key operations), :mod:`tls12.record` (record writer), :mod:`tls12.state`
 :mod:`tls12.trace` is what a connection reports it did (a qlog-like event log, and
 the same view of bare record bytes for parties without a connection);
 :mod:`tls12.testing` connects two connections in memory for tests and teaching;
+:mod:`tls12.keylog` is the debugging switch that writes the NSS key log Wireshark reads
+(``ServerConfig(keylog=...)``, ``SSLKEYLOGFILE`` in the programs; off by default);
 the programs built on the library (the HTTPS file server, the demo) live in
 :mod:`testbed.apps`.
 """

@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from .certs import Credentials
+from .keylog import KeyLog
 from .keys import LocalKey, PrivateKeyOperations
 from .session import SessionStore
 from .suites import DEFAULT_SUITES, SUITES, CipherSuite
@@ -18,6 +19,12 @@ Random = Callable[[int], bytes]
 tests and simulations pass a seeded generator for reproducible transcripts."""
 
 SUPPORTED_GROUPS: tuple[str, ...] = ("x25519", "secp256r1")
+
+
+def _check_keylog(keylog: object) -> None:
+    if keylog is not None and not callable(keylog):
+        raise TypeError(f"keylog must be a callable that takes one line, or None, not {keylog!r} "
+                        "(tls12.keylog.open_keylog(path) makes one that appends to a file)")
 
 
 def _check_suites(suites: Sequence[CipherSuite]) -> tuple[CipherSuite, ...]:
@@ -42,6 +49,7 @@ class ServerConfig:
     session delegate (:mod:`tls12.delegate`) that holds the key: ``key_operations`` then stays
     ``None`` and a :class:`tls12.ServerConnection` without a delegate refuses the config.
     ``trace`` turns each connection's trace on at construction (``enable_trace()``).
+    ``keylog`` is the debugging switch of :mod:`tls12.keylog` (off by default).
     """
 
     credentials: Credentials
@@ -52,9 +60,13 @@ class ServerConfig:
     rng: Random = field(default=os.urandom)
     trace: bool = False
     """Record what each connection does from its first byte (:mod:`tls12.trace`)."""
+    keylog: KeyLog | None = None
+    """Debugging switch: receives each connection's NSS key-log line (:mod:`tls12.keylog`);
+    whoever reads those lines can decrypt the connection."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cipher_suites", _check_suites(self.cipher_suites))
+        _check_keylog(self.keylog)
         bad = [g for g in self.groups if g not in SUPPORTED_GROUPS]
         if bad or not self.groups:
             raise ValueError(f"groups must be a non-empty subset of {SUPPORTED_GROUPS}, got {self.groups}")
@@ -71,6 +83,7 @@ class ClientConfig:
     ``verify_certificate`` is given: a callable that receives the DER chain and
     raises :class:`tls12.errors.BadCertificate` to reject it.  ``trace`` turns the
     connection's trace on before its ClientHello (``enable_trace()`` would miss it).
+    ``keylog`` is the debugging switch of :mod:`tls12.keylog` (off by default).
     """
 
     server_name: str | None = None
@@ -82,9 +95,13 @@ class ClientConfig:
     rng: Random = field(default=os.urandom)
     trace: bool = False
     """Record what each connection does from its first byte (:mod:`tls12.trace`)."""
+    keylog: KeyLog | None = None
+    """Debugging switch: receives each connection's NSS key-log line (:mod:`tls12.keylog`);
+    whoever reads those lines can decrypt the connection."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cipher_suites", _check_suites(self.cipher_suites))
+        _check_keylog(self.keylog)
         bad = [g for g in self.groups if g not in SUPPORTED_GROUPS]
         if bad or not self.groups:
             raise ValueError(f"groups must be a non-empty subset of {SUPPORTED_GROUPS}, got {self.groups}")

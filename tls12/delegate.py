@@ -97,6 +97,7 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from . import prf
 from .ecdhe import ecdhe_keypair, ecdhe_shared_secret
 from .errors import LocalProtocolError
+from .keylog import KeyLog, keylog_line
 from .keys import scheme_hash, scheme_padding
 from .messages import HandshakeType, ecdhe_params_bytes
 from .record import IV_KEY_LABEL, ContentType, DirectionKeys, OutgoingRecord, WriteProtection
@@ -425,14 +426,21 @@ class LocalDelegate:
     """A :class:`SessionDelegate` in this process: holds the RSA key and every secret.
 
     ``rng`` draws the countermeasure's fallback premaster; pass the server's
-    ``config.rng`` to reproduce the non-delegated server's transcript exactly.
+    ``config.rng`` to reproduce the non-delegated server's transcript exactly.  ``keylog`` is
+    the debugging switch of :mod:`tls12.keylog` (off by default): the NSS key-log line of each
+    handle made by ``derive``, ``derive_finish`` or ``resume`` (the same line the
+    non-delegated server would write), since a delegated connection has no secret to log.
     """
 
-    def __init__(self, private_key: rsa.RSAPrivateKey, rng: Callable[[int], bytes]) -> None:
+    def __init__(self, private_key: rsa.RSAPrivateKey, rng: Callable[[int], bytes], *,
+                 keylog: KeyLog | None = None) -> None:
         if not isinstance(private_key, rsa.RSAPrivateKey):
             raise TypeError("LocalDelegate needs an RSA private key")
+        if keylog is not None and not callable(keylog):
+            raise TypeError(f"keylog must be a callable that takes one line, or None, not {keylog!r}")
         self._key = private_key
         self._rng = rng
+        self._keylog = keylog
         self._secrets: dict[int, _Secrets] = {}
         self._ephemerals: dict[int, tuple[int, bytes]] = {}
         self._ids = itertools.count(1)
@@ -448,6 +456,8 @@ class LocalDelegate:
         params = SUITES[CipherSuite(suite)]
         handle = KeyHandle(next(self._ids), int(suite))
         self._secrets[handle.id] = _Secrets(master, params, client_random, server_random, ems)
+        if self._keylog is not None:
+            self._keylog(keylog_line(client_random, master))
         return handle
 
     def ephemeral(self, group: int, scheme: int, client_random: bytes, server_random: bytes,

@@ -2,7 +2,8 @@
 
 :class:`tls12.connection.Connection` inherits these steps: the master secret from the
 premaster (extended when negotiated), the key block cut into the two directions' pending
-keys (plus the explicit-IV keys k' of :mod:`tls12.record`), the pending keys of a
+keys (plus the explicit-IV keys k' of :mod:`tls12.record`) with the connection's key-log
+line when the config asks for it (:mod:`tls12.keylog`), the pending keys of a
 delegated connection (:mod:`tls12.delegate`: handles, never secrets), and the Finished
 values it sends and checks.  The handshake handlers of both roles and of the protocol
 variants (Reverse SSL's key transport) call them; none of them touches records or state.
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from . import prf
 from .context import HandshakeContext
 from .errors import DecryptError
+from .keylog import keylog_line
 from .messages import Finished
 from .record import IV_KEY_LABEL, DirectionKeys
 from .suites import SuiteParams
@@ -30,6 +32,7 @@ class KeySchedule:
     """Key derivation and Finished values; the attributes come from the connection."""
 
     is_client: bool = False
+    config: Any
     context: HandshakeContext
     master_secret: Any
     client_random: Any
@@ -71,6 +74,14 @@ class KeySchedule:
             params, block.server_key, block.server_mac_key, block.server_iv, server_iv_key
         )
         self._pending_write, self._pending_read = (client, server) if self.is_client else (server, client)
+        self._log_master_secret()
+
+    def _log_master_secret(self) -> None:
+        """The debugging switch (:mod:`tls12.keylog`): the NSS key-log line, once per
+        connection -- here, where a full handshake and a resumption both make their keys."""
+        sink = self.config.keylog
+        if sink is not None:
+            sink(keylog_line(self.client_random, self.master_secret))
 
     def _set_premaster(self, premaster: bytes) -> None:
         """Master secret from the premaster (RFC 7627 when negotiated), then the pending keys.

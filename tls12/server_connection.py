@@ -44,7 +44,8 @@ protection and resumption all go through the delegate, and the session store
 receives sessions that hold the handle.  Only RSA key exchange is delegated,
 so such a server skips ECDHE suites.  Its config may hold the certificate chain alone
 (:meth:`tls12.certs.Credentials.chain_only`), and :meth:`ServerConnection.queue_sealed` passes
-on records the delegate sealed by itself (a WebALPS guardian answering a request).
+on records the delegate sealed by itself (a WebALPS guardian answering a request).  Its config
+has no key log (:mod:`tls12.keylog`): the delegate, which holds the secrets, writes it.
 """
 
 from __future__ import annotations
@@ -148,6 +149,11 @@ class ServerConnection(Connection):
             raise ValueError(
                 "the ServerConfig has a certificate chain and no private key: "
                 "give the connection a delegate that holds the key"
+            )
+        if delegate is not None and config.keylog is not None:
+            raise ValueError(
+                "a delegated connection holds no master secret to log: give the key log to the "
+                "delegate (tls12.delegate.LocalDelegate(keylog=...)), not to the ServerConfig"
             )
         super().__init__(config.rng, record_writer)
         self.config = config

@@ -51,7 +51,7 @@ TLS12_FILES: tuple[str, ...] = tuple(f"tls12/{name}.py" for name in (
     "__init__", "_recordcrypto_py", "aead", "buffer", "certs", "client_connection", "config",
     "connection", "context", "delegate", "delegation", "ecdhe", "errors", "events",
     "handshake_table",
-    "keyjson", "keys", "keyschedule", "messages", "prf", "record", "recordcrypto",
+    "keyjson", "keylog", "keys", "keyschedule", "messages", "prf", "record", "recordcrypto",
     "server_connection", "session", "state", "suites", "trace",
 ))
 

@@ -55,6 +55,12 @@ writes, for each handle, the premaster, master secret and all record keys as one
 shared secret).  It exists only so that a test can search the host's memory and the
 host<->guardian channel for these exact values; never enable it in a deployment (it defeats the
 guardian).
+
+**Key log** ``keylog`` (``python -m webalps_sim.guardian --keylog FILE``, or ``SSLKEYLOGFILE``):
+the NSS key-log line of each handle derived or resumed (:mod:`tls12.keylog`), written by the
+delegate that holds the master secret, so that Wireshark can decrypt a capture of the client's
+connection.  The host cannot write it: it never holds a master secret.  A debugging switch,
+off by default, as ``reveal``.
 """
 
 from __future__ import annotations
@@ -129,7 +135,8 @@ class GuardianService:
     """Answers host requests (:mod:`webalps_sim.protocol` messages) with the guardian's secrets.
 
     ``chain`` (DER, leaf first) and ``measurement`` are what ``HELLO`` reports; ``run_id`` is
-    fresh per process.  ``reveal`` is the debug switch described in the module docstring.
+    fresh per process.  ``reveal`` and ``keylog`` are the debug switches described in the
+    module docstring.
     The bounds (module docstring): ``max_sessions`` channels (default
     :data:`DEFAULT_MAX_SESSIONS`), ``max_ephemerals`` pending ECDHE keys (default: the same),
     ``session_lifetime`` idle seconds (:data:`DEFAULT_SESSION_LIFETIME`) measured by ``clock``
@@ -140,11 +147,12 @@ class GuardianService:
                  measurement: bytes, *, app: GuardianApp | None = None, app_name: str = "null",
                  cost: CostCharger | None = None, rng: Callable[[int], bytes] = os.urandom,
                  reveal: Callable[[str], None] | None = None,
+                 keylog: Callable[[str], None] | None = None,
                  max_sessions: int = DEFAULT_MAX_SESSIONS, max_ephemerals: int | None = None,
                  session_lifetime: float = DEFAULT_SESSION_LIFETIME,
                  clock: Callable[[], float] = _no_clock) -> None:
         self._key = private_key
-        self._delegate = LocalDelegate(private_key, rng=rng)
+        self._delegate = LocalDelegate(private_key, rng=rng, keylog=keylog)
         self.info = p.Info(tuple(chain), measurement, app_name, rng(16))
         self.app = app if app is not None else NullApp()
         self.cost = cost if cost is not None else NoCost()

@@ -9,6 +9,10 @@ Modes: ``client-auth`` (a fresh self-signed client certificate of
 ``--key-bits``), ``puzzle`` (solve the server's RSA key-generation puzzle),
 ``original`` (do not offer Reverse SSL: the standard RSA handshake).
 
+``--keylog FILE`` (or, without it, the ``SSLKEYLOGFILE`` environment variable) appends each
+connection's NSS key-log line to FILE (:mod:`tls12.keylog`): a debugging switch, off by
+default, announced by a warning on stderr.
+
 Example::
 
     python -m reverse_ssl.client --port 8443 --mode puzzle --message hello
@@ -27,6 +31,7 @@ from testbed import cli
 from tls12.certs import Credentials, generate_self_signed
 from tls12.config import ClientConfig
 from tls12.errors import TLSError
+from tls12.keylog import KeyLog
 
 from ..config import RSA_SUITES, ReverseClientConfig, SeenKeyCache
 from ..messages import Mode
@@ -38,10 +43,12 @@ __all__ = ["main", "build_parser", "make_client_config"]
 MODES = {"client-auth": (Mode.CLIENT_AUTH,), "puzzle": (Mode.PUZZLE,), "original": ()}
 
 
-def make_client_config(mode: str, credentials: Credentials | None, seen: SeenKeyCache | None = None) -> ReverseClientConfig:
-    """A client offering exactly ``mode`` (see the module docstring)."""
+def make_client_config(mode: str, credentials: Credentials | None, seen: SeenKeyCache | None = None,
+                       keylog: KeyLog | None = None) -> ReverseClientConfig:
+    """A client offering exactly ``mode`` (see the module docstring); ``keylog`` is the
+    debugging switch of :mod:`tls12.keylog` (off by default)."""
     return ReverseClientConfig(
-        ClientConfig(server_name="localhost", cipher_suites=RSA_SUITES),
+        ClientConfig(server_name="localhost", cipher_suites=RSA_SUITES, keylog=keylog),
         modes=MODES[mode],
         credentials=credentials,
         seen_keys=seen if seen is not None else SeenKeyCache(),
@@ -59,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--concurrency", type=cli.positive_int, default=8, help="concurrent clients with --load")
     p.add_argument("--duration", type=cli.positive_float, default=5.0, help="seconds of load with --load")
     p.add_argument("--timeout", type=cli.positive_float, default=30.0, help="handshake timeout in seconds")
+    cli.add_keylog_option(p)
     return p
 
 
@@ -86,11 +94,12 @@ async def _one(args: argparse.Namespace, config: ReverseClientConfig) -> dict[st
 def _run(args: argparse.Namespace) -> int:
     creds = generate_self_signed("client", key_size=args.key_bits) if args.mode == "client-auth" else None
     seen = SeenKeyCache()
+    keylog = cli.keylog_arg(args.keylog)
     where = f"{args.host}:{args.port}"
     if args.load:
         result = asyncio.run(
             closed_loop_load(
-                args.host, args.port, lambda: make_client_config(args.mode, creds, seen),
+                args.host, args.port, lambda: make_client_config(args.mode, creds, seen, keylog),
                 concurrency=args.concurrency, duration=args.duration,
             )
         )
@@ -101,7 +110,7 @@ def _run(args: argparse.Namespace) -> int:
                                f"({result.errors} connections failed)")
         return 0
     try:
-        print(json.dumps(asyncio.run(_one(args, make_client_config(args.mode, creds, seen)))))
+        print(json.dumps(asyncio.run(_one(args, make_client_config(args.mode, creds, seen, keylog)))))
     except TLSError as exc:
         raise cli.CLIError(f"handshake with {where} failed: {type(exc).__name__}: {exc}") from None
     except TimeoutError:

@@ -9,6 +9,10 @@ writes ``--stats-json``: handshakes by mode, refusals by reason, the process
 CPU seconds spent while serving (what the throughput experiment divides by),
 and the pool's metrics.
 
+``--keylog FILE`` (or, without it, the ``SSLKEYLOGFILE`` environment variable) appends each
+connection's NSS key-log line to FILE (:mod:`tls12.keylog`): a debugging switch, off by
+default, announced by a warning on stderr.
+
 Example::
 
     python -m reverse_ssl.server --port 8443 --key-bits 2048 --pool 500 --duration 30
@@ -33,6 +37,7 @@ from pathlib import Path
 from testbed import cli
 from tls12.certs import Credentials, generate_self_signed, load_credentials
 from tls12.config import ServerConfig
+from tls12.keylog import KeyLog
 
 from ..config import RSA_SUITES, ReverseServerConfig
 from ..messages import Mode
@@ -92,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--duration", type=cli.non_negative_float, default=60.0, help="stop after this many seconds")
     p.add_argument("--max-handshakes", type=cli.non_negative_int, default=0, help="stop after this many handshakes (0 = no limit)")
     p.add_argument("--stats-json", type=cli.output_file, help="write the statistics here on exit")
+    cli.add_keylog_option(p)
     p.add_argument("-v", "--verbose", action="store_true", help="log every refused connection")
     return p
 
@@ -102,10 +108,12 @@ def puzzle_params(args: argparse.Namespace) -> PuzzleParams:
     return PuzzleParams(construction, args.puzzle_bits, args.puzzle_k, args.preimage_bits)
 
 
-async def run_server(args: argparse.Namespace, creds: Credentials | None = None) -> dict[str, object]:
+async def run_server(args: argparse.Namespace, creds: Credentials | None = None,
+                     keylog: KeyLog | None = None) -> dict[str, object]:
     """Serve until the duration or handshake limit is reached; return the statistics.
 
-    ``creds`` defaults to ``--cert``/``--key``, or a fresh self-signed key of ``--key-bits``.
+    ``creds`` defaults to ``--cert``/``--key``, or a fresh self-signed key of ``--key-bits``;
+    ``keylog`` is the debugging switch of :mod:`tls12.keylog` (off by default).
     """
     if creds is None:
         creds = load_credentials(args.cert, args.key) if args.cert else generate_self_signed(key_size=args.key_bits)
@@ -119,7 +127,7 @@ async def run_server(args: argparse.Namespace, creds: Credentials | None = None)
         pool.fill(factory)
     puzzle = puzzle_params(args)
     config = ReverseServerConfig(
-        ServerConfig(credentials=creds, cipher_suites=RSA_SUITES),
+        ServerConfig(credentials=creds, cipher_suites=RSA_SUITES, keylog=keylog),
         modes=args.modes,
         allow_original=not args.no_original,
         pool=pool,
@@ -170,7 +178,7 @@ def _run(args: argparse.Namespace) -> int:
         raise cli.UsageError(f"--puzzle-bits/--puzzle-k/--preimage-bits: {exc}") from None
     creds = cli.load_credentials_arg(args.cert, args.key) if args.cert else None
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
-    result = asyncio.run(run_server(args, creds))
+    result = asyncio.run(run_server(args, creds, cli.keylog_arg(args.keylog)))
     if args.stats_json:
         args.stats_json.write_text(json.dumps(result, indent=2))
     print(json.dumps(result), flush=True)

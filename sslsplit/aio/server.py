@@ -17,6 +17,11 @@ redirects every request to one live volunteer under ``--mirror``, the splitting 
 for the redirected request to arrive through that volunteer within ``--deadline`` seconds,
 and volunteers that fail are reported to the broker, which drops them from DNS.
 
+``--keylog FILE`` (or, without it, the ``SSLKEYLOGFILE`` environment variable) appends each
+connection's NSS key-log line to FILE (:mod:`tls12.keylog`; a debugging switch, off by default,
+announced by a warning on stderr): the client's view of a split connection is an ordinary TLS
+stream with these secrets, so Wireshark decrypts a capture between client and proxy.
+
 Run ``python -m sslsplit.server --help``.
 """
 
@@ -35,6 +40,7 @@ from tls12 import ServerConnection
 from tls12.aio import TLSStream, serve
 from tls12.certs import Credentials, generate_self_signed
 from tls12.config import ServerConfig
+from tls12.keylog import KeyLog
 from tls12.session import InMemorySessionStore
 
 from ..barnraising.aio.client import BrokerClient
@@ -93,9 +99,11 @@ class SplittingServer:
         session_cache: bool = True,
         idle_timeout: float = 30.0,
         feedback: OriginFeedback | None = None,
+        keylog: KeyLog | None = None,
     ) -> None:
         """``feedback`` (Barnraising, §7.4): watch the requests the origin redirected to
-        volunteers (:class:`~sslsplit.barnraising.aio.origin.OriginFeedback`); needs ``root``."""
+        volunteers (:class:`~sslsplit.barnraising.aio.origin.OriginFeedback`); needs ``root``.
+        ``keylog``: the debugging switch of :mod:`tls12.keylog` (off by default)."""
         if (root is None) == (upstream is None):
             raise ValueError("give exactly one of root (a document root) and upstream (an HTTP server)")
         self.root = Path(root) if root is not None else None
@@ -104,6 +112,7 @@ class SplittingServer:
             credentials=credentials,
             cipher_suites=suites_for_mode(mode),
             session_store=InMemorySessionStore() if session_cache else None,
+            keylog=keylog,
         )
         self.mode = mode
         self.encoding = encoding
@@ -208,6 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     fb.add_argument("--trusted-port", type=cli.port, default=8445, help="plain HTTPS port of the trusted name (default 8445)")
     fb.add_argument("--deadline", type=cli.positive_float, default=2.0,
                     help="seconds a redirected request has to arrive through its volunteer (default 2)")
+    cli.add_keylog_option(p)
     p.add_argument("-v", "--verbose", action="store_true", help="log every connection and request")
     return p
 
@@ -228,12 +238,12 @@ def _feedback(args: argparse.Namespace) -> OriginFeedback | None:
                           monitor=FeedbackMonitor(args.deadline))
 
 
-async def _run(args: argparse.Namespace, creds: Credentials) -> None:
+async def _run(args: argparse.Namespace, creds: Credentials, keylog: KeyLog | None = None) -> None:
     feedback = _feedback(args)
     server = SplittingServer(
         args.root, creds, upstream=args.upstream, mode=args.mode,
         encoding=IDEncoding.DIGEST if args.encoding == "sha1" else IDEncoding.DIGEST_SHA256,
-        store=RecordStore(int(args.store_max_mb * (1 << 20))), feedback=feedback,
+        store=RecordStore(int(args.store_max_mb * (1 << 20))), feedback=feedback, keylog=keylog,
     )
     if feedback is not None:  # the broker first: a wrong URI fails before anything listens
         try:
@@ -260,7 +270,7 @@ def _main(args: argparse.Namespace) -> int:
     if (args.cert is None) != (args.key is None):
         raise cli.UsageError("give both --cert and --key, or neither")
     creds = cli.load_credentials_arg(args.cert, args.key) if args.cert else generate_self_signed()
-    asyncio.run(_run(args, creds))
+    asyncio.run(_run(args, creds, cli.keylog_arg(args.keylog)))
     return 0
 
 

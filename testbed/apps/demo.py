@@ -12,6 +12,10 @@ entry point calling :func:`main` here); it writes
 * ``<out>/downloads.csv`` -- one row per (suite, size);
 * ``<out>/throughput.png`` -- MB/s against file size, one line per suite.
 
+``--keylog FILE`` (or, without it, the ``SSLKEYLOGFILE`` environment variable, which curl reads
+too) appends each connection's NSS key-log line to FILE (:mod:`tls12.keylog`): a debugging
+switch, off by default, announced by a warning on stderr.
+
 Loopback numbers are dominated by CPU cost (ours and curl's), not by a
 network; they are a smoke test and a baseline, not a benchmark (see
 ``benchmarks/bench_https.py`` for the comparison with nginx).
@@ -34,6 +38,7 @@ from pathlib import Path
 from testbed import cli
 from tls12.certs import generate_self_signed
 from tls12.config import ServerConfig
+from tls12.keylog import KeyLog
 from tls12.suites import SUITES, CipherSuite, parse_suite_list
 
 from .harness import BackgroundServer
@@ -112,8 +117,10 @@ def _download(server: BackgroundServer, suite: CipherSuite, size: int, target: P
     return seconds, _sha256_file(target)
 
 
-def run_demo(sizes: list[int], suites: tuple[CipherSuite, ...], show_progress: bool = True) -> list[DownloadResult]:
-    """Download every size with every suite; returns one :class:`DownloadResult` each."""
+def run_demo(sizes: list[int], suites: tuple[CipherSuite, ...], show_progress: bool = True,
+             keylog: KeyLog | None = None) -> list[DownloadResult]:
+    """Download every size with every suite; returns one :class:`DownloadResult` each.
+    ``keylog`` is the server's debugging switch of :mod:`tls12.keylog` (off by default)."""
     from tqdm import tqdm
 
     if shutil.which("curl") is None:
@@ -123,7 +130,8 @@ def run_demo(sizes: list[int], suites: tuple[CipherSuite, ...], show_progress: b
         root = Path(tmp) / "www"
         root.mkdir()
         digests = make_docroot(root, sizes)
-        config = ServerConfig(credentials=generate_self_signed(), cipher_suites=tuple(suites))
+        config = ServerConfig(credentials=generate_self_signed(), cipher_suites=tuple(suites),
+                              keylog=keylog)
         with BackgroundServer(root, config) as server:
             jobs = [(s, n) for s in suites for n in sizes]
             for suite, size in tqdm(jobs, desc="downloads", unit="file", disable=not show_progress):
@@ -213,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=cli.directory, default=Path("results/tls12_demo"), help="output folder (default %(default)s)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    cli.add_keylog_option(parser)
     args = parser.parse_args(argv)
     try:
         sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
@@ -225,7 +234,11 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(f"--suites: {exc}")
     try:
-        results = run_demo(sizes, suites, show_progress=not args.no_progress)
+        keylog = cli.keylog_arg(args.keylog)
+    except cli.UsageError as exc:
+        parser.error(str(exc))
+    try:
+        results = run_demo(sizes, suites, show_progress=not args.no_progress, keylog=keylog)
     except (OSError, RuntimeError, subprocess.TimeoutExpired) as exc:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 1

@@ -9,6 +9,10 @@ or SIGTERM.  Bad input is one line on stderr and exit status 2, a failure at run
 already in use) one line and exit status 1 (see :func:`testbed.cli.run_main`).  Without
 ``--cert``/``--key`` the server makes a fresh self-signed certificate.  ``python -m
 testbed.https_server`` is a thin entry point that calls :func:`main` here.
+
+Debugging with Wireshark: ``--keylog FILE`` (or, without it, the ``SSLKEYLOGFILE`` environment
+variable) appends each connection's NSS key-log line to FILE (:mod:`tls12.keylog`), announced
+by a warning on stderr; off by default.
 """
 
 from __future__ import annotations
@@ -66,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_false",
         help="write each response head in a TLS record of its own (default: the head shares the first record with the body)",
     )
+    cli.add_keylog_option(parser)
     parser.add_argument("--quiet", action="store_true", help="no per-request log lines")
     return parser
 
@@ -109,6 +114,7 @@ def _main(args: argparse.Namespace) -> int:
         credentials=creds,
         cipher_suites=suites,
         session_store=InMemorySessionStore() if args.session_cache else None,
+        keylog=cli.keylog_arg(args.keylog),
     )
     asyncio.run(_serve_until_signal(args, config))
     return 0

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from testbed.apps.demo import format_table, parse_size, run_demo, write_outputs
+from tls12.keylog import open_keylog
 from tls12.suites import CipherSuite
 
 pytestmark = pytest.mark.interop
@@ -42,4 +43,15 @@ def test_demo_downloads_and_writes_outputs(tmp_path: Path) -> None:
 def test_demo_cli_help() -> None:
     proc = subprocess.run([sys.executable, "-m", "testbed.demo", "--help"], capture_output=True, text=True, timeout=60, cwd=REPO)
     assert proc.returncode == 0
-    assert "--sizes" in proc.stdout and "--out" in proc.stdout
+    assert "--sizes" in proc.stdout and "--out" in proc.stdout and "--keylog" in proc.stdout
+
+
+def test_demo_server_key_log_is_curls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo's server writes the key-log line curl writes (curl reads ``SSLKEYLOGFILE``)."""
+    ours, theirs = tmp_path / "server.keys", tmp_path / "curl.keys"
+    monkeypatch.setenv("SSLKEYLOGFILE", str(theirs))
+    with open_keylog(ours) as sink:
+        results = run_demo([100], (CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA,), show_progress=False, keylog=sink)
+    assert results[0].sha256_ok
+    want = b"".join(line for line in theirs.read_bytes().splitlines(keepends=True) if line.startswith(b"CLIENT_RANDOM "))
+    assert want.count(b"\n") == 1 and ours.read_bytes() == want

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -35,8 +36,8 @@ def test_clear_error_for_missing_root(tmp_path: Path) -> None:
     assert out.returncode == 2 and "not a directory" in out.stderr
 
 
-def _start(cmd: list[str], ready: str) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _start(cmd: list[str], ready: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if ready not in line:
@@ -75,6 +76,44 @@ def test_server_and_proxy_programs_with_curl(tmp_path: Path) -> None:
         server.send_signal(signal.SIGTERM)
         s_out, _ = server.communicate(timeout=30)
     assert "2 connections" in s_out
+
+
+def test_server_key_log_decrypts_what_the_client_sees_through_the_proxy(tmp_path: Path) -> None:
+    """``SSLKEYLOGFILE`` for the splitting server: its lines are curl's own, so a capture between
+    client and proxy (where the records are whole again) decrypts with the server's key log."""
+    (tmp_path / "www").mkdir()
+    (tmp_path / "www" / "f.bin").write_bytes(file_bytes(50_000))
+    ours, theirs = tmp_path / "server.keys", tmp_path / "curl.keys"
+    env = {k: v for k, v in os.environ.items() if k != "SSLKEYLOGFILE"}
+    port, store, listen = _free_port(), _free_port(), _free_port()
+    server = _start(
+        [sys.executable, "-m", "sslsplit.server", "--root", str(tmp_path / "www"), "--port", str(port), "--store-port", str(store)],
+        "splitting server on", env={**env, "SSLKEYLOGFILE": str(ours)},
+    )
+    try:
+        proxy = _start(
+            [sys.executable, "-m", "sslsplit.proxy", "--server", f"127.0.0.1:{port}", "--store", f"127.0.0.1:{store}",
+             "--listen", f"127.0.0.1:{listen}"],
+            "splitting proxy on", env=env,
+        )  # fmt: skip
+        try:
+            for suite in ("AES128-SHA256", "NULL-SHA256:@SECLEVEL=0"):
+                result = subprocess.run(
+                    ["curl", "-sSk", "--tls-max", "1.2", "--ciphers", suite, "-o", str(tmp_path / "out.bin"),
+                     f"https://127.0.0.1:{listen}/f.bin"],
+                    capture_output=True, text=True, timeout=60, env={**env, "SSLKEYLOGFILE": str(theirs)},
+                )  # fmt: skip
+                assert result.returncode == 0, result.stderr
+        finally:
+            proxy.send_signal(signal.SIGTERM)
+            proxy.communicate(timeout=30)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        _, s_err = server.communicate(timeout=30)
+    assert s_err.splitlines()[0] == (f"warning: writing TLS secrets to {ours} (SSLKEYLOGFILE); "
+                                     "anyone who reads it can decrypt these connections")
+    want = b"".join(line for line in theirs.read_bytes().splitlines(keepends=True) if line.startswith(b"CLIENT_RANDOM "))
+    assert want.count(b"\n") == 2 and ours.read_bytes() == want
 
 
 def test_upstream_mode_forwards_to_an_existing_http_server(tmp_path: Path) -> None:

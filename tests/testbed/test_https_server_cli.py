@@ -34,8 +34,10 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # -- command line ---------------------------------------------------------------------
 
 
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+def _env(**extra: str) -> dict[str, str]:
+    """The checkout on the path; no ``SSLKEYLOGFILE`` unless ``extra`` sets it."""
+    env = {k: v for k, v in os.environ.items() if k != "SSLKEYLOGFILE"}
+    return {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])), **extra}
 
 
 def test_cli_help() -> None:
@@ -54,10 +56,10 @@ def test_cli_rejects_cert_without_key(tmp_path: Path) -> None:
     assert "--cert and --key" in proc.stderr
 
 
-def _start_cli(*args: str) -> tuple[subprocess.Popen[str], int]:
+def _start_cli(*args: str, cwd: Path | None = None, **env: str) -> tuple[subprocess.Popen[str], int]:
     """Start ``python -m testbed.https_server`` and wait for its "listening on" line."""
     cmd = [sys.executable, "-m", "testbed.https_server", "--port", "0", *args]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(**env), cwd=cwd)
     assert proc.stdout is not None
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ)
@@ -130,3 +132,71 @@ def test_cli_serves_with_given_certificate(root: Path, tmp_path: Path) -> None:
     finally:
         err = _stop_cli(proc)
     assert '"GET /hello.txt HTTP/1.1" 200 body=13' in err
+
+
+# -- key log (tls12.keylog): off by default, SSLKEYLOGFILE or --keylog --------------------------
+
+KEYLOG_WARNING = "warning: writing TLS secrets to {} ({}); anyone who reads it can decrypt these connections\n"
+
+
+def _get_with_keylog(port: int, keylog: Path) -> None:
+    """Two GETs (the second resumes) with Python's ssl writing its own key log (OpenSSL's lines)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    ctx.keylog_filename = str(keylog)
+    session = None
+    for _ in range(2):
+        raw = socket.create_connection(("127.0.0.1", port), timeout=30)
+        with ctx.wrap_socket(raw, session=session) as tls:
+            tls.sendall(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            while tls.recv(65536):
+                pass
+            session = tls.session
+
+
+def _client_random_lines(path: Path) -> bytes:
+    return b"".join(line for line in path.read_bytes().splitlines(keepends=True) if line.startswith(b"CLIENT_RANDOM "))
+
+
+@pytest.mark.parametrize("how", ["SSLKEYLOGFILE", "--keylog"])
+def test_cli_writes_the_key_log_openssl_writes(root: Path, tmp_path: Path, how: str) -> None:
+    ours, theirs = tmp_path / "server.keys", tmp_path / "client.keys"
+    if how == "SSLKEYLOGFILE":
+        proc, port = _start_cli("--root", str(root), "--quiet", "--session-cache", SSLKEYLOGFILE=str(ours))
+    else:
+        proc, port = _start_cli("--root", str(root), "--quiet", "--session-cache", "--keylog", str(ours))
+    try:
+        _get_with_keylog(port, theirs)
+    finally:
+        err = _stop_cli(proc)
+    assert err == KEYLOG_WARNING.format(ours, how)
+    want = _client_random_lines(theirs)
+    assert want.count(b"\n") == 2 and ours.read_bytes() == want
+
+
+def test_cli_key_log_is_off_by_default(root: Path, tmp_path: Path) -> None:
+    """No SSLKEYLOGFILE, no --keylog: nothing on stderr, no file anywhere in the working folder."""
+    proc, port = _start_cli("--root", str(root), "--quiet", cwd=tmp_path)
+    try:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # not create_default_context: it reads SSLKEYLOGFILE
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=30, context=ctx)
+        conn.request("GET", "/hello.txt")
+        assert conn.getresponse().read() == b"hello, world\n"
+        conn.close()
+    finally:
+        err = _stop_cli(proc)
+    assert err == "" and list(tmp_path.iterdir()) == []
+
+
+def test_cli_refuses_a_key_log_it_cannot_write(root: Path, tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "testbed.https_server", "--root", str(root), "--port", "0",
+         "--keylog", str(tmp_path / "missing" / "k.log")],
+        capture_output=True, text=True, timeout=60, env=_env(),
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[-1].endswith(f"--keylog {tmp_path / 'missing' / 'k.log'}: cannot open for writing: No such file or directory")

@@ -43,6 +43,13 @@ written, so the guardian buffers at most one read's replies per connection.
 ``--debug-reveal-secrets FILE`` appends each handle's premaster, master secret and keys (and an
 ECDHE handshake's ephemeral private key) to FILE, one JSON line each: a test switch for the
 secret search, never for deployment.
+
+``--keylog FILE`` (or, without it, the ``SSLKEYLOGFILE`` environment variable) appends each
+handle's NSS key-log line (``CLIENT_RANDOM <client random> <master secret>``,
+:mod:`tls12.keylog`) to FILE, so that Wireshark can decrypt a capture of the clients'
+connections.  In WebALPS the key log comes from here (or from the client): the host never holds
+a master secret.  A debugging switch, off by default, announced by a warning on stderr.
+
 The command is ``python -m webalps_sim.guardian`` (:mod:`webalps_sim.guardian` is its entry
 point); the code lives here because it serves a socket.
 """
@@ -59,7 +66,10 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+from tls12.keylog import KEYLOG_HELP, KeyLogError, KeyLogFile, program_keylog
 
 from .. import protocol as p
 from ..app import AppUnavailable, CostCharger, GuardianApp, load_app, load_cost_model
@@ -336,6 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="RSA bits of a new key, 1024 to 16384 (default 2048)")
     parser.add_argument("--debug-reveal-secrets", type=Path, metavar="FILE",
                         help="TEST ONLY: append every handle's secrets to FILE as JSON lines")
+    parser.add_argument("--keylog", type=Path, metavar="FILE", help=KEYLOG_HELP)
     parser.add_argument("--max-connections", type=int, default=DEFAULT_MAX_CONNECTIONS,
                         metavar="N", help="host connections served at once; one more gets a "
                         f"LIMIT error and is closed (default {DEFAULT_MAX_CONNECTIONS})")
@@ -372,6 +383,28 @@ def _run(service: GuardianService, path: Path, args: argparse.Namespace) -> None
         signal.signal(sig, lambda *_: server.close())
     print(f"guardian listening on {path}", flush=True)
     server.serve_forever()
+
+
+def _debug_switches(parser: argparse.ArgumentParser, args: argparse.Namespace
+                    ) -> tuple[Callable[[str], None] | None, KeyLogFile | None]:
+    """The two switches that write secrets, each announced on stderr: ``--debug-reveal-secrets``
+    and the key log (``--keylog``, else ``SSLKEYLOGFILE``; a path that cannot be written is a
+    usage error now, not a failure in a handshake)."""
+    try:
+        keylog = program_keylog(args.keylog)
+    except KeyLogError as exc:
+        parser.error(str(exc))
+    if args.debug_reveal_secrets is None:
+        return None, keylog
+    print("webalps_sim.guardian: WARNING: --debug-reveal-secrets writes every session secret "
+          f"to {args.debug_reveal_secrets}", file=sys.stderr)
+    reveal_path: Path = args.debug_reveal_secrets
+
+    def reveal(line: str) -> None:
+        with reveal_path.open("a") as f:
+            f.write(line + "\n")
+
+    return reveal, keylog
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -412,18 +445,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{parser.prog}: error: {exc.filename}: {exc.strerror}" if exc.filename else
               f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 1
-    reveal = None
-    if args.debug_reveal_secrets is not None:
-        print("webalps_sim.guardian: WARNING: --debug-reveal-secrets writes every session secret "
-              f"to {args.debug_reveal_secrets}", file=sys.stderr)
-        reveal_path: Path = args.debug_reveal_secrets
-
-        def reveal(line: str) -> None:
-            with reveal_path.open("a") as f:
-                f.write(line + "\n")
-
+    reveal, keylog = _debug_switches(parser, args)
     service = GuardianService(key, chain, measurement, app=app, app_name=args.app, cost=cost,
-                              reveal=reveal, max_sessions=args.max_sessions,
+                              reveal=reveal, keylog=keylog, max_sessions=args.max_sessions,
                               session_lifetime=args.session_lifetime, clock=time.monotonic)
     try:
         _run(service, args.listen, args)

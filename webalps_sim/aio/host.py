@@ -33,6 +33,15 @@ stopped guardian therefore delays only the connections that need it -- new clien
 the ServerHello flight of an RSA suite at once (an ECDHE ServerKeyExchange is signed by the
 guardian), and plain HTTP is served throughout; when it resumes, the waiting connections go on.
 
+Key log (Wireshark).  In ``https`` mode the host holds the key, and ``--keylog FILE`` (or, without
+it, the ``SSLKEYLOGFILE`` environment variable) appends each connection's NSS key-log line to
+FILE (:mod:`tls12.keylog`; a debugging switch, off by default, announced by a warning on
+stderr).  In ``webalps`` mode the host never holds a master secret, so it cannot write one: the
+key log comes from the **guardian** (``python -m webalps_sim.guardian --keylog FILE``, or
+``SSLKEYLOGFILE`` in the guardian's environment) or from the client (curl, browsers and Python's
+``ssl`` read ``SSLKEYLOGFILE``).  There ``--keylog`` is a usage error, and an ``SSLKEYLOGFILE``
+in the host's environment is not read (one note on stderr says where the key log comes from).
+
 The host prints ``listening on URL`` for the TLS port (then for ``--http-port``) once it accepts
 connections.  If the guardian dies, the connections using it fail and the host reconnects on the
 next question; a guardian restarted with the same state serves again without a host restart.
@@ -43,6 +52,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 from collections import OrderedDict
@@ -60,6 +70,7 @@ from tls12.aio import TLSStream
 from tls12.certs import Credentials, generate_self_signed
 from tls12.config import ServerConfig
 from tls12.delegate import DelegateRequest, EphemeralKey, EventDelegate, FlightResult, KeyHandle
+from tls12.keylog import ENV_VAR, KeyLog
 from tls12.server_connection import ServerConnection
 from tls12.session import InMemorySessionStore, Session
 from tls12.suites import CipherSuite, parse_suite_list
@@ -299,6 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="on exit (SIGTERM/SIGINT), write the counters as JSON: requests "
                         "served per port and, in webalps mode, guardian questions per operation "
                         "and round trips")
+    cli.add_keylog_option(parser, "https mode only (in webalps mode the guardian writes it): ")
     parser.add_argument("--quiet", action="store_true", help="no per-request log lines")
     return parser
 
@@ -317,14 +329,14 @@ async def _wait_for_guardian(channel: GuardianChannel, seconds: float) -> None:
 
 
 async def _tls_server(args: argparse.Namespace, stats: ServerStats,
-                      channels: list[GuardianChannel]) -> asyncio.Server:
+                      channels: list[GuardianChannel], keylog: KeyLog | None) -> asyncio.Server:
     suites = parse_suite_list(args.ciphers) if args.ciphers else None
     if args.mode == "https":
         creds = (cli.load_credentials_arg(args.cert, args.key) if args.cert
                  else generate_self_signed())
         config = ServerConfig(
             credentials=creds, **({"cipher_suites": suites} if suites else {}),
-            session_store=InMemorySessionStore() if args.session_cache else None,
+            session_store=InMemorySessionStore() if args.session_cache else None, keylog=keylog,
         )
         return await start_server(args.docroot, args.host, args.port, config, stats=stats)
     channel = GuardianChannel(args.guardian, timeout=args.guardian_timeout)
@@ -351,7 +363,7 @@ def _write_stats(path: Path, counters: dict[str, ServerStats],
     path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
-async def _serve(args: argparse.Namespace) -> None:
+async def _serve(args: argparse.Namespace, keylog: KeyLog | None = None) -> None:
     servers: list[tuple[str, asyncio.Server]] = []
     counters = {"http": ServerStats()}
     channels: list[GuardianChannel] = []
@@ -360,7 +372,7 @@ async def _serve(args: argparse.Namespace) -> None:
                                                        stats=counters["http"])))
     else:
         counters["https"] = ServerStats()
-        servers.append(("https", await _tls_server(args, counters["https"], channels)))
+        servers.append(("https", await _tls_server(args, counters["https"], channels, keylog)))
         if args.http_port is not None:
             plain = await start_http_server(args.docroot, args.host, args.http_port,
                                             stats=counters["http"])
@@ -381,6 +393,21 @@ async def _serve(args: argparse.Namespace) -> None:
             _write_stats(args.stats_json, counters, channels)
 
 
+def _keylog(args: argparse.Namespace) -> KeyLog | None:
+    """The key log of https mode (``--keylog``, else ``SSLKEYLOGFILE``); in webalps mode the
+    guardian writes it (module docstring), and http mode has no TLS."""
+    if args.mode != "https":
+        if args.keylog is not None:
+            raise cli.UsageError("--keylog is for --mode https: a WebALPS host holds no master "
+                                 "secret (give --keylog to the guardian)")
+        if args.mode == "webalps" and os.environ.get(ENV_VAR):
+            print(f"note: {ENV_VAR} is not read in webalps mode: the host holds no master secret; "
+                  "the guardian (python -m webalps_sim.guardian --keylog FILE, or its "
+                  f"{ENV_VAR}) or the client writes the key log", file=sys.stderr, flush=True)
+        return None
+    return cli.keylog_arg(args.keylog)
+
+
 def _main(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
@@ -398,7 +425,7 @@ def _main(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise cli.UsageError(f"--ciphers: {exc}") from None
     try:
-        asyncio.run(_serve(args))
+        asyncio.run(_serve(args, _keylog(args)))
     except GuardianUnavailable as exc:
         raise cli.CLIError(str(exc)) from None  # one line, status 1
     return 0

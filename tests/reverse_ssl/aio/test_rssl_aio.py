@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -213,3 +214,39 @@ def test_unmodified_openssl_client_gets_the_standard_handshake() -> None:
 
     assert asyncio.run(main()) == b"openssl peer"
     assert stats.handshakes["original"] == 1 and stats.handshakes["CLIENT_AUTH"] == 1
+
+
+@pytest.mark.timeout(90)
+def test_cli_key_logs_of_server_and_client_agree(tmp_path: Path) -> None:
+    """``--keylog`` on the server, ``SSLKEYLOGFILE`` for the client: one equal line per connection
+    (a Reverse SSL puzzle handshake and the standard one), each program warning on stderr."""
+    port_file, server_log, client_log = tmp_path / "port", tmp_path / "server.keys", tmp_path / "client.keys"
+    env = {k: v for k, v in _env().items() if k != "SSLKEYLOGFILE"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "reverse_ssl.server", "--key-bits", "1024", "--puzzle-bits", "512", "--pool", "0",
+         "--port-file", str(port_file), "--duration", "30", "--max-handshakes", "2", "--keylog", str(server_log)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        for _ in range(300):
+            if (port_file.exists() and port_file.read_text()) or server.poll() is not None:
+                break
+            time.sleep(0.05)
+        for mode in ("puzzle", "original"):
+            out = subprocess.run(
+                [sys.executable, "-m", "reverse_ssl.client", "--port", port_file.read_text(), "--mode", mode,
+                 "--message", "hi"], capture_output=True, text=True, timeout=60,
+                env={**env, "SSLKEYLOGFILE": str(client_log)},
+            )
+            assert out.returncode == 0, out.stderr
+            assert out.stderr == (f"warning: writing TLS secrets to {client_log} (SSLKEYLOGFILE); "
+                                  "anyone who reads it can decrypt these connections\n")
+        assert server.wait(timeout=30) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+        _, err = server.communicate(timeout=30)
+    assert f"warning: writing TLS secrets to {server_log} (--keylog)" in err
+    lines = client_log.read_text().splitlines()
+    assert len(lines) == 2 and all(line.startswith("CLIENT_RANDOM ") for line in lines)
+    assert server_log.read_text() == client_log.read_text()
