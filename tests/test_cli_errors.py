@@ -40,12 +40,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
 
-from sine.algorithms import SigAlg, SigningKey
-from sine.site import sign_site
-from tls12.certs import generate_self_signed, write_credentials
+from tests.cli_fixtures import write_fixtures
 
 REPO = Path(__file__).resolve().parent.parent
 TIMEOUT = 20.0  # per program; a program that hangs on bad input fails here instead of blocking
@@ -448,38 +444,6 @@ def _forked(runs: dict[str, tuple[str, list[str]]], env: dict[str, str]) -> dict
             for r in json.loads(out.stdout)}
 
 
-def _write_fixtures(root: Path) -> dict[str, str]:
-    """The files and folders the cases refer to, by ``{name}``."""
-    creds = generate_self_signed(key_size=2048)
-    write_credentials(creds, root / "cert.pem", root / "rsa.pem")
-    (root / "pub.pem").write_bytes(creds.private_key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
-    (root / "ec.pem").write_bytes(ec.generate_private_key(ec.SECP256R1()).private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption()))
-    (root / "garbage.pem").write_bytes(
-        b"-----BEGIN PUBLIC KEY-----\nnot*base64*at*all\n-----END PUBLIC KEY-----\n")
-    (root / "bad_private.pem").write_bytes(
-        b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
-    (root / "text.txt").write_text("just some text, no PEM here\n")
-    (root / "voters.txt").write_text("alice:secret\nbob:hunter2\n")
-    (root / "bad_manifest.json").write_text('{"traces": [{"name": "x", "format": "clf", "files": [{}]}]}')
-    docroot = root / "docroot"
-    docroot.mkdir()
-    (docroot / "index.html").write_text("<html>unsigned</html>\n")
-    signed = root / "signed"
-    signed.mkdir()
-    (signed / "index.html").write_text("<html>signed</html>\n")
-    sign_site(signed, SigningKey.generate(SigAlg.ED25519), time.time())
-    (root / "scratch").mkdir()
-    names = ("cert", "rsa", "pub", "ec", "garbage", "bad_private")
-    files = {name: str(root / f"{name}.pem") for name in names}
-    return {**files, "text": str(root / "text.txt"), "voters": str(root / "voters.txt"),
-            "bad_manifest": str(root / "bad_manifest.json"),
-            "docroot": str(docroot), "signed": str(signed), "scratch": str(root / "scratch"),
-            "missing": str(root / "no-such-file")}
-
-
 @dataclass(frozen=True)
 class Sweep:
     fields: dict[str, str]
@@ -488,7 +452,7 @@ class Sweep:
 
 def _run_sweep(root: Path) -> Sweep:
     """Run every case (and ``--help`` of every program); outcomes by case id."""
-    fields = _write_fixtures(root)
+    fields = write_fixtures(root)
     closed = socket.socket()  # bound but not listening: connecting to it is refused
     closed.bind(("127.0.0.1", 0))
     busy = socket.socket()  # listening: binding it again fails with "address already in use"

@@ -4,8 +4,11 @@ SSLACC's one promise is that no connection is lost when a node fails, *whenever*
 trial tests it once under load, on the real pair (:mod:`~sslacc_sim.aio.linux.netns`): the owner
 (:mod:`~sslacc_sim.aio.linux.primary`) and its buddy (:mod:`~sslacc_sim.aio.linux.backup`)
 start, ``--connections`` unmodified clients (curl, Python ``ssl``, gnutls-cli, ``openssl
-s_client`` in turn, :mod:`~sslacc_sim.aio.linux.clients`; some resuming a session) fetch files
-of 1 KiB to 16 MiB at once, and at an instant drawn uniformly over the load the owner fails:
+s_client`` in turn, :mod:`~sslacc_sim.aio.linux.clients`) fetch files of 1 KiB to 16 MiB at
+once -- a quarter of the Python and s_client ones resuming a session, a fifth of all
+uploading a file instead (``POST``, answered by a receipt of its length and CRC-32), a fifth
+of the other downloads asking two or three times on one connection (keep-alive) -- and at an
+instant drawn uniformly over the load the owner fails:
 
 ``kill``
     its link is cut, then it gets SIGKILL;
@@ -31,7 +34,7 @@ kill to each affected client's next byte; it writes ``trials.csv``, ``connection
 connections or let a zombie through, which the tests check.
 
 What this chain does not do yet (issue 22): a master with bucket assignment, joins and leaves; a session store shared by the nodes (a
-resumption after a takeover falls back to a full handshake); keep-alive requests.
+resumption after a takeover falls back to a full handshake).
 """
 
 from __future__ import annotations
@@ -61,7 +64,15 @@ from testbed import cli
 
 from . import clients
 from .failover import HOSTNAME, file_bytes, lines_of, node_env, site_credentials, wait_line
-from .loadstats import flows_at, quantile, wilson_lower, zombie_frames
+from .loadstats import (
+    by_request,
+    flows_at,
+    gaps_by,
+    quantile,
+    wilson_lower,
+    window_at_fault,
+    zombie_frames,
+)
 from .netns import (
     MIRROR_ADDRESSES,
     NEXT_MIRROR_ADDRESSES,
@@ -88,6 +99,8 @@ SIZES = (1 << 10, 1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22, 1 << 24)
 _PORT = 443
 _READY_S = 30.0
 _RESUME_SHARE = 0.25
+_UPLOAD_SHARE = 0.2  # of the connections: POST a file (the answer is a receipt of it)
+_KEEPALIVE_SHARE = 0.2  # of those not resuming: 2 or 3 requests on one connection
 
 
 @dataclass(frozen=True)
@@ -183,10 +196,22 @@ def _plan(rng: random.Random, cfg: CampaignConfig, site: _Site, work: Path
     for i, kind in enumerate(kinds):
         path = rng.choice(sorted(site.files))
         resume = kind in clients.RESUMING_CLIENTS and rng.random() < _RESUME_SHARE
-        reqs.append(clients.Request(kind, HOSTNAME, VIP, _PORT, path, site.cert,
-                                    work / f"c{i}.out", timeout=cfg.client_timeout,
-                                    suite=cfg.suite, resume=resume))  # fmt: skip
+        upload = site.work / "docroot" / path.lstrip("/") if rng.random() < _UPLOAD_SHARE else None
+        # an upload is asked once: the buddy's LAN record keeps a client's bytes up to 32 MiB
+        alone = resume or upload is not None
+        repeat = rng.choice((2, 3)) if not alone and rng.random() < _KEEPALIVE_SHARE else 1
+        reqs.append(clients.Request(kind, HOSTNAME, VIP, _PORT, "/upload" if upload else path,
+                                    site.cert, work / f"c{i}.out", timeout=cfg.client_timeout,
+                                    suite=cfg.suite, resume=resume, upload=upload,
+                                    repeat=repeat))  # fmt: skip
     return reqs
+
+
+def _expected(site: _Site, req: clients.Request) -> bytes:
+    """The body each response of ``req`` must carry: the file, or the receipt of the upload."""
+    if req.upload is not None:
+        return clients.upload_receipt(site.files["/" + req.upload.name])
+    return site.files[req.path]
 
 
 @contextmanager
@@ -300,7 +325,7 @@ def run_trial(site: _Site, cfg: CampaignConfig, trial: _Trial, rng: random.Rando
             running = [clients.start(r, wrap=lambda argv: topo.command("client", argv))
                        for r in reqs]  # fmt: skip
             waker = _fail(trial, topo, procs, cfg) if trial.kill_at is not None else None
-            outcomes = [clients.finish(p, r, site.files[r.path])
+            outcomes = [clients.finish(p, r, _expected(site, r))
                         for p, r in zip(running, reqs, strict=True)]  # fmt: skip
             trial.load_s = time.monotonic() - trial.start
             if waker is not None:
@@ -309,8 +334,10 @@ def run_trial(site: _Site, cfg: CampaignConfig, trial: _Trial, rng: random.Rando
         sniffer.send_signal(signal.SIGTERM)
         sniffer.wait(timeout=30)
         trial.capture = json.loads(sniff_out.read_text()) if sniff_out.exists() else []
-    trial.rows = [{"trial": trial.index, "mode": trial.mode, **asdict(o),
-                   "resume": r.resume, "size": len(site.files[r.path]), "ok": o.ok}
+    trial.rows = [{"trial": trial.index, "mode": trial.mode, **asdict(o), "resume": r.resume,
+                   "upload": r.upload is not None, "repeat": r.repeat,
+                   "size": r.upload.stat().st_size if r.upload else len(site.files[r.path]),
+                   "ok": o.ok}
                   for o, r in zip(outcomes, reqs, strict=True)]  # fmt: skip
     trial.victim = macs[trial.victim_node]
     trial.work = work
@@ -405,41 +432,18 @@ def _summary(cfg: CampaignConfig, trials: pd.DataFrame, conns: pd.DataFrame,
         "zombie_frames": int(faults["zombie_frames"].fillna(0).sum()),
         "gap_p50_s": quantile(gaps, 0.5), "gap_p99_s": quantile(gaps, 0.99),
         "gap_max_s": max(gaps, default=None),
-        "gap_by_phase": _gaps_by(flows, "phase"), "gap_by_mode": _gaps_by(flows, "mode"),
+        "gap_by_phase": gaps_by(flows, "phase"), "gap_by_mode": gaps_by(flows, "mode"),
         # the client's receive window at the fault: "closed" (no room for a byte) means the
         # client's own reading, not the takeover, paced its next byte
-        "gap_by_window": _gaps_by(flows.assign(window=_window_at_fault(flows)), "window"),
+        "gap_by_window": gaps_by(flows.assign(window=window_at_fault(flows)), "window"),
         "phase_at_fault": (flows["phase"].value_counts().to_dict() if len(flows) else {}),
         "detect_p50_s": {m: quantile(faults[faults["mode"] == m]["detect_s"].dropna().tolist(),
                                      0.5) for m in cfg.modes},
         "by_mode": {m: {"connections": int((fconns["mode"] == m).sum()),
                         "completed_exact": int(fconns[fconns["mode"] == m]["ok"].sum())}
                     for m in cfg.modes} if n else {},
+        "by_request": by_request(fconns) if n else {},
     }  # fmt: skip
-
-
-def _window_at_fault(flows: pd.DataFrame) -> pd.Series:
-    """``open``, ``closed`` or ``unknown``: whether each client's receive window had room at
-    the fault (:attr:`~sslacc_sim.aio.linux.loadstats.FlowAtKill.room`)."""
-    if "room" not in flows:
-        return pd.Series("unknown", index=flows.index)
-    room = flows["room"]
-    return room.gt(0).map({True: "open", False: "closed"}).where(room.notna(), "unknown")
-
-
-def _gaps_by(flows: pd.DataFrame, column: str) -> dict[str, dict[str, float | int | None]]:
-    """Fault-to-next-byte gaps of the affected connections (in the handshake or the transfer
-    at the fault), per value of ``column``: count, median, p99, largest."""
-    if not len(flows):
-        return {}
-    hit = flows[flows["phase"].isin(["handshake", "transfer"])]
-    out = {}
-    for key, group in hit.groupby(column):
-        gaps = group["gap_s"].dropna().tolist()
-        out[str(key)] = {"n": len(gaps), "without_gap": int(group["gap_s"].isna().sum()),
-                         "p50_s": quantile(gaps, 0.5), "p99_s": quantile(gaps, 0.99),
-                         "max_s": max(gaps, default=None)}  # fmt: skip
-    return out
 
 
 def summarize(cfg: CampaignConfig, out: Path) -> dict[str, Any]:
@@ -478,15 +482,22 @@ def run_campaign(cfg: CampaignConfig, out: Path, *, progress: bool = True
             flow_rows += flows
             bar.update(1)
             bar.set_postfix(failed=sum(r["failed"] for r in trial_rows))
+            if index % 10 == 9:  # a run cut short keeps what it measured
+                _write_tables(out, trial_rows, conn_rows, flow_rows)
         bar.close()
-    trials, conns, flows_df = (pd.DataFrame(trial_rows), pd.DataFrame(conn_rows),
-                               pd.DataFrame(flow_rows))  # fmt: skip
-    trials.to_csv(out / "trials.csv", index=False)
-    conns.to_csv(out / "connections.csv", index=False)
-    flows_df.to_csv(out / "flows.csv", index=False)
+    trials, conns, flows_df = _write_tables(out, trial_rows, conn_rows, flow_rows)
     summary = _summary(cfg, trials, conns, flows_df)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float) + "\n")
     return summary
+
+
+def _write_tables(out: Path, *rows: list[dict[str, Any]]
+                  ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:  # fmt: skip
+    """``trials.csv``, ``connections.csv`` and ``flows.csv`` from the rows so far."""
+    frames = tuple(pd.DataFrame(r) for r in rows)
+    for frame, name in zip(frames, ("trials", "connections", "flows"), strict=True):
+        frame.to_csv(out / f"{name}.csv", index=False)
+    return frames  # type: ignore[return-value]
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -70,12 +70,14 @@ _DOWN_S = 20.0
 
 def start_nodes(topo: Topology, stack: ExitStack, *, nodes: int, docroot: Path, cert: Path,
                 key: Path, port: int = 443, suite: str = "AES128-SHA",
-                ) -> dict[str, subprocess.Popen[str]]:  # fmt: skip
+                keylog: Path | None = None) -> dict[str, subprocess.Popen[str]]:  # fmt: skip
     """Start the cluster's node processes in ``topo``, each once the one before said
     ``ready``: C (if ``nodes`` is 3), B, then the owner A. Their stderr goes to the terminal;
-    ``stack`` stops them."""
+    ``stack`` stops them. ``keylog``: every node appends its connections' NSS key-log lines
+    there (:mod:`tls12.keylog`)."""
     common = ["--docroot", str(docroot), "--vip", VIP, "--port", str(port), "--suite", suite,
-              "--cert", str(cert), "--key", str(key)]  # fmt: skip
+              "--cert", str(cert), "--key", str(key),
+              *(["--keylog", str(keylog.resolve())] if keylog else [])]  # fmt: skip
     node = [sys.executable, "-m", "sslacc_sim.aio.linux.node"]
     procs: dict[str, subprocess.Popen[str]] = {}
 
@@ -127,7 +129,8 @@ def _up(args: argparse.Namespace) -> int:
         topo = stack.enter_context(Topology(tag=args.tag))
         try:
             procs = start_nodes(topo, stack, nodes=args.nodes, docroot=args.docroot.resolve(),
-                                cert=cert, key=key, port=args.port, suite=args.suite)
+                                cert=cert, key=key, port=args.port, suite=args.suite,
+                                keylog=args.keylog)  # fmt: skip
         except RuntimeError as exc:
             raise cli.CLIError(f"a node did not start: {exc}") from None
         for name, proc in procs.items():
@@ -228,6 +231,7 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--suite", default="AES128-SHA", help="one TLS 1.2 suite (OpenSSL name)")
     up.add_argument("--cert", help="PEM certificate (default: a fresh self-signed one)")
     up.add_argument("--key", help="PEM RSA key of --cert")
+    cli.add_keylog_option(up, "every node appends to one file; ")
     for name, what in (("kill", "cut a node's link and SIGKILL it (--hang: SIGSTOP)"),
                        ("wake", "SIGCONT a hung node and bring its link back"),
                        ("down", "stop a cluster and remove it")):
@@ -251,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
             raise cli.UsageError("--cert and --key go together")
         if args.command == "up" and args.cert:
             cli.load_credentials_arg(args.cert, args.key)
+        if args.command == "up" and args.keylog:
+            cli.keylog_arg(args.keylog)  # an unwritable file is refused before anything starts
         handler = {"up": _up, "kill": _kill, "wake": _wake, "down": _down,
                    "cleanup": _cleanup}[args.command]  # fmt: skip
         try:

@@ -10,7 +10,9 @@ window) and the clients' outcomes, so that they can be tested on hand-made rows.
   before the first application record; ``transfer``; ``finished``: the server's FIN was in)
   and finds its *gap*: from the kill to the first data segment from another node;
 * :func:`zombie_frames` counts frames from the fenced node after it woke (data, FIN or reset);
-* :func:`wilson_lower` is the 95 % lower confidence bound on a success fraction.
+* :func:`wilson_lower` is the 95 % lower confidence bound on a success fraction;
+* :func:`gaps_by`, :func:`window_at_fault` and :func:`by_request` cut a campaign's tables
+  (pandas) for its summary.
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["EARLY_BYTES", "CLIENT", "FlowAtKill", "flows_at", "zombie_frames", "wilson_lower", "quantile"]
+import pandas as pd
+
+__all__ = ["EARLY_BYTES", "CLIENT", "FlowAtKill", "flows_at", "zombie_frames", "wilson_lower",
+           "quantile", "gaps_by", "window_at_fault", "by_request"]
 
 #: Server bytes below which a connection counts as still in its handshake: the ServerHello
 #: flight (about 1 KB with one 2048-bit certificate), the server's Finished and the first
@@ -115,3 +120,37 @@ def quantile(values: Sequence[float], q: float) -> float | None:
     lo = math.floor(pos)
     hi = min(lo + 1, len(xs) - 1)
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def by_request(conns: pd.DataFrame) -> dict[str, dict[str, int]]:
+    """Connections and those byte-exact, by what they asked: a download, an upload, several
+    requests on one connection (keep-alive), a resumed session."""
+    upload, repeat = conns["upload"].astype(bool), conns["repeat"]
+    kinds = {"download": ~upload & repeat.eq(1), "upload": upload, "keep-alive": repeat.gt(1),
+             "resumed": conns["resume"].astype(bool)}  # fmt: skip
+    return {k: {"connections": int(m.sum()), "completed_exact": int(conns[m]["ok"].sum())}
+            for k, m in kinds.items()}
+
+
+def window_at_fault(flows: pd.DataFrame) -> pd.Series:
+    """``open``, ``closed`` or ``unknown``: whether each client's receive window had room at
+    the fault (:attr:`~sslacc_sim.aio.linux.loadstats.FlowAtKill.room`)."""
+    if "room" not in flows:
+        return pd.Series("unknown", index=flows.index)
+    room = flows["room"]
+    return room.gt(0).map({True: "open", False: "closed"}).where(room.notna(), "unknown")
+
+
+def gaps_by(flows: pd.DataFrame, column: str) -> dict[str, dict[str, float | int | None]]:
+    """Fault-to-next-byte gaps of the affected connections (in the handshake or the transfer
+    at the fault), per value of ``column``: count, median, p99, largest."""
+    if not len(flows):
+        return {}
+    hit = flows[flows["phase"].isin(["handshake", "transfer"])]
+    out = {}
+    for key, group in hit.groupby(column):
+        gaps = group["gap_s"].dropna().tolist()
+        out[str(key)] = {"n": len(gaps), "without_gap": int(group["gap_s"].isna().sum()),
+                         "p50_s": quantile(gaps, 0.5), "p99_s": quantile(gaps, 0.99),
+                         "max_s": max(gaps, default=None)}  # fmt: skip
+    return out

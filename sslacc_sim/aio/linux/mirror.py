@@ -8,7 +8,8 @@ Whatever the client can have seen, the backup can therefore produce again. Every
   SYN), ``snd_pos``: server bytes written once this update's segment is out, ``una_pos``: the
   first server byte the client has not acknowledged yet (from ``SIOCOUTQ``, a lower bound:
   the client may have acknowledged more by the time the primary dies);
-* ``app``: where the HTTP exchange is (phase, response offset);
+* ``app``: where the HTTP exchange is (phase, response offset, a next request's bytes already
+  read, an upload's running count and CRC: :mod:`~sslacc_sim.aio.linux.service`);
 * ``seg``: the segment about to be written, as bytes (``raw``: handshake flights, alerts) or,
   for the response body, as a *recipe*: stream offset, plaintext length and TLS write sequence
   number. Re-sealing is deterministic (CBC IVs derive from the keys and the sequence number,
@@ -124,7 +125,8 @@ class Segment:
 
     Either ``raw`` holds them, or they are the records sealing ``plain_len`` bytes of the
     response stream from ``offset`` on, starting at TLS write sequence ``write_seq``
-    (``None``: a plain-TCP run, the bytes are the stream itself).
+    (``None``: a plain-TCP run, the bytes are the stream itself); ``stream`` names that
+    response (JSON of ``path``, ``close`` and ``upload``: a keep-alive connection has several).
     """
 
     pos: int
@@ -133,6 +135,7 @@ class Segment:
     offset: int = 0
     plain_len: int = 0
     write_seq: int | None = None
+    stream: str | None = None
 
     @property
     def end(self) -> int:
@@ -168,8 +171,8 @@ class MirrorState:
                   "snd_pos": self.snd_pos, "una_pos": self.una_pos, "app": self.app,
                   "updates": self.updates, "parts": lengths,
                   "segments": [[s.pos, s.length, s.raw is not None, len(r), s.offset,
-                                s.plain_len, s.write_seq] for s, r in zip(self.segments, raws,
-                                                                          strict=True)]}  # fmt: skip
+                                s.plain_len, s.write_seq, s.stream]
+                               for s, r in zip(self.segments, raws, strict=True)]}  # fmt: skip
         return header, blob
 
     def _adopt(self, header: dict[str, Any], blob: bytes) -> None:
@@ -178,10 +181,11 @@ class MirrorState:
         parts = split_blob(header, blob)
         raw = Buffer(parts["raw"])
         segments = []
-        for pos, length, is_raw, raw_len, offset, plain_len, write_seq in header["segments"]:
+        for pos, length, is_raw, raw_len, offset, plain_len, write_seq, stream in header["segments"]:
             data = raw.pull_bytes(int(raw_len))
             segments.append(Segment(int(pos), int(length), data if is_raw else None,
-                                    int(offset), int(plain_len), write_seq))  # fmt: skip
+                                    int(offset), int(plain_len), write_seq,
+                                    None if stream is None else str(stream)))  # fmt: skip
         self.tcp = TcpSnapshot.from_json(header["tcp"])
         self.rcv_pos, self.snd_pos = int(header["rcv_pos"]), int(header["snd_pos"])
         self.una_pos, self.app = int(header["una_pos"]), dict(header["app"])
@@ -224,8 +228,10 @@ class MirrorState:
             if seg["pos"] != self.snd_pos:
                 raise MirrorError(f"segment at {seg['pos']}, expected {self.snd_pos}")
             raw = parts["raw"] if seg.get("raw") else None
+            named = seg.get("stream")
+            stream = None if named is None else json.dumps(named, sort_keys=True)
             self.segments.append(Segment(seg["pos"], seg["length"], raw, seg.get("offset", 0),
-                                         seg.get("plain_len", 0), seg.get("write_seq")))
+                                         seg.get("plain_len", 0), seg.get("write_seq"), stream))
         self.snd_pos = int(header["snd_pos"])
         self.rcv_pos = int(header["rcv_pos"])
         self.una_pos = max(self.una_pos, int(header["una_pos"]))

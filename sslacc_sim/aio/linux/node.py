@@ -61,7 +61,10 @@ def _config(args: argparse.Namespace) -> ServerConfig | None:
     if args.plain:
         return None
     suite = suite_by_name(args.suite)
-    return ServerConfig(credentials=load_credentials(args.cert, args.key), cipher_suites=(suite,))
+    # a connection a buddy took over goes on from exported state and logs nothing again: its
+    # line is in the log of the node that made its keys (every node may share one file)
+    return ServerConfig(credentials=load_credentials(args.cert, args.key), cipher_suites=(suite,),
+                        keylog=cli.keylog_arg(args.keylog))  # fmt: skip
 
 
 def _docroot(args: argparse.Namespace) -> Docroot:
@@ -145,6 +148,7 @@ def _parser() -> argparse.ArgumentParser:
                            s.openssl_name for s in list(SUITES.values())[:3]))
         r.add_argument("--cert", help="PEM certificate (TLS)")
         r.add_argument("--key", help="PEM RSA key (TLS)")
+        cli.add_keylog_option(r)
         r.add_argument("--no-keepalive", action="store_true",
                        help="negative control: no keepalives, no lease (a hung owner is never "
                        "detected)")

@@ -1,7 +1,12 @@
 """One connection's server side, the same on the primary and on a node that took it over.
 
-:class:`Service` serves one HTTP/1.1 ``GET`` per connection from a :class:`Docroot`, inside
-:mod:`tls12` or over plain TCP. Before each write it sends the buddy an update and waits for
+:class:`Service` serves HTTP/1.1 from a :class:`Docroot`, inside :mod:`tls12` or over plain
+TCP: ``GET /name`` answers with the file, ``POST`` (an upload, ``Content-Length`` bytes) with a
+:func:`receipt` of what arrived; a connection carries requests until one says
+``Connection: close`` or the client closes (keep-alive, pipelining allowed). Where the exchange
+stands is the JSON-able ``app`` dictionary (phase, response offset, bytes of a next request
+already read, the upload's running count and CRC), mirrored with every update, so a node that
+takes the connection over goes on from exactly there. Before each write it sends the buddy an update and waits for
 its acknowledgement (cluster, then commit: :mod:`sslacc_sim.aio.linux.mirror`), and it writes
 only while the node holds its :class:`Lease` (renewed by the buddy's answers to keepalives): a
 node that was stopped and wakes up finds its lease expired and fences itself before a byte
@@ -20,6 +25,7 @@ import socket
 import struct
 import threading
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +39,7 @@ from .mirror import ACK, MirrorState, Segment, join_blob, send_frame
 
 __all__ = [
     "BATCH", "Docroot", "Stream", "Lease", "LeaseExpired", "DiePoint", "Service", "rebuild",
-    "response_head", "outq", "write_leased",
+    "response_head", "receipt", "outq", "write_leased",
 ]
 
 #: Plaintext bytes of the response per mirrored segment (16 records of 16 KiB).
@@ -44,6 +50,8 @@ _ACK_TIMEOUT_S = 10.0  # a buddy that does not acknowledge an update for this lo
 _WRITE_CHUNK = 1 << 16  # the lease is checked before every chunk this size
 _DRAIN_POLL_S = 0.0005
 _DRAIN_LIMIT_S = 60.0
+_MAX_HEAD = 16 * 1024  # longest request head (bytes): a client sending more is cut off
+_RESPONSE_KEYS = ("path", "close", "upload")  # what names a response (app, body segments)
 
 
 class LeaseExpired(SslaccError, RuntimeError):
@@ -75,27 +83,46 @@ def write_leased(sock: socket.socket, data: bytes, lease: Lease | None) -> None:
         view = view[len(chunk) :]
 
 
-def response_head(size: int) -> bytes:
-    """The HTTP response header for a body of ``size`` bytes (the same on every node)."""
+def receipt(size: int, crc: int) -> bytes:
+    """The body of the answer to an upload (``POST``): how many bytes arrived and their CRC-32
+    (``zlib.crc32``: resumable from a mirrored integer, unlike a SHA-256 context), e.g.
+    ``b"1024 5f2a9c01\n"``. The client knows what it sent, so it checks the upload byte for
+    byte (up to CRC-32's strength against accidents; this is no defence against an attacker)."""
+    return b"%d %08x\n" % (size, crc)
+
+
+def response_head(size: int, close: bool = True) -> bytes:
+    """The HTTP response header for a body of ``size`` bytes (the same on every node);
+    ``close``: the connection ends after this response (else ``Connection: keep-alive``)."""
     return (
         "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
-        f"Content-Length: {size}\r\nConnection: close\r\n\r\n"
+        f"Content-Length: {size}\r\nConnection: {'close' if close else 'keep-alive'}\r\n\r\n"
     ).encode()
 
 
 class Stream:
-    """The response as one byte stream: :func:`response_head` then the file."""
+    """One response as one byte stream: :func:`response_head` then the body, a file (``path``)
+    or bytes (``body``: an upload's receipt)."""
 
-    def __init__(self, path: Path) -> None:
-        self._file = path.open("rb")
-        self.size = path.stat().st_size
-        self.head = response_head(self.size)
+    def __init__(self, path: Path | None = None, *, body: bytes | None = None,
+                 close: bool = True) -> None:  # fmt: skip
+        self._body = body
+        if body is None:
+            if path is None:
+                raise ValueError("a stream needs a file or a body")
+            self._file = path.open("rb")
+            self.size = path.stat().st_size
+        else:
+            self.size = len(body)
+        self.head = response_head(self.size, close)
         self.total = len(self.head) + self.size
 
     def read(self, offset: int, n: int) -> bytes:
         """``n`` bytes from ``offset`` (short only at the end)."""
         out = self.head[offset : offset + n]
         start = max(0, offset - len(self.head))
+        if self._body is not None:
+            return out + self._body[start : start + n - len(out)]
         self._file.seek(start)
         return out + self._file.read(n - len(out))
 
@@ -108,14 +135,23 @@ class Docroot:
         self.path = path
         self.single = path.is_file()
 
-    def stream(self, url: str) -> Stream:
-        """The response stream for the request path ``url``; ``FileNotFoundError`` if none."""
+    def stream(self, url: str, close: bool = True) -> Stream:
+        """The response stream for ``GET url``; ``FileNotFoundError`` if none."""
         if self.single:
-            return Stream(self.path)
+            return Stream(self.path, close=close)
         name = url.lstrip("/")
         if not name or "/" in name or name.startswith("."):
             raise FileNotFoundError(url)
-        return Stream(self.path / name)
+        return Stream(self.path / name, close=close)
+
+    def open(self, response: dict[str, Any]) -> Stream:
+        """The stream of the response ``response`` names (``path``, ``close`` and, for an
+        upload, ``upload`` = [bytes, CRC-32]): what ``app`` and every body segment carry."""
+        close = bool(response.get("close", True))
+        upload = response.get("upload")
+        if upload is not None:
+            return Stream(body=receipt(int(upload[0]), int(upload[1])), close=close)
+        return self.stream(str(response["path"]), close)
 
 
 @dataclass
@@ -178,11 +214,10 @@ class Service:
     stall: float = 0.0
     """Seconds to wait before each read (a loaded server: the client's bytes wait in the
     kernel, acknowledged and not yet consumed; the campaign's ``--stall-ms``)."""
-    _request: bytes = b""
 
     def __post_init__(self) -> None:
-        if self.stream is None and "path" in self.app:
-            self.stream = self.docroot.stream(self.app["path"])
+        if self.stream is None and self.app["phase"] == "response":
+            self.stream = self.docroot.open(self.app)
 
     def serve(self) -> None:
         """Run the connection to its end."""
@@ -192,8 +227,11 @@ class Service:
                 if self.app["offset"] < self.stream.total:
                     self._send_body_segment()
                     continue
-                self._finish()
-                return
+                if self.app.get("close", True):
+                    self._finish()
+                    return
+                self._next_request()
+                continue
             if self.app["phase"] == "closed":
                 self._finish()
                 return
@@ -217,9 +255,7 @@ class Service:
             plain = b"".join(e.data for e in events if isinstance(e, ApplicationData))
             closed = any(isinstance(e, ConnectionClosed) for e in events)
             out = self.conn.data_to_send()
-        self._request += plain
-        if b"\r\n\r\n" in self._request and self.app["phase"] == "request":
-            self._start_response()
+        self._take(plain)
         full = self.conn.export_state() if self.conn is not None else b""
         self._commit({"raw": out, "full": full}, raw=True)
         point = None
@@ -241,13 +277,66 @@ class Service:
         if closed:
             self.app = {**self.app, "phase": "closed"}
 
-    def _start_response(self) -> None:
-        line = self._request.split(b"\r\n", 1)[0].split(b" ")
-        if len(line) != 3 or line[0] != b"GET":
-            raise ValueError(f"only GET is served, got {self._request[:20]!r}")
-        path = line[1].decode("ascii", "replace")
-        self.stream = self.docroot.stream(path)
-        self.app = {"phase": "response", "offset": 0, "path": path}
+    # -- the HTTP exchange --
+
+    def _take(self, plain: bytes) -> None:
+        """Advance the exchange over the client's decrypted bytes ``plain``: request heads and
+        upload bodies; the bytes of a next request wait in ``app["pending"]`` while a response
+        goes out (pipelining)."""
+        buf = self.app.get("pending", "").encode("latin-1") + plain
+        while buf and self.app["phase"] in ("request", "upload"):
+            if self.app["phase"] == "upload":
+                buf = self._take_upload(buf)
+                continue
+            head, sep, rest = buf.partition(b"\r\n\r\n")
+            if not sep:
+                if len(buf) > _MAX_HEAD:
+                    raise ValueError(f"a request head longer than {_MAX_HEAD} bytes")
+                break
+            self._start_request(head)
+            buf = rest
+        self.app = {**self.app, "pending": buf.decode("latin-1")}
+
+    def _start_request(self, head: bytes) -> None:
+        lines = head.decode("latin-1").split("\r\n")
+        method, _, rest = lines[0].partition(" ")
+        path, _, version = rest.partition(" ")
+        if method not in ("GET", "POST") or not version.startswith("HTTP/1."):
+            raise ValueError(f"only GET and POST are served, got {lines[0][:40]!r}")
+        fields = {name.strip().lower(): value.strip()
+                  for name, colon, value in (line.partition(":") for line in lines[1:]) if colon}
+        close = fields.get("connection", "").lower() == "close" or version == "HTTP/1.0"
+        if method == "GET":
+            self._respond({"path": path, "close": close})
+            return
+        length = fields.get("content-length", "")
+        if not (length.isascii() and length.isdigit()):
+            raise ValueError("a POST without a valid Content-Length")
+        self.app = {"phase": "upload", "path": path, "close": close, "left": int(length),
+                    "got": 0, "crc": 0}  # fmt: skip
+        if not int(length):
+            self._take_upload(b"")
+
+    def _take_upload(self, buf: bytes) -> bytes:
+        """Count and checksum the upload's bytes in ``buf``; the rest (a next request)."""
+        app = self.app
+        take = min(int(app["left"]), len(buf))
+        got, crc = app["got"] + take, zlib.crc32(buf[:take], app["crc"])
+        self.app = {**app, "left": app["left"] - take, "got": got, "crc": crc}
+        if not self.app["left"]:
+            self._respond({"path": app["path"], "close": app["close"], "upload": [got, crc]})
+        return buf[take:]
+
+    def _respond(self, response: dict[str, Any]) -> None:
+        self.stream = self.docroot.open(response)
+        self.app = {"phase": "response", "offset": 0, **response}
+
+    def _next_request(self) -> None:
+        """The response went out and the connection stays: on to the next request, maybe
+        read already."""
+        self.stream = None
+        self.app = {"phase": "request", "offset": 0, "pending": self.app.get("pending", "")}
+        self._take(b"")
 
     def _die(self, position: int, record: tuple[int, int] | None = None) -> None:
         assert self.die is not None
@@ -275,7 +364,8 @@ class Service:
         data = b"".join(records)
         self.app = {**self.app, "offset": offset + len(plain)}
         seg = {"pos": self.snd_pos, "length": len(data), "offset": offset,
-               "plain_len": len(plain), "write_seq": write_seq}  # fmt: skip
+               "plain_len": len(plain), "write_seq": write_seq,
+               "stream": {k: self.app[k] for k in _RESPONSE_KEYS if k in self.app}}  # fmt: skip
         self._commit(parts, seg=seg, length=len(data))
         die = self.die
         if die is not None and die.name == "mid-record" and self.snd_pos + len(data) > die.after:
@@ -360,20 +450,34 @@ class Service:
 # --- rebuilding on the buddy ----------------------------------------------------------------
 
 
-def rebuild(state: MirrorState, stream: Stream | None, config: ServerConfig | None,
+def rebuild(state: MirrorState, streams: Docroot | Stream | None, config: ServerConfig | None,
             lo: int | None = None, hi: int | None = None) -> tuple[int, bytes]:  # fmt: skip
     """``(position, bytes)``: the server bytes from the first segment the client may lack up to
     ``state.snd_pos``, byte-identical to what the primary wrote (or was about to write).
 
-    ``lo``/``hi``: only the bytes ``[lo, hi)`` of that span (clamped to it), rebuilding only the
-    segments they touch: a takeover rebuilds what the client may be acknowledging before it
-    claims the address, the rest after."""
+    ``streams``: where the body segments' plaintext comes from: a :class:`Docroot` (each
+    segment names its response, which a keep-alive connection may have had several of) or one
+    :class:`Stream` for every segment. ``lo``/``hi``: only the bytes ``[lo, hi)`` of that span
+    (clamped to it), rebuilding only the segments they touch: a takeover rebuilds what the
+    client may be acknowledging before it claims the address, the rest after."""
     segments = state.unacked()
     start = segments[0].pos if segments else state.snd_pos
     lo = start if lo is None else max(lo, start)
     hi = state.snd_pos if hi is None else min(hi, state.snd_pos)
     touched = [seg for seg in segments if seg.end > lo and seg.pos < hi]
-    data = b"".join(_segment_bytes(seg, state, stream, config) for seg in touched)
+    opened: dict[str, Stream] = {}
+
+    def stream_of(seg: Segment) -> Stream | None:
+        if not isinstance(streams, Docroot):
+            return streams
+        if seg.stream is None:
+            raise ValueError("a body segment that names no response")
+        if seg.stream not in opened:
+            opened[seg.stream] = streams.open(json.loads(seg.stream))
+        return opened[seg.stream]
+
+    data = b"".join(_segment_bytes(seg, state, stream_of(seg) if seg.raw is None else None,
+                                   config) for seg in touched)  # fmt: skip
     if touched:
         data = data[lo - touched[0].pos : hi - touched[0].pos]
     return lo, data

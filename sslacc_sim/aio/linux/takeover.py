@@ -112,7 +112,6 @@ def restore_flow(state: MirrorState | None, flow: Flow | None, docroot: Docroot,
     assert state is not None and state.tcp is not None
     if state.done:
         return None
-    stream = docroot.stream(state.app["path"]) if "path" in state.app else None
     segments = state.unacked()
     start = segments[0].pos if segments else state.snd_pos  # the first byte the client may lack
     snap = state.tcp
@@ -139,7 +138,7 @@ def restore_flow(state: MirrorState | None, flow: Flow | None, docroot: Docroot,
     # and written as new data after the claim (:func:`tail`).
     wire = _sent_position(flow, snap, first, state.snd_pos) if use_flow and at_ack else None
     cut = state.snd_pos if wire is None else min(state.snd_pos, wire + RESTORE_MARGIN)
-    _, queued = rebuild(state, stream, config, first, cut)
+    _, queued = rebuild(state, docroot, config, first, cut)
     at = replace(snap, snd_nxt=repair.seq_add(snap.snd_nxt, cut), rcv_nxt=rcv_first)
     if use_flow and flow is not None and flow.acked is not None:
         # the client's window as last heard, not as it was at accept: a slow reader's window
@@ -170,8 +169,7 @@ def tail(r: Restored, docroot: Docroot, config: ServerConfig | None) -> bytes:
     state = r.state
     if r.tail_from >= state.snd_pos:
         return b""
-    stream = docroot.stream(state.app["path"]) if "path" in state.app else None
-    return rebuild(state, stream, config, r.tail_from, state.snd_pos)[1]
+    return rebuild(state, docroot, config, r.tail_from, state.snd_pos)[1]
 
 
 def _acked_position(flow: Flow | None, snap: repair.TcpSnapshot, start: int, end: int

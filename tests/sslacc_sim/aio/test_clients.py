@@ -7,7 +7,11 @@ of each connection confirms what the client claims (suite, resumption, SNI). The
 are small and stdlib-only: one promises 1000 bytes and sends 10 (closing with or without
 close_notify), one never answers. Every client must then fail *loudly* -- a non-empty error,
 never ``silently_wrong`` -- while a body that is whole but not the expected file is exactly what
-``silently_wrong`` marks. Hypothesis feeds the response parser arbitrary bytes.
+``silently_wrong`` marks. Uploads and keep-alive run against a stdlib reference server that
+speaks the campaign's contract (:mod:`.reference_server`: POST receipts, persistent and
+pipelined connections, counted): each client uploads 1 KiB and 3 MiB byte-exact and makes three
+requests on one connection; a wrong second body or a wrong receipt is never ok, and silent
+exactly when the client said all was well. Hypothesis feeds the response parsers arbitrary bytes.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import socket
 import ssl
 import subprocess
 import threading
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,17 +35,22 @@ from sslacc_sim.aio.linux import clients
 from sslacc_sim.aio.linux.clients import (
     CLIENTS,
     GNUTLS_PRIORITIES,
+    MAX_REPEAT,
     RESUMING_CLIENTS,
     Outcome,
     Request,
     client_error_text,
+    expected_body,
     finish,
     first_difference,
     judge_body,
     openssl_resumed,
     split_response,
+    split_responses,
     start,
+    upload_receipt,
 )
+from sslacc_sim.aio.linux.service import receipt
 from testbed.apps.harness import BackgroundServer
 from testbed.apps.stats import ConnectionRecord
 from tls12.certs import generate_self_signed, write_credentials
@@ -48,6 +58,8 @@ from tls12.config import ServerConfig
 from tls12.session import InMemorySessionStore
 from tls12.suites import SUITES, BulkCipher
 from tls12.testing import credentials
+
+from .reference_server import ReferenceServer
 
 pytestmark = pytest.mark.interop
 
@@ -222,6 +234,10 @@ def test_requests_are_checked_at_construction(tmp_path: Path) -> None:
         ({"client": "curl", "port": 0}, "port"),
         ({"client": "curl", "timeout": 0.0}, "timeout"),
         ({"client": "openssl", "suite": "AES128-SHA; reboot"}, "cipher"),
+        ({"client": "curl", "repeat": 0}, "repeat"),
+        ({"client": "gnutls", "repeat": MAX_REPEAT + 1}, "repeat"),
+        ({"client": "python", "repeat": True}, "repeat"),
+        ({"client": "openssl", "repeat": 2, "resume": True}, "resume and repeat"),
     ]:
         with pytest.raises(ValueError, match=message):
             Request(**{**ok, **bad})  # type: ignore[arg-type]
@@ -309,6 +325,159 @@ def test_a_silent_server_is_killed_after_its_timeout(site: Site, tmp_path: Path,
     assert not any(o.silently_wrong or o.body_ok for o, _ in outcomes.values())
 
 
+# --- uploads and keep-alive, against the reference server ---------------------------------
+
+KEPT = random.Random(7).randbytes(200_000)  # served as /k, three times per connection
+
+
+def _transfer(server: ReferenceServer, cert: Path, client: str, out: Path, path: str, data: bytes,
+              **kw: object) -> Outcome:  # fmt: skip
+    """One transfer to the reference server; ``data`` is the file served (or uploaded)."""
+    req = Request(client, HOST, "127.0.0.1", server.port, path, cert, out, timeout=30, **kw)  # type: ignore[arg-type]
+    return finish(start(req), req, expected_body(req, data))
+
+
+def _said(out: Path) -> str:
+    """What the client wrote as its own error (its stderr, gnutls-cli's log)."""
+    def text(path: Path) -> str:
+        return path.read_text(errors="replace") if path.exists() else ""
+    return client_error_text(text(out.with_name(out.name + ".stderr")), text(out.with_name(out.name + ".log")))
+
+
+@pytest.mark.parametrize("size", [1024, 3 * 1024 * 1024], ids=["1KiB", "3MiB"])
+@pytest.mark.parametrize("client", CLIENTS)
+def test_each_client_uploads_byte_exact(files: tuple[Path, Path, Path, Path], client: str, size: int,
+                                        tmp_path: Path) -> None:  # fmt: skip
+    _, cert, key, _ = files
+    data = random.Random(size + 1).randbytes(size)
+    (tmp_path / "up").write_bytes(data)
+    with ReferenceServer(cert, key, {}) as server:
+        outcome = _transfer(server, cert, client, tmp_path / "out", "/up", data, upload=tmp_path / "up")
+    assert outcome == Outcome(client, "/up", 0, "", True, len(upload_receipt(data)), None, False)
+    assert [(s.method, s.path, s.size, s.crc, s.expect) for s in server.seen] == [
+        ("POST", "/up", size, zlib.crc32(data), "")]  # fmt: skip
+    assert (server.connections, server.errors) == (1, [])
+
+
+@pytest.mark.parametrize("method", ["GET", "POST"])
+@pytest.mark.parametrize("client", CLIENTS)
+def test_each_client_makes_three_requests_on_one_connection(files: tuple[Path, Path, Path, Path], client: str,
+                                                            method: str, tmp_path: Path) -> None:  # fmt: skip
+    _, cert, key, _ = files
+    kw: dict[str, object] = {"repeat": 3}
+    data = KEPT
+    if method == "POST":
+        data = KEPT[:65536]
+        kw["upload"] = tmp_path / "up"
+        (tmp_path / "up").write_bytes(data)
+    with ReferenceServer(cert, key, {"/k": KEPT}) as server:
+        outcome = _transfer(server, cert, client, tmp_path / "out", "/k", data, **kw)
+    each = len(KEPT) if method == "GET" else len(upload_receipt(data))
+    assert outcome == Outcome(client, "/k", 0, "", True, 3 * each, None, False)
+    assert (server.connections, server.errors) == (1, [])
+    assert [(s.connection, s.method, s.size, s.expect) for s in server.seen] == [(1, method, len(data) * (method == "POST"), "")] * 3
+    # the raw clients' last request asks the server to close; curl's own say nothing of it
+    closing = [s.connection_header.lower() for s in server.seen]
+    assert closing == (["", "", ""] if client == "curl" else ["", "", "close"])
+
+
+@pytest.mark.parametrize("cut", [False, True], ids=["whole", "then-tcp-close"])
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_wrong_second_body_is_silent_exactly_when_the_client_says_ok(
+    files: tuple[Path, Path, Path, Path], client: str, cut: bool, tmp_path: Path
+) -> None:
+    _, cert, key, _ = files
+    with ReferenceServer(cert, key, {"/k": KEPT}, wrong_body_at=2, cut_after=2 if cut else None) as server:
+        outcome = _transfer(server, cert, client, tmp_path / "out", "/k", KEPT, repeat=3)
+    assert not outcome.ok and not outcome.body_ok, outcome
+    assert f"response 2: body differs at byte {len(KEPT) // 2}" in outcome.error
+    reported_ok = outcome.exit == 0 and not _said(tmp_path / "out")
+    assert outcome.silently_wrong == reported_ok, outcome
+    if not cut:  # a whole, well-formed response: every client takes it
+        assert reported_ok and server.connections == 1, outcome
+    elif client != "curl":  # the raw clients see the TCP close and the missing third response
+        assert outcome.exit != 0 and outcome.error.endswith("1 of 3 responses missing"), outcome
+    elif reported_ok:  # curl asks again on a new connection, and only -w tells
+        assert "curl reported 2 connections for 3 requests" in outcome.error and server.connections == 2
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_wrong_receipt_is_never_ok(files: tuple[Path, Path, Path, Path], client: str, tmp_path: Path) -> None:
+    _, cert, key, _ = files
+    data = random.Random(5).randbytes(100_000)
+    (tmp_path / "up").write_bytes(data)
+    with ReferenceServer(cert, key, {}, wrong_receipt=True) as server:
+        outcome = _transfer(server, cert, client, tmp_path / "out", "/up", data, upload=tmp_path / "up")
+    wrong = receipt(len(data), zlib.crc32(data) ^ 1)
+    error = f"body differs at byte {first_difference(wrong, upload_receipt(data))}"
+    assert outcome == Outcome(client, "/up", 0, error, False, len(wrong), None, True)
+
+
+@pytest.mark.parametrize("client", sorted(RESUMING_CLIENTS))
+def test_a_resumed_upload_posts_twice(files: tuple[Path, Path, Path, Path], client: str, tmp_path: Path) -> None:
+    _, cert, key, _ = files
+    (tmp_path / "up").write_bytes(KEPT)
+    with ReferenceServer(cert, key, {}) as server:
+        outcome = _transfer(server, cert, client, tmp_path / "out", "/up", KEPT, upload=tmp_path / "up", resume=True)
+    assert outcome.ok and outcome.got == len(upload_receipt(KEPT)), outcome
+    assert [(s.connection, s.method, s.size) for s in server.seen] == [(1, "POST", len(KEPT)), (2, "POST", len(KEPT))]
+
+
+def test_requests_are_pipelined_with_close_on_the_last(tmp_path: Path) -> None:
+    data = b"\x00\r\n\r\nHTTP/1.1"
+    (tmp_path / "up").write_bytes(data)
+    get = Request("python", HOST, "127.0.0.1", 8443, "/k", tmp_path, tmp_path / "o", repeat=3)
+    one = b"GET /k HTTP/1.1\r\nHost: sacc.test:8443\r\n"
+    assert get.request_bytes == one + b"\r\n" + one + b"\r\n" + one + b"Connection: close\r\n\r\n"
+    post = Request("openssl", HOST, "127.0.0.1", 443, "/u", tmp_path, tmp_path / "o", upload=tmp_path / "up", repeat=2)
+    head = (b"POST /u HTTP/1.1\r\nHost: sacc.test\r\nContent-Type: application/octet-stream\r\n"
+            b"Content-Length: %d\r\n" % len(data))  # fmt: skip
+    assert post.request_bytes == head + b"\r\n" + data + head + b"Connection: close\r\n\r\n" + data
+    assert expected_body(post, data) == upload_receipt(data) == b"%d %08x\n" % (len(data), zlib.crc32(data))
+    assert expected_body(get, data) == data
+
+
+_OK = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: keep-alive\r\n\r\nabc"
+_WRONG, _SHORT = _OK.replace(b"abc", b"abd"), _OK.replace(b"abc", b"ab")
+
+
+@pytest.mark.parametrize("stream, error, silent", [
+    (_OK * 3, "", False),
+    (_OK * 2, "1 of 3 responses missing", False),
+    (b"", "response 1: no HTTP response head; 2 of 3 responses missing", False),
+    (_OK + _WRONG + _OK, "response 2: body differs at byte 2", True),
+    # the wrong body was whole, and a reader had taken it before the third broke visibly
+    (_OK + _WRONG + _SHORT, "response 2: body differs at byte 2; response 3: short body: got 2 of 3 bytes", True),
+    (_OK * 3 + b"x", "response 3: long body: got 4 bytes, Content-Length 3", False),
+    (_OK + _OK.replace(b"200 OK", b"404 No") + _OK, "response 2: status line 'HTTP/1.1 404 No', not HTTP/1.1 200; "
+     "1 of 3 responses missing", False),
+])  # fmt: skip
+@pytest.mark.parametrize("client", ["python", "gnutls", "openssl"])
+def test_a_raw_stream_of_three_responses_is_judged_each(client: str, stream: bytes, error: str, silent: bool,
+                                                       tmp_path: Path) -> None:  # fmt: skip
+    req = Request(client, HOST, "127.0.0.1", 443, "/k", tmp_path, tmp_path / "out", repeat=3)
+    (tmp_path / "out").write_bytes(stream)
+    outcome = finish(_exited(), req, b"abc")
+    assert (outcome.error, outcome.body_ok, outcome.silently_wrong) == (error, not error, silent)
+    assert outcome.got == sum(len(r.body) for r in split_responses(stream, 3))
+
+
+def test_curl_bodies_and_connections_are_judged_each(tmp_path: Path) -> None:
+    req = Request("curl", HOST, "127.0.0.1", 443, "/k", tmp_path, tmp_path / "out", repeat=3)
+    for name, body in [("out", b"abc"), ("out.2", b"abd"), ("out.3", b"abc")]:
+        (tmp_path / name).write_bytes(body)
+    (tmp_path / "out.stdout").write_text("1\n0\n0\n")
+    outcome = finish(_exited(), req, b"abc")
+    assert outcome == Outcome("curl", "/k", 0, "response 2: body differs at byte 2", False, 9, None, True)
+    (tmp_path / "out.2").write_bytes(b"abc")
+    (tmp_path / "out.stdout").write_text("1\n1\n0\n")
+    outcome = finish(_exited(), req, b"abc")
+    assert outcome == Outcome("curl", "/k", 0, "curl reported 2 connections for 3 requests, not one", True, 9, None, False)
+    (tmp_path / "out.3").unlink()
+    (tmp_path / "out.stdout").write_text("1\n0\n0\n")
+    assert finish(_exited(), req, b"abc").error == "response 3: no body received"
+
+
 # --- the judgement, as pure functions -----------------------------------------------------
 
 
@@ -379,3 +548,35 @@ def test_the_clients_own_words_are_kept_without_the_noise() -> None:
     assert client_error_text("", gnutls_log) == "*** PKI verification failed"
     long = client_error_text("x" * 1000 + "the reason")
     assert len(long) == 300 and long.endswith("the reason")
+
+
+def _response(body: bytes, length: int) -> bytes:
+    return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: keep-alive\r\n\r\n%s" % (length, body)
+
+
+# pieces of a stream: arbitrary bytes, or responses whose Content-Length may be a lie
+_PIECES = st.one_of(st.binary(max_size=64), st.builds(_response, st.binary(max_size=64), st.integers(0, 80)))
+
+
+@given(st.lists(_PIECES, max_size=8).map(b"".join) | st.binary(max_size=2048), st.integers(1, MAX_REPEAT))
+def test_any_bytes_split_into_responses(raw: bytes, limit: int) -> None:
+    responses = split_responses(raw, limit)
+    assert 1 <= len(responses) <= limit
+    assert all(r.problem == "" and len(r.body) == r.length for r in responses[:-1])
+    assert (responses[-1].problem == "") == (responses[-1].length is not None)
+    assert sum(len(r.body) for r in responses) <= len(raw)
+    assert split_responses(raw, 1) == [split_response(raw)]
+
+
+@given(st.lists(st.binary(max_size=300), min_size=1, max_size=MAX_REPEAT), st.binary(max_size=50))
+def test_back_to_back_responses_split_exactly(bodies: list[bytes], tail: bytes) -> None:
+    raw = b"".join(_response(body, len(body)) for body in bodies)
+    assert split_responses(raw, len(bodies)) == [clients.RawResponse("", len(b), b) for b in bodies]
+    # bytes after the last one: the limit-th response takes them (a long body)
+    more = split_responses(raw + tail, len(bodies))
+    assert more[:-1] == split_responses(raw, len(bodies))[:-1] and more[-1].body == bodies[-1] + tail
+
+
+def test_split_responses_wants_a_positive_limit() -> None:
+    with pytest.raises(ValueError, match="limit"):
+        split_responses(b"", 0)

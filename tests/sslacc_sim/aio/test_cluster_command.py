@@ -27,8 +27,8 @@ pytestmark = [pytest.mark.interop, pytest.mark.usefixtures("namespaces")]
 _CLI = [sys.executable, "-m", "sslacc_sim.aio.linux.cluster"]
 
 
-def _up(docroot: Path, tag: str) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen([*_CLI, "up", "--docroot", str(docroot), "--tag", tag],
+def _up(docroot: Path, tag: str, *extra: str) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen([*_CLI, "up", "--docroot", str(docroot), "--tag", tag, *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=node_env())  # fmt: skip
     line = wait_line(proc, f"cluster {tag} up", 90)
@@ -38,11 +38,12 @@ def _up(docroot: Path, tag: str) -> tuple[subprocess.Popen[str], str]:
     return proc, cert
 
 
-def _curl(tag: str, cert: str, name: str, out: Path, *extra: str) -> subprocess.Popen[str]:
+def _curl(tag: str, cert: str, name: str, out: Path, *extra: str,
+          env: dict[str, str] | None = None) -> subprocess.Popen[str]:  # fmt: skip
     return subprocess.Popen(["ip", "netns", "exec", f"{PREFIX}{tag}-client", "curl", "-sS",
                              "--cacert", cert, "--resolve", f"{HOSTNAME}:443:{VIP}", *extra,
                              "-o", str(out), f"https://{HOSTNAME}/{name}"],
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+                            stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -56,11 +57,16 @@ def test_up_serves_survives_a_kill_and_down_removes_everything(tmp_path: Path) -
     small, big = file_bytes(5000), file_bytes(12 << 20)
     (docroot / "small").write_bytes(small)
     (docroot / "big").write_bytes(big)
-    proc, cert = _up(docroot, "tcu")
+    proc, cert = _up(docroot, "tcu", "--keylog", str(tmp_path / "nodes.keys"))
     try:
-        got = _curl("tcu", cert, "small", tmp_path / "s")
+        curl_keys = tmp_path / "curl.keys"
+        got = _curl("tcu", cert, "small", tmp_path / "s",
+                    env={**os.environ, "SSLKEYLOGFILE": str(curl_keys)})  # fmt: skip
         assert got.wait(timeout=30) == 0, got.stderr and got.stderr.read()
         assert (tmp_path / "s").read_bytes() == small
+        # the nodes' key log holds the very line curl's OpenSSL wrote (Wireshark can decrypt)
+        line = [x for x in curl_keys.read_text().splitlines() if x.startswith("CLIENT_RANDOM")]
+        assert len(line) == 1 and line[0] in (tmp_path / "nodes.keys").read_text().splitlines()
         s_client = subprocess.run(
             ["ip", "netns", "exec", f"{PREFIX}tcu-client", "openssl", "s_client", "-connect",
              f"{VIP}:443", "-servername", HOSTNAME, "-CAfile", cert, "-verify_return_error",

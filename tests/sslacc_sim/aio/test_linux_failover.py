@@ -23,6 +23,8 @@ from __future__ import annotations
 import copy
 import socket
 import threading
+import zlib
+from dataclasses import replace
 
 import pytest
 
@@ -39,7 +41,7 @@ from sslacc_sim.aio.linux.mirror import (
 from sslacc_sim.aio.linux.netns import PREFIX, Topology, list_leftovers
 from sslacc_sim.aio.linux.node import POINTS
 from sslacc_sim.aio.linux.repair import TcpSnapshot
-from sslacc_sim.aio.linux.service import BATCH, Docroot, Service, Stream, rebuild
+from sslacc_sim.aio.linux.service import BATCH, Docroot, Service, Stream, rebuild, receipt
 from tls12 import ClientConfig, ClientConnection, ServerConfig, ServerConnection
 from tls12.events import ApplicationData
 from tls12.suites import CipherSuite
@@ -94,7 +96,9 @@ def test_mirror_state_prunes_acknowledged_segments_and_refuses_disorder() -> Non
         state.apply({"type": "bogus"}, b"")
 
 
-def _client_run(sock: socket.socket, client: ClientConnection) -> tuple[bytes, bytes]:
+def _client_run(sock: socket.socket, client: ClientConnection,
+                request: bytes = b"GET /file HTTP/1.1\r\nHost: sacc.test\r\nConnection: close\r\n\r\n",
+                ) -> tuple[bytes, bytes]:  # fmt: skip
     """Drive ``client`` over ``sock`` until the server closes: (wire bytes, plaintext)."""
     wire, plain = bytearray(), bytearray()
     sock.sendall(client.data_to_send())
@@ -105,25 +109,25 @@ def _client_run(sock: socket.socket, client: ClientConnection) -> tuple[bytes, b
             if isinstance(event, ApplicationData):
                 plain += event.data
         if client.handshake_complete and not asked:
-            client.send_data(b"GET /file HTTP/1.1\r\nHost: sacc.test\r\n\r\n")
+            client.send_data(request)
             asked = True
         sock.sendall(client.data_to_send())
     return bytes(wire), bytes(plain)
 
 
-@pytest.mark.parametrize(
-    "suite", [CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA, CipherSuite.TLS_RSA_WITH_AES_256_CBC_SHA],
-    ids=["AES128-SHA", "AES256-SHA"],
-)
-def test_backup_rebuilds_every_mirrored_state_byte_identically(tmp_path, suite) -> None:  # type: ignore[no-untyped-def]
-    path = tmp_path / "file"
-    path.write_bytes(file_bytes(3 * BATCH + 1234))
+def _mirrored_run(suite: CipherSuite, docroot: Docroot, request: bytes | None = None,
+                  ) -> tuple[bytes, bytes, list[MirrorState]]:  # fmt: skip
+    """One connection served with a buddy that checks cluster-then-commit: (wire, plaintext,
+    the buddy's state after every update)."""
     config = ServerConfig(credentials=credentials(), cipher_suites=(suite,), rng=seeded_rng(1))
     server_sock, client_sock = socket.socketpair()
+    for end in (server_sock, client_sock):  # room for a pipelined upload: the test client
+        end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 21)  # writes it all before
+        end.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 21)  # it reads a response
     mirror_a, mirror_b = socket.socketpair()
     states: list[MirrorState] = []
     written_at_update: list[tuple[int, int]] = []
-    service = Service(server_sock, Docroot(path), ServerConnection(config), mirror=mirror_a)
+    service = Service(server_sock, docroot, ServerConnection(config), mirror=mirror_a)
 
     def backup() -> None:
         state = MirrorState()
@@ -146,21 +150,70 @@ def test_backup_rebuilds_every_mirrored_state_byte_identically(tmp_path, suite) 
         t.start()
     client = ClientConnection(ClientConfig(cipher_suites=(suite,), rng=seeded_rng(2)))
     with client_sock:
-        wire, plain = _client_run(client_sock, client)
+        wire, plain = (_client_run(client_sock, client) if request is None
+                       else _client_run(client_sock, client, request))  # fmt: skip
     for t in threads:
         t.join(timeout=30)
-    stream = Stream(path)
-    assert plain == stream.read(0, stream.total)
     # cluster-then-commit: no byte of a segment was written before the backup acknowledged it
     assert written_at_update and all(w == pos for w, pos in written_at_update)
     assert states and states[-1].snd_pos == len(wire)
-    body_states = [s for s in states if any(seg.raw is None for seg in s.segments)]
-    assert len(body_states) >= 4  # one per body segment: the recipe path is exercised
+    return wire, plain, states
+
+
+def _check_rebuilds(states: list[MirrorState], streams: Docroot | Stream, wire: bytes) -> None:
     backup_config = ServerConfig(credentials=credentials(), rng=seeded_rng("backup"))
     for state in states:
-        start, data = rebuild(state, stream, backup_config)
+        start, data = rebuild(state, streams, backup_config)
         assert data == wire[start : state.snd_pos]
         assert start <= state.una_pos or not state.segments
+
+
+@pytest.mark.parametrize(
+    "suite", [CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA, CipherSuite.TLS_RSA_WITH_AES_256_CBC_SHA],
+    ids=["AES128-SHA", "AES256-SHA"],
+)
+def test_backup_rebuilds_every_mirrored_state_byte_identically(tmp_path, suite) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "file"
+    path.write_bytes(file_bytes(3 * BATCH + 1234))
+    wire, plain, states = _mirrored_run(suite, Docroot(path))
+    stream = Stream(path)
+    assert plain == stream.read(0, stream.total)
+    body_states = [s for s in states if any(seg.raw is None for seg in s.segments)]
+    assert len(body_states) >= 4  # one per body segment: the recipe path is exercised
+    _check_rebuilds(states, stream, wire)
+
+
+def test_keep_alive_uploads_and_pipelining_are_mirrored_and_rebuilt(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Three requests pipelined on one connection: a GET kept alive, an upload (POST) whose
+    receipt counts and checksums what arrived, a last GET that closes. Every mirrored state
+    names the response of each segment, so the buddy rebuilds any of them byte for byte."""
+    root = tmp_path / "www"
+    root.mkdir()
+    (root / "a").write_bytes(file_bytes(BATCH + 777))
+    (root / "b").write_bytes(file_bytes(2 * BATCH + 5)[::-1])
+    upload = file_bytes(BATCH + 99)[3:]
+    request = (b"GET /a HTTP/1.1\r\nHost: sacc.test\r\n\r\n"
+               b"POST /up HTTP/1.1\r\nHost: sacc.test\r\nContent-Length: %d\r\n\r\n%s"
+               b"GET /b HTTP/1.1\r\nHost: sacc.test\r\nConnection: close\r\n\r\n"
+               % (len(upload), upload))  # fmt: skip
+    docroot = Docroot(root)
+    wire, plain, states = _mirrored_run(CipherSuite.TLS_RSA_WITH_AES_128_CBC_SHA, docroot,
+                                        request)  # fmt: skip
+    answers = [Stream(root / "a", close=False),
+               Stream(body=receipt(len(upload), zlib.crc32(upload)), close=False),
+               Stream(root / "b")]  # fmt: skip
+    assert plain == b"".join(a.read(0, a.total) for a in answers)
+    assert b"Connection: keep-alive" in plain and receipt(len(upload), zlib.crc32(upload)) in plain
+    phases = {s.app["phase"] for s in states}
+    assert {"upload", "response", "request"} <= phases or {"response", "request"} <= phases
+    named = {seg.stream for s in states for seg in s.segments if seg.raw is None}
+    assert len(named) == 3  # three responses, each segment names its own
+    _check_rebuilds(states, docroot, wire)
+    # a body segment that names no response cannot be rebuilt from a docroot: an error
+    unnamed = copy.deepcopy(next(s for s in states if any(g.raw is None for g in s.segments)))
+    unnamed.segments = [replace(g, stream=None) for g in unnamed.segments]
+    with pytest.raises(ValueError, match="names no response"):
+        rebuild(unnamed, docroot, None)
 
 
 # --- in network namespaces ---------------------------------------------------------------

@@ -16,12 +16,21 @@ import threading
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sslacc_sim.aio.linux.backup import Backup, Controls
-from sslacc_sim.aio.linux.loadstats import flows_at, quantile, wilson_lower, zombie_frames
+from sslacc_sim.aio.linux.loadstats import (
+    by_request,
+    flows_at,
+    gaps_by,
+    quantile,
+    wilson_lower,
+    window_at_fault,
+    zombie_frames,
+)
 from sslacc_sim.aio.linux.mirror import MirrorError, MirrorState, recv_frame, send_frame
 from sslacc_sim.aio.linux.service import Docroot, Lease
 from sslacc_sim.aio.linux.sniff import ACK, FIN, RST, SYN, FlowTracker, parse_frame
@@ -139,6 +148,23 @@ def test_wilson_bound_and_quantile() -> None:
     assert wilson_lower(0, 10) == pytest.approx(0.0, abs=1e-12)
     assert wilson_lower(9990, 10000) == pytest.approx(0.99816, abs=1e-4)
     assert quantile([3.0, 1.0, 2.0], 0.5) == 2.0 and quantile([], 0.5) is None
+
+
+def test_the_summary_cuts_connections_by_request_and_gaps_by_window() -> None:
+    conns = pd.DataFrame({"upload": [True, False, False, False], "repeat": [1, 1, 3, 1],
+                          "resume": [False, False, False, True], "ok": [True, False, True, True]})
+    assert by_request(conns) == {
+        "download": {"connections": 2, "completed_exact": 1},
+        "upload": {"connections": 1, "completed_exact": 1},
+        "keep-alive": {"connections": 1, "completed_exact": 1},
+        "resumed": {"connections": 1, "completed_exact": 1}}
+    flows = pd.DataFrame({"phase": ["transfer", "transfer", "handshake", "finished"],
+                          "gap_s": [0.01, 0.3, None, 0.5], "room": [100, 0, None, 5]})
+    window = window_at_fault(flows)
+    assert window.tolist() == ["open", "closed", "unknown", "open"]
+    got = gaps_by(flows.assign(window=window), "window")  # finished connections have no gap
+    assert got["open"] == {"n": 1, "without_gap": 0, "p50_s": 0.01, "p99_s": 0.01, "max_s": 0.01}
+    assert got["closed"]["max_s"] == 0.3 and got["unknown"]["without_gap"] == 1
 
 
 # --- any error on a cluster link is a death --------------------------------------------------
