@@ -155,19 +155,28 @@ def _sslacc_campaign(src: Source) -> list[str]:
     modes = " / ".join(f"{m} {v['completed_exact']:,} of {v['connections']:,}"
                        for m, v in d["by_mode"].items())
     detect = d["detect_p50_s"]
+    kinds = "; ".join(f"{k} {v['completed_exact']:,} of {v['connections']:,}"
+                      for k, v in d.get("by_request", {}).items())
+    window = d.get("gap_by_window", {}).get("open")
     return [
         "SSLACC, random-instant faults",
         f"{d['kills']} faults (owner killed; hung and woken {cfg['wake_after']:g} s later; or "
         "killed, then the new owner within a second of its takeover), "
         f"each at an instant uniform over a load of {cfg['connections']} concurrent curl / Python "
-        "ssl / gnutls-cli / openssl s_client downloads of 1 KiB–16 MiB; connections byte-exact",
+        "ssl / gnutls-cli / openssl s_client connections: downloads of 1 KiB–16 MiB"
+        + (", uploads of the same sizes, keep-alive requests, resumptions" if kinds else "")
+        + "; connections byte-exact",
         f"{d['completed_exact']:,} of {d['connections']:,} ({100 * d['success_fraction']:.2f} %, "
-        f"95 % lower bound {100 * d['success_lower95']:.2f} %; {modes}); silently wrong "
-        f"{d['silently_wrong']}; frames from a woken owner {d['zombie_frames']}; hung owner "
+        f"95 % lower bound {100 * d['success_lower95']:.2f} %; {modes}"
+        + (f"; by request: {kinds}" if kinds else "") + "); silently wrong "
+        f"{d['silently_wrong']}; frames from a woken owner {d['zombie_frames']}; takeovers of a "
+        f"healthy owner {d.get('takeovers_before_fault', 0)}; hung owner "
         f"detected in {detect.get('hang') or float('nan'):.3f} s (median); fault to each "
         f"affected client's next byte {d['gap_p50_s']:.3f} s median, {d['gap_p99_s']:.3f} s p99"
         + "".join(f"; {phase} {g['p50_s']:.3f} / {g['p99_s']:.3f} s (n = {g['n']})"
-                  for phase, g in d.get("gap_by_phase", {}).items() if g["n"]),
+                  for phase, g in d.get("gap_by_phase", {}).items() if g["n"])
+        + (f"; client window open at the fault {window['p50_s']:.3f} / {window['p99_s']:.3f} s "
+           f"(n = {window['n']}; target 0.030 / 0.150 s)" if window and window["n"] else ""),
         "no connection is lost when a node fails, whenever it fails (abstract, §4; no number)",
         "measured (namespaces on this machine, the campaign's pair of nodes)",
     ]

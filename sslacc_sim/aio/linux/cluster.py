@@ -56,7 +56,7 @@ from .netns import (
     NEXT_MIRROR_ADDRESSES,
     PREFIX,
     VIP,
-    NamespacesUnavailable,
+    TestbedError,
     Topology,
     list_leftovers,
     sweep_leftovers,
@@ -261,8 +261,11 @@ def main(argv: list[str] | None = None) -> int:
                    "cleanup": _cleanup}[args.command]  # fmt: skip
         try:
             return handler(args)
-        except NamespacesUnavailable as exc:
-            raise cli.CLIError(str(exc)) from None
+        except TestbedError as exc:  # no namespaces here, or this tag's exist already
+            raise cli.CLIError(str(exc).replace(
+                "sweep them with testbed.linux.netns.sweep_leftovers('sacc-')",
+                "remove them: python -m sslacc_sim.aio.linux.cluster down --tag TAG, or cleanup"
+            )) from None
 
     return cli.run_main(parser, body, argv)
 

@@ -9,6 +9,7 @@ everything, and ``cleanup`` removes what a SIGKILLed ``up`` left."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -31,11 +32,16 @@ def _up(docroot: Path, tag: str, *extra: str) -> tuple[subprocess.Popen[str], st
     proc = subprocess.Popen([*_CLI, "up", "--docroot", str(docroot), "--tag", tag, *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=node_env())  # fmt: skip
-    line = wait_line(proc, f"cluster {tag} up", 90)
-    fetch = wait_line(proc, "  fetch:", 5)
-    cert = fetch.split("--cacert ", 1)[1].split()[0]
-    assert "3 nodes" in line
-    return proc, cert
+    try:
+        line = wait_line(proc, f"cluster {tag} up", 90)
+        fetch = wait_line(proc, "  fetch:", 5)
+    except BaseException:
+        proc.terminate()  # what it built goes with it
+        proc.wait(timeout=30)
+        raise
+    nodes = extra[extra.index("--nodes") + 1] if "--nodes" in extra else "3"
+    assert f"{nodes} nodes" in line
+    return proc, fetch.split("--cacert ", 1)[1].split()[0]
 
 
 def _curl(tag: str, cert: str, name: str, out: Path, *extra: str,
@@ -89,6 +95,31 @@ def test_up_serves_survives_a_kill_and_down_removes_everything(tmp_path: Path) -
             proc.terminate()
             proc.wait(timeout=30)
     assert list_leftovers(f"{PREFIX}tcu-") == []
+
+
+def test_a_written_response_is_handed_off_only_once_the_client_has_it(tmp_path: Path) -> None:
+    """A slow reader: the owner has written the whole 3 MiB response into the kernel's queues
+    long before the client reads it. The owner is killed then: its buddy must still hold the
+    connection (``done`` waits for ``SIOCOUTQ`` to reach 0) and send the rest."""
+    docroot = tmp_path / "www"
+    docroot.mkdir()
+    body = file_bytes(3 << 20)
+    (docroot / "slow").write_bytes(body)
+    proc, cert = _up(docroot, "tcs", "--nodes", "2")
+    try:
+        download = _curl("tcs", cert, "slow", tmp_path / "out", "--limit-rate", "512K")
+        time.sleep(3.0)  # the client has about half; everything else waits in the queues
+        killed = _cli("kill", "--tag", "tcs")
+        assert killed.returncode == 0, killed.stderr
+        assert download.wait(timeout=60) == 0, download.stderr and download.stderr.read()
+        assert (tmp_path / "out").read_bytes() == body
+        restored = json.loads(wait_line(proc, "node b: RESTORED", 10).split("RESTORED", 1)[1])
+        assert restored["connections"] == 1
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(timeout=30)
+    assert list_leftovers(f"{PREFIX}tcs-") == []
 
 
 def test_cleanup_removes_what_a_killed_up_left(tmp_path: Path) -> None:

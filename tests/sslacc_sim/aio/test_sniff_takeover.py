@@ -32,7 +32,7 @@ from sslacc_sim.aio.linux.loadstats import (
     zombie_frames,
 )
 from sslacc_sim.aio.linux.mirror import MirrorError, MirrorState, recv_frame, send_frame
-from sslacc_sim.aio.linux.service import Docroot, Lease
+from sslacc_sim.aio.linux.service import Docroot, Lease, LeaseExpired, Service
 from sslacc_sim.aio.linux.sniff import ACK, FIN, RST, SYN, FlowTracker, parse_frame
 from sslacc_sim.aio.linux.takeover import snapshot_from_flow
 
@@ -107,6 +107,40 @@ def test_a_reset_or_an_unknown_flow_is_marked_or_ignored() -> None:
     assert tracker.flows[CLIENT].reset
     tracker.feed(parse_frame(frame(CLIENT, VIP, 2000, 0, SYN, options=SYN_OPTS)))  # type: ignore[arg-type]
     assert not tracker.flows[CLIENT].reset and tracker.flows[CLIENT].client_isn == 2000
+
+
+def test_an_owner_without_its_lease_writes_nothing(tmp_path: Path) -> None:
+    """A node whose lease ran out (it was stopped, its buddy may own its connections now)
+    never writes a byte of a response: ``LeaseExpired`` before the first write."""
+    (tmp_path / "f").write_bytes(b"y" * 300_000)
+    expired = Lease(0.01, renewed=time.monotonic() - 1.0)
+    server, client = socket.socketpair()
+    with server, client:
+        client.sendall(b"GET /f HTTP/1.1\r\nConnection: close\r\n\r\n")
+        server.settimeout(5.0)  # a write that went ahead would block (nobody reads): fail
+        with pytest.raises(LeaseExpired):
+            Service(server, Docroot(tmp_path), None, lease=expired).serve()
+        client.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            client.recv(1)  # not one byte
+    server, client = socket.socketpair()
+    got = bytearray()
+    with server, client:  # the same with a lease held: the whole response
+        client.sendall(b"GET /f HTTP/1.1\r\nConnection: close\r\n\r\n")
+        reader = threading.Thread(target=lambda: got.extend(_read_all(client)))
+        reader.start()
+        Service(server, Docroot(tmp_path), None, lease=Lease(60.0)).serve()
+        reader.join(timeout=30)
+    assert got.endswith(b"y" * 300_000)
+
+
+def _read_all(sock: socket.socket) -> bytes:
+    """Everything up to the server's end, then this side's end (the server waits for it)."""
+    out = bytearray()
+    while chunk := sock.recv(1 << 16):
+        out += chunk
+    sock.shutdown(socket.SHUT_WR)
+    return bytes(out)
 
 
 def test_the_lease_ends_and_renews() -> None:

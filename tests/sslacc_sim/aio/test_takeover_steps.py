@@ -77,6 +77,29 @@ def test_a_standby_buddy_stays_silent_until_it_claims(namespaces: object) -> Non
         assert _resolved(topo) == topo.mac("b")
 
 
+def test_an_owner_out_of_its_lease_cuts_itself_off(namespaces: object) -> None:
+    """Self-fencing takes the node's own LAN link down before it exits: nothing it still had
+    queued (a reset from its accept queue, a retransmission) leaves, even where no switch port
+    fence stands behind it."""
+    with Topology(tag="tsf") as topo:
+        assert _link_up(topo, "a")
+        out = topo.run("a", [sys.executable, "-c", textwrap.dedent("""
+            from pathlib import Path
+            from sslacc_sim.aio.linux.primary import Primary
+            from sslacc_sim.aio.linux.service import Docroot
+            Primary("10.88.0.100", 443, None, Docroot(Path(".")), None,
+                    lan_dev="eth0").fence_self("the test's lease ran out")
+            """)], env=node_env(), timeout=30)  # fmt: skip
+        assert out.returncode == 75 and "FENCED the test's lease ran out" in out.stdout, out
+        assert not _link_up(topo, "a") and _link_up(topo, "b")
+
+
+def _link_up(topo: Topology, node: str) -> bool:
+    out = subprocess.run(["ip", "-n", topo.ns(node), "-o", "link", "show", "eth0"],
+                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    return ",UP" in out or "<UP" in out
+
+
 def _resolved(topo: Topology) -> str | None:
     """The MAC the client's kernel resolves the address to (12 hex digits) after trying to
     reach it, or ``None`` when nobody answered its ARP request."""
