@@ -25,11 +25,17 @@ Usage::
     python benchmarks/bench_drive.py             # 5 interleaved repeats of 40 connections per variant
     python benchmarks/bench_drive.py --quick     # 5 of 10
     python benchmarks/bench_drive.py --json results/benchmarks/drive.json
+    python benchmarks/bench_drive.py --quick --pcap get.pcap --keylog get.keys  # and look at it:
+    tshark -r get.pcap -o tls.keylog_file:get.keys -Y http
+
+``--pcap FILE`` writes the packets of the untimed check run (the HTTPS GET on the driver, no CPU
+time) as :mod:`netsim.pcap` captures them; ``--keylog FILE`` the key log that decrypts them.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
 import sys
 import time
@@ -45,13 +51,16 @@ from _common import Repeated, add_repeats_option, interleaved, write_json  # noq
 from netsim.cpu import DEFAULT_COSTS, ZERO_COSTS, Tls12Cpu  # noqa: E402
 from netsim.drive import Driver, HttpFileServer, HttpGetClient  # noqa: E402
 from netsim.link import Link  # noqa: E402
+from netsim.pcap import PcapWriter  # noqa: E402
 from netsim.tcp import TcpConnection  # noqa: E402
 from sslsplit.model_driver import simulate_download  # noqa: E402
 from sslsplit.model_latency import request_latency  # noqa: E402
 from sslsplit.params import ADSL_DOWN, ADSL_UP  # noqa: E402
+from testbed.cli import UsageError, add_keylog_option, keylog_arg, output_file  # noqa: E402
 from tls12 import ClientConnection, ServerConnection  # noqa: E402
 from tls12.certs import Credentials, generate_self_signed  # noqa: E402
 from tls12.config import ClientConfig, ServerConfig  # noqa: E402
+from tls12.keylog import KeyLog  # noqa: E402
 from tls12.suites import CipherSuite  # noqa: E402
 
 BENCH = "bench_drive"
@@ -62,21 +71,28 @@ def _links(env: simpy.Environment) -> tuple[Link, Link]:
     return Link(env, ADSL_DOWN, "adsl:->s"), Link(env, ADSL_UP, "adsl:s->")
 
 
-def driver_run(creds: Credentials, body: bytes, seed: int, cpu: bool = True
+def driver_run(creds: Credentials, body: bytes, seed: int, cpu: bool = True,
+               pcap: Path | None = None, keylog: KeyLog | None = None
                ) -> tuple[float, list[tuple[str, int]]]:
-    """One connection with the real objects: (simulated latency, flights as (side, bytes))."""
+    """One connection with the real objects: (simulated latency, flights as (side, bytes)).
+
+    ``pcap``: write its packets there (:class:`netsim.pcap.PcapWriter`); ``keylog``: the
+    client's key-log sink."""
     env = simpy.Environment()
     down, up = _links(env)
     conn = TcpConnection(env, (down,), (up,))
     rng = random.Random(seed)
-    client = ClientConnection(ClientConfig(cipher_suites=(SUITE,), rng=rng.randbytes))
+    client = ClientConnection(ClientConfig(cipher_suites=(SUITE,), rng=rng.randbytes,
+                                           keylog=keylog))
     server = ServerConnection(ServerConfig(credentials=creds, cipher_suites=(SUITE,),
                                            rng=rng.randbytes))
     get = HttpGetClient("/file")
     costs = DEFAULT_COSTS if cpu else ZERO_COSTS
-    d = Driver(env, conn, client, server, client_app=get, server_app=HttpFileServer(body),
-               client_cpu=Tls12Cpu(costs), server_cpu=Tls12Cpu(costs))
-    env.run()
+    with contextlib.ExitStack() as stack:
+        capture = stack.enter_context(PcapWriter(pcap)) if pcap is not None else None
+        d = Driver(env, conn, client, server, client_app=get, server_app=HttpFileServer(body),
+                   client_cpu=Tls12Cpu(costs), server_cpu=Tls12Cpu(costs), capture=capture)
+        env.run()
     if get.body != body:
         raise SystemExit(f"{BENCH}: the driven client did not receive the file")
     last = max(x.time for x in d.events if x.side == "client")
@@ -128,17 +144,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="10 connections per variant and repeat")
     ap.add_argument("--size", type=int, default=4096, help="file size in bytes (default 4096)")
     ap.add_argument("--json", type=Path, help="also write the results as JSON here")
+    ap.add_argument("--pcap", type=output_file, metavar="FILE",
+                    help="write the packets of the untimed check run to FILE (pcap)")
+    add_keylog_option(ap, "the check run's client key log; ")
     add_repeats_option(ap)
     args = ap.parse_args(argv)
     if args.size < 1:
         ap.error("--size must be positive")
+    try:
+        keylog = keylog_arg(args.keylog) if args.pcap or args.keylog else None
+    except UsageError as exc:
+        ap.error(str(exc))
     began = time.perf_counter()
     n = 10 if args.quick else 40
     creds = generate_self_signed(key_size=2048)
     body = bytes(range(256)) * (args.size // 256) + bytes(args.size % 256)
 
     # same bytes, same TCP: with no CPU time both styles give the same latency
-    t_driver, flights = driver_run(creds, body, seed=0, cpu=False)
+    t_driver, flights = driver_run(creds, body, seed=0, cpu=False, pcap=args.pcap, keylog=keylog)
     t_sizes = size_only_run(flights)
     # the driver's last client event is the response (and close_notify) arriving: the
     # size-only replay ends when the server's last flight has arrived too

@@ -7,6 +7,8 @@
   FIN/RST); a generic 100 Mbit/s :data:`~netsim.link.LAN` preset;
 * :mod:`netsim.drive` — runs real sans-IO protocol objects (``receive_data`` /
   ``data_to_send``) over that TCP in simulated time, charging host CPU per operation;
+* :mod:`netsim.pcap` — writes every packet the TCP model sends as a pcap file (real
+  Ethernet/IPv4/TCP headers, simulated send times) for Wireshark; off unless attached;
 * :mod:`netsim.relay` — middleboxes on the driver: a relay that terminates one connection and
   opens another, forwarding (cut through, or whole TLS records) or rewriting the stream;
 * :mod:`netsim.cpu` — the per-operation CPU cost table (measured from the real code, plus a

@@ -80,7 +80,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pandas as pd
 import simpy
@@ -91,6 +91,11 @@ from .cpu import CpuModel, NoCpu
 from .host import Host
 from .link import LAN, Duplex, LinkParams
 from .tcp import HalfConnection, TcpConnection, TcpParams
+
+if TYPE_CHECKING:
+    from os import PathLike
+
+    from .pcap import PcapWriter
 
 __all__ = ["SansIO", "Side", "Driver", "Flight", "Logged", "Started", "Application",
            "ByteSource", "HttpGetClient", "HttpFileServer", "run_pair", "tls_records"]
@@ -195,7 +200,9 @@ class Driver:
     each side gets a private one-core host. ``client_cpu`` / ``server_cpu``: a CPU model per
     side (:class:`netsim.cpu.Tls12Cpu` for TLS; default: no CPU time). ``open``: start with
     the SYN / SYN-ACK round trip (``False`` if the caller opened ``conn``). ``start``: delay
-    (seconds) before the client begins.
+    (seconds) before the client begins. ``capture``: a :class:`~netsim.pcap.PcapWriter` that
+    records every packet of ``conn`` (the client end on its host's address and an ephemeral
+    port, the server end on ``port``, 443 by default); off by default.
     """
 
     def __init__(self, env: simpy.Environment, conn: TcpConnection, client: SansIO,
@@ -203,7 +210,8 @@ class Driver:
                  server_app: Application | None = None, client_host: Host | None = None,
                  server_host: Host | None = None, client_cpu: CpuModel | None = None,
                  server_cpu: CpuModel | None = None, open: bool = True,
-                 start: float = 0.0) -> None:
+                 start: float = 0.0, capture: PcapWriter | None = None,
+                 port: int = 443) -> None:
         if start < 0:
             raise ValueError(f"start must be >= 0 s, got {start}")
         self.env = env
@@ -218,6 +226,8 @@ class Driver:
         self.opened_at: float | None = None
         self.finished_at: float | None = None
         self.wall_seconds: float | None = None   #: set by :func:`run_pair`
+        if capture is not None:
+            capture.attach(conn, self.client.host.name, self.server.host.name, port)
         conn.a.on_data = self.server.inbox.put
         conn.b.on_data = self.client.inbox.put
         conn.a.on_reset = lambda: self.server.inbox.put(None)
@@ -394,21 +404,32 @@ def run_pair(client: SansIO, server: SansIO, *, client_app: Application | None =
              server_app: Application | None = None, up: LinkParams = LAN,
              down: LinkParams | None = None, tcp: TcpParams | None = None,
              client_cpu: CpuModel | None = None, server_cpu: CpuModel | None = None,
-             seed: int = 0) -> Driver:
+             seed: int = 0, pcap: str | PathLike[str] | None = None) -> Driver:
     """Run one connection to completion on a fresh environment and a :class:`Duplex` wire.
 
     ``up`` is the client → server direction (default: the 100 Mbit/s :data:`~netsim.link.LAN`),
     ``down`` the reverse (default: as ``up``); ``tcp`` the TCP constants (default
-    :class:`~netsim.tcp.TcpParams`).
+    :class:`~netsim.tcp.TcpParams`). ``pcap``: write every packet of the connection to this
+    file (:class:`~netsim.pcap.PcapWriter`; the server on port 443).
     The returned driver carries the metrics and ``wall_seconds`` (the run's wall-clock time).
     """
     t0 = time.perf_counter()
     env = simpy.Environment()
     wire = Duplex(env, up, down, seed=seed)
     conn = TcpConnection(env, (wire.ab,), (wire.ba,), tcp or TcpParams())
-    driver = Driver(env, conn, client, server, client_app=client_app, server_app=server_app,
-                    client_cpu=client_cpu, server_cpu=server_cpu)
-    env.run()
+    capture = None
+    if pcap is not None:
+        from .pcap import PcapWriter
+
+        capture = PcapWriter(pcap)
+    try:
+        driver = Driver(env, conn, client, server, client_app=client_app,
+                        server_app=server_app, client_cpu=client_cpu, server_cpu=server_cpu,
+                        capture=capture)
+        env.run()
+    finally:
+        if capture is not None:
+            capture.close()
     driver.wall_seconds = time.perf_counter() - t0
     return driver
 

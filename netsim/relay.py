@@ -11,7 +11,7 @@ rewrites the stream.  The relay's work runs on its own :class:`~netsim.host.Host
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import simpy
 
@@ -19,6 +19,9 @@ from .cpu import CpuModel
 from .drive import Application, Driver, SansIO, Side, Started, tls_records
 from .host import Host
 from .tcp import TcpConnection
+
+if TYPE_CHECKING:
+    from .pcap import PcapWriter
 
 __all__ = ["Relay", "RelayApplication", "Forward", "tls_records"]
 
@@ -75,7 +78,9 @@ class Relay:
     toward the server); default no CPU time. ``client_*`` / ``server_*`` are as for
     :class:`Driver`. The relay's sides are named ``"relay"`` in both drivers' flights and
     events; they keep relaying after one side's FIN until the application closes the other
-    (a half-close passes through).
+    (a half-close passes through). ``capture``: a :class:`~netsim.pcap.PcapWriter` for both
+    connections (the relay's host is the server of ``front`` and the client of ``back``; the
+    servers on ``port``); connections the application opens may use it too (``relay.capture``).
 
     Example -- a TLS handshake and GET through a store-and-forward relay (whole records only),
     the client on the relay's LAN, the server behind a 160 kbit/s line::
@@ -105,9 +110,12 @@ class Relay:
                  client_host: Host | None = None, server_host: Host | None = None,
                  relay_host: Host | None = None, client_cpu: CpuModel | None = None,
                  server_cpu: CpuModel | None = None, front_cpu: CpuModel | None = None,
-                 back_cpu: CpuModel | None = None, start: float = 0.0) -> None:
+                 back_cpu: CpuModel | None = None, start: float = 0.0,
+                 capture: PcapWriter | None = None, port: int = 443) -> None:
         self.env = env
         self.app = app
+        self.capture = capture
+        self._port = port
         self.host = relay_host or Host(env, "relay")
         self._back_conn = back
         self._server = (server, server_app, server_host, server_cpu, back_cpu)
@@ -118,7 +126,7 @@ class Relay:
         self.front = Driver(env, front, client, self._front_half, client_app=client_app,
                             server_app=self._front_started, client_host=client_host,
                             server_host=self.host, client_cpu=client_cpu, server_cpu=front_cpu,
-                            start=start)
+                            start=start, capture=capture, port=port)
         self.front.server.name = "relay"
         self.front.server.linger = True
 
@@ -128,7 +136,8 @@ class Relay:
         server, server_app, server_host, server_cpu, back_cpu = self._server
         self.back = Driver(self.env, self._back_conn, self._back_half, server,
                            server_app=server_app, client_host=self.host, server_host=server_host,
-                           client_cpu=back_cpu, server_cpu=server_cpu)
+                           client_cpu=back_cpu, server_cpu=server_cpu, capture=self.capture,
+                           port=self._port)
         self.back.client.name = "relay"
         self.back.client.linger = True
         if self._close_back:

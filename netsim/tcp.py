@@ -27,6 +27,9 @@ What it models:
   :meth:`HalfConnection.abort` sends a RST at once (unless ``send_rst`` is off, for models
   of a node that must stay silent); the receiver's ``on_reset`` callback runs.
 
+Every packet can be captured: :mod:`netsim.pcap` sets ``tap`` on both halves and writes each
+segment (with its real header) at its send time, for Wireshark.
+
 What it leaves out: fast retransmit, SACK, delayed ACKs, Nagle, RTT estimation, window
 scaling, the TIME-WAIT state, ISN wrap-around, RSTs in answer to segments for an unknown
 connection. Those matter for lossy or long-fat paths, not for the papers' questions (latency
@@ -59,7 +62,7 @@ import simpy
 from .link import Link, Packet, send_on
 
 __all__ = ["TcpParams", "TcpConnection", "HalfConnection", "SeqState", "Segment", "Ack",
-           "TcpStateError", "wire_bytes"]
+           "TcpStateError", "Tap", "wire_bytes"]
 
 #: Trim the retransmission queue once this many segments are acknowledged.
 _TRIM = 256
@@ -145,18 +148,22 @@ class SeqState:
 
 @dataclass(frozen=True, slots=True)
 class Segment:
-    """A data segment: ``length`` payload bytes from ``seq``; ``data`` is ``None`` if phantom."""
+    """A data segment: ``length`` payload bytes from ``seq``; ``data`` is ``None`` if phantom.
+
+    ``syn`` marks the SYN and SYN-ACK of :meth:`TcpConnection.open` (``seq`` is the ISN).
+    """
 
     seq: int
     length: int
     data: bytes | None = None
     fin: bool = False
     rst: bool = False
+    syn: bool = False
 
     @property
     def end(self) -> int:
-        """One past the last sequence number it occupies (a FIN takes one)."""
-        return self.seq + self.length + (1 if self.fin else 0)
+        """One past the last sequence number it occupies (a SYN or a FIN takes one)."""
+        return self.seq + self.length + (1 if self.fin else 0) + (1 if self.syn else 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,15 +173,25 @@ class Ack:
     ack: int
 
 
+#: A capture hook (:mod:`netsim.pcap`): ``tap(half, segment_or_ack, on_arrive)`` is called when
+#: ``half``'s sender puts a segment (or its receiver an :class:`Ack`) on the first link, at the
+#: simulated send time, and returns the callback to run at arrival in place of ``on_arrive``.
+Tap = Callable[["HalfConnection", "Segment | Ack", Callable[[Packet], None]],
+               Callable[[Packet], None]]
+
+
 class HalfConnection:
     """One direction of a connection: a sender at one end, a receiver at the other.
 
     Application side: :meth:`send`, :meth:`close`, :meth:`abort`; at the receiving end the
     ``on_data(chunk)`` and ``on_reset()`` callbacks. Model side: :attr:`seq` (a
     :class:`SeqState`), :meth:`seed_isn`, :meth:`set_ack_limit`, ``send_rst``. Metrics:
-    ``packets_sent``, ``retransmits``, ``timeouts``, ``payload_sent`` (bytes, retransmissions
-    included), ``delivered`` (bytes handed to the receiver) and ``expected`` (segments
-    accepted in order).
+    ``packets_sent``, ``retransmits`` (segments sent again: their first sequence number had
+    been sent before; a segment rewound at a timeout and acknowledged before its turn came is
+    not one), ``timeouts``, ``payload_sent`` (bytes, retransmissions included),
+    ``delivered`` (bytes handed to the receiver) and ``expected`` (segments accepted in
+    order). ``tap``: a capture hook (:data:`Tap`; ``None``, the default, costs one attribute
+    test per packet).
     """
 
     def __init__(self, env: simpy.Environment, fwd: tuple[Link, ...], rev: tuple[Link, ...],
@@ -192,6 +209,7 @@ class HalfConnection:
         self.on_data: Callable[[bytes], None] | None = None
         self.on_reset: Callable[[], None] | None = None
         self.reverse: HalfConnection | None = None   #: the other direction (set by TcpConnection)
+        self.tap: Tap | None = None
         self._segs: list[Segment] = []   # retransmission queue, in sequence order
         self._una = 0                    # index in _segs of the oldest unacknowledged segment
         self._nxt = 0                    # index in _segs of the next segment to (re)send
@@ -200,6 +218,7 @@ class HalfConnection:
         self._data_event: simpy.Event = env.event()
         self.retransmits = 0
         self.timeouts = 0
+        self._snd_max = self.seq.snd_nxt   # one past the highest sequence number ever sent
         self.packets_sent = 0
         self.payload_sent = 0
         self.delivered = 0
@@ -248,8 +267,10 @@ class HalfConnection:
         st.rst_sent = True
         del self._segs[self._nxt:]
         if self.send_rst:
-            send_on(self.fwd, self.p.header, self._on_segment,
-                    Segment(st.snd_nxt, 0, None, rst=True))
+            rst = Segment(st.snd_nxt, 0, None, rst=True)
+            tap = self.tap
+            send_on(self.fwd, self.p.header,
+                    self._on_segment if tap is None else tap(self, rst, self._on_segment), rst)
             self.packets_sent += 1
         if not self._data_event.triggered:
             self._data_event.succeed()
@@ -259,6 +280,7 @@ class HalfConnection:
         if self._segs or self.packets_sent:
             raise TcpStateError(f"{self.name}: ISN seeded after data was queued")
         self.seq = SeqState.starting_at(isn)
+        self._snd_max = self.seq.snd_nxt
 
     def set_ack_limit(self, limit: int | None) -> None:
         """Acknowledge at most ``limit`` (``None``: everything received); raising it sends an ACK."""
@@ -293,9 +315,14 @@ class HalfConnection:
                 if seg.end <= st.snd_una:      # acknowledged meanwhile (an ACK limit lifted)
                     self._nxt += 1
                     continue
-                send_on(self.fwd, seg.length + self.p.header, self._on_segment, seg)
+                tap = self.tap
+                send_on(self.fwd, seg.length + self.p.header,
+                        self._on_segment if tap is None else tap(self, seg, self._on_segment), seg)
                 self.packets_sent += 1
                 self.payload_sent += seg.length
+                if seg.seq < self._snd_max:
+                    self.retransmits += 1
+                self._snd_max = max(self._snd_max, seg.end)
                 st.snd_nxt = max(st.snd_nxt, seg.end)
                 self._nxt += 1
             if st.reset or st.snd_una >= st.snd_end:
@@ -310,7 +337,6 @@ class HalfConnection:
                 self.timeouts += 1
                 self.ssthresh = max(st.in_flight / 2, 2.0 * self.p.mss)
                 self.cwnd = float(self.p.mss)
-                self.retransmits += self._nxt - self._una
                 self._nxt = self._una
                 st.snd_nxt = st.snd_una
 
@@ -339,12 +365,20 @@ class HalfConnection:
             self._ack_event.succeed()
 
     # -- receiver ------------------------------------------------------------------------
+    @property
+    def ack_number(self) -> int:
+        """The acknowledgement the receiving end sends now (``rcv_nxt``, or its ACK limit)."""
+        return self._ack_number()
+
     def _ack_number(self) -> int:
         st = self.seq
         return st.rcv_nxt if st.ack_limit is None else min(st.rcv_nxt, st.ack_limit)
 
     def _send_ack(self) -> None:
-        send_on(self.rev, self.p.header, self._on_ack, Ack(self._ack_number()))
+        ack = Ack(self._ack_number())
+        tap = self.tap
+        send_on(self.rev, self.p.header,
+                self._on_ack if tap is None else tap(self, ack, self._on_ack), ack)
 
     def _on_segment(self, pkt: Packet) -> None:
         seg: Segment = pkt.payload
@@ -409,7 +443,11 @@ class TcpConnection:
             done.succeed(self.env.now)
 
         def syn_arrived(pkt: Packet) -> None:
-            send_on(self.ba, self.p.syn_size, synack_arrived, Segment(self.b.seq.isn, 0))
+            synack, tap = Segment(self.b.seq.isn, 0, syn=True), self.b.tap
+            send_on(self.ba, self.p.syn_size,
+                    synack_arrived if tap is None else tap(self.b, synack, synack_arrived), synack)
 
-        send_on(self.ab, self.p.syn_size, syn_arrived, Segment(self.a.seq.isn, 0))
+        syn, tap = Segment(self.a.seq.isn, 0, syn=True), self.a.tap
+        send_on(self.ab, self.p.syn_size,
+                syn_arrived if tap is None else tap(self.a, syn, syn_arrived), syn)
         return done

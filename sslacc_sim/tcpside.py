@@ -212,8 +212,7 @@ class ClusterSendHalf(HalfConnection):
         st = self.seq
         if st.reset:
             return 0
-        rewound = self._nxt - self._una
-        self.retransmits += rewound
+        rewound = self._nxt - self._una     # counted in retransmits as they are sent again
         self._nxt = self._una
         st.snd_nxt = st.snd_una
         self.cwnd = min(self.cwnd, self.p.init_cwnd * self.p.mss)

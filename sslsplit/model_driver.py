@@ -56,6 +56,7 @@ from tls12 import ClientConfig, ClientConnection, ServerConnection
 from tls12.certs import Credentials, generate_self_signed
 from tls12.config import ServerConfig
 from tls12.events import ApplicationData, ConnectionClosed, HandshakeComplete
+from tls12.keylog import KeyLog
 from tls12.session import InMemorySessionStore
 from tls12.suites import CipherSuite
 
@@ -358,7 +359,7 @@ class SplitProxy:
         if self.fetch is None:
             self.fetch = Driver(relay.env, self._connect_store(), self._fetcher, self._store,
                                 client_app=self._arrived, client_host=relay.host,
-                                server_host=self._origin_host)
+                                server_host=self._origin_host, capture=relay.capture, port=80)
             self.fetch.client.name = "relay"
             self.fetch.server.name = "store"
         else:
@@ -399,7 +400,8 @@ def _server_config(credentials: Credentials, split: bool, session_cache: bool,
 def simulate_download(protocol: str, body: bytes, params: AdslTestbed | None = None, *,
                       credentials: Credentials | None = None,
                       cache: dict[bytes, bytes] | None = None, session_cache: bool = False,
-                      seed: int = 0) -> Download:
+                      seed: int = 0, pcap: str | os.PathLike[str] | None = None,
+                      keylog: KeyLog | None = None) -> Download:
     """Simulate one GET of ``body`` with ``protocol`` (one of :data:`DRIVER_PROTOCOLS`).
 
     ``credentials``: the origin's key and certificate (default: a fresh 1024-bit RSA key, the
@@ -407,7 +409,10 @@ def simulate_download(protocol: str, body: bytes, params: AdslTestbed | None = N
     first runs a cold download to fill it); ``session_cache``: whether the origin issues
     session ids (default ``False``, like the servers of the loopback
     :class:`~sslsplit.aio.testbed.Testbed` the byte counts are checked against). ``seed`` seeds
-    every RNG of the run.
+    every RNG of the run. ``pcap``: write every packet of the run to this file
+    (:class:`netsim.pcap.PcapWriter`: the client, the proxy and the origin are hosts ``client``,
+    ``relay`` and ``server``; TLS on port 443, HTTP and the cache-miss fetches on 80);
+    ``keylog``: the client's key-log sink (:mod:`tls12.keylog`), to decrypt that capture.
     """
     if protocol not in DRIVER_PROTOCOLS:
         raise ValueError(f"protocol must be one of {DRIVER_PROTOCOLS}, got {protocol!r}")
@@ -425,16 +430,17 @@ def simulate_download(protocol: str, body: bytes, params: AdslTestbed | None = N
     paper_cpu = CostTable(rsa_private=p.rsa_seconds, source="paper testbed")
     get = FileClient("/file")
     split = protocol.startswith("split")
-    client, server, store = _endpoints(protocol, creds, session_cache, rng)
+    client, server, store = _endpoints(protocol, creds, session_cache, rng, keylog)
     origin_app = FileOrigin(body, coalesce=not split)
     server_cpu = Tls12Cpu(paper_cpu) if protocol != "http" else None
     proxy: SplitProxy | None = None
+    capture = _capture(pcap)
     if not split:
         conn = TcpConnection(env, (lan_cp, adsl_down), (adsl_up, lan_pc), p.tcp)
         top = Driver(env, conn, client, server, client_app=get, server_app=origin_app,
-                     server_host=origin, server_cpu=server_cpu)
-        drivers = [top]
-        origin_sides = [top.server]
+                     server_host=origin, server_cpu=server_cpu, capture=capture,
+                     port=80 if protocol == "http" else 443)
+        drivers, origin_sides = [top], [top.server]
     else:
         front = TcpConnection(env, (lan_cp,), (lan_pc,), p.tcp)
         back = TcpConnection(env, (adsl_down,), (adsl_up,), p.tcp)
@@ -442,16 +448,35 @@ def simulate_download(protocol: str, body: bytes, params: AdslTestbed | None = N
                            lambda: TcpConnection(env, (adsl_down,), (adsl_up,), p.tcp),
                            PayloadServer(store.get), origin_host=origin, rng=rng.randbytes)
         relay = Relay(env, front, back, client, server, proxy, client_app=get,
-                      server_app=origin_app, server_host=origin, server_cpu=server_cpu)
-    env.run()
+                      server_app=origin_app, server_host=origin, server_cpu=server_cpu,
+                      capture=capture)
+    _run(env, capture)
     if split:
         drivers = relay.drivers + ([proxy.fetch] if proxy and proxy.fetch else [])
         origin_sides = [d.server for d in drivers[1:]]
     return _download(protocol, body, get, drivers, origin_sides, adsl_up, proxy)
 
 
-def _endpoints(protocol: str, creds: Credentials, session_cache: bool, rng: random.Random
-               ) -> tuple[Any, Any, RecordStore]:
+def _capture(pcap: str | os.PathLike[str] | None) -> Any:
+    """A :class:`netsim.pcap.PcapWriter` on ``pcap``, or ``None`` (no import: no cost)."""
+    if pcap is None:
+        return None
+    from netsim.pcap import PcapWriter
+
+    return PcapWriter(pcap)
+
+
+def _run(env: simpy.Environment, capture: Any) -> None:
+    """Run the simulation to its end; close the capture (if any) even if it raised."""
+    try:
+        env.run()
+    finally:
+        if capture is not None:
+            capture.close()
+
+
+def _endpoints(protocol: str, creds: Credentials, session_cache: bool, rng: random.Random,
+               keylog: KeyLog | None = None) -> tuple[Any, Any, RecordStore]:
     """Client and server objects of one download (plain streams for HTTP, the real tls12
     connections otherwise, the server with the splitting record writer for ``split_*``) and
     the record store the writer publishes to."""
@@ -459,7 +484,8 @@ def _endpoints(protocol: str, creds: Credentials, session_cache: bool, rng: rand
     if protocol == "http":
         return PlainStream(), PlainStream(), store
     split = protocol.startswith("split")
-    client = ClientConnection(ClientConfig(cipher_suites=(SUITE,), rng=rng.randbytes))
+    client = ClientConnection(ClientConfig(cipher_suites=(SUITE,), rng=rng.randbytes,
+                                           keylog=keylog))
     config = _server_config(creds, split, session_cache, rng)
     writer = SplittingRecordWriter(store, IDEncoding.DIGEST_SHA256) if split else None
     server = ServerConnection(config, record_writer=writer) if split else ServerConnection(config)
