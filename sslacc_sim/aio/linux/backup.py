@@ -287,10 +287,13 @@ class Backup:
                     conn.import_progress(r.state.progress)
             if self.chain is not None:
                 self.chain.hold(sock)
+            # done on every end of the connection, as on the first owner: a link to the next
+            # buddy closed without it would make that buddy take this whole node over (the
+            # full campaign saw it: a false takeover of a healthy new owner)
             Service(sock, self.docroot, conn, snd_pos=r.state.snd_pos, rcv_pos=r.state.rcv_pos,
                     app=dict(r.state.app) or {"phase": "request", "offset": 0},
                     keys_sent=r.state.tls_keys is not None, mirror=mirror,
-                    lease=lease).serve()  # fmt: skip
+                    lease=lease).serve_to_end()  # fmt: skip
             if mirror is not None:
                 mirror.settimeout(10.0)
                 recv_frame(mirror)  # the buddy closes the link once it has read done

@@ -136,16 +136,7 @@ class Primary:
                 lease = self.lease if self.keepalive and self.self_fence else None
                 service = Service(sock, self.docroot, conn, mirror=mirror, die=self.die,
                                   lease=lease, stall=self.stall)  # fmt: skip
-                try:
-                    service.serve()
-                except (LeaseExpired, SystemExit):
-                    raise
-                except Exception as exc:
-                    # the connection ended here (the client reset it, sent garbage): the buddy
-                    # must forget it, not take this node for dead
-                    service.end_mirror(repr(exc)[:200])
-                    raise
-                service.end_mirror("the client closed")  # no-op after a finished response
+                service.serve_to_end()
                 # wait for the buddy to close: it has read ``done`` then
                 mirror.settimeout(_LINK_TIMEOUT_S)
                 recv_frame(mirror)

@@ -410,6 +410,20 @@ class Service:
             pass
         self.sock.close()
 
+    def serve_to_end(self) -> None:
+        """:meth:`serve`, then tell the buddy the connection is over (``done``) however it
+        ended here: finished, closed by the client, or an error of this connection (the client
+        reset it, sent garbage; raised again after). Only the node's own death may look like
+        one to the buddy: a link closed without ``done`` makes it take the whole node over."""
+        try:
+            self.serve()
+        except (LeaseExpired, SystemExit):
+            raise
+        except Exception as exc:
+            self.end_mirror(repr(exc)[:200])
+            raise
+        self.end_mirror("the client closed")  # no-op after a finished response
+
     def end_mirror(self, why: str = "") -> None:
         """Tell the buddy this connection is over (``done``): finished, or ended by the client
         or an error here (``why``), never to be taken over. Sent once; a link that fails here

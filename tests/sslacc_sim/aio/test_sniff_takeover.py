@@ -134,6 +134,29 @@ def test_an_owner_without_its_lease_writes_nothing(tmp_path: Path) -> None:
     assert got.endswith(b"y" * 300_000)
 
 
+@pytest.mark.parametrize("client_sends", [b"BREW /pot HTTP/1.1\r\n\r\n", b""])
+def test_every_end_of_a_connection_tells_the_buddy_done(tmp_path: Path,
+                                                         client_sends: bytes) -> None:  # fmt: skip
+    """A connection that ends here -- garbage from the client, or the client closing before
+    a request -- sends ``done`` before its link closes: a link closed without it would make
+    the buddy take the whole node over (a false death)."""
+    server, client = socket.socketpair()
+    mirror_a, mirror_b = socket.socketpair()
+    with server, client, mirror_a, mirror_b:
+        client.sendall(client_sends)
+        client.shutdown(socket.SHUT_WR)
+        service = Service(server, Docroot(tmp_path), None, mirror=mirror_a)
+        if client_sends:
+            with pytest.raises(ValueError, match="only GET and POST"):
+                service.serve_to_end()
+        else:
+            service.serve_to_end()
+        mirror_a.close()
+        frame = recv_frame(mirror_b)
+        assert frame is not None and frame[0]["type"] == "done"
+        assert ("ValueError" if client_sends else "the client closed") in frame[0]["why"]
+
+
 def _read_all(sock: socket.socket) -> bytes:
     """Everything up to the server's end, then this side's end (the server waits for it)."""
     out = bytearray()
