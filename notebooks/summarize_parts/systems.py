@@ -175,6 +175,8 @@ def _sslacc_campaign(src: Source) -> list[str]:
         f"affected client's next byte {d['gap_p50_s']:.3f} s median, {d['gap_p99_s']:.3f} s p99"
         + "".join(f"; {phase} {g['p50_s']:.3f} / {g['p99_s']:.3f} s (n = {g['n']})"
                   for phase, g in d.get("gap_by_phase", {}).items() if g["n"])
+        + "".join(f"; after a {mode} {g['p50_s']:.3f} / {g['p99_s']:.3f} s"
+                  for mode, g in d.get("gap_by_mode", {}).items() if g["n"])
         + (f"; client window open at the fault {window['p50_s']:.3f} / {window['p99_s']:.3f} s "
            f"(n = {window['n']}; target 0.030 / 0.150 s)" if window and window["n"] else ""),
         "no connection is lost when a node fails, whenever it fails (abstract, §4; no number)",
