@@ -346,9 +346,11 @@ def run_trial(site: _Site, cfg: CampaignConfig, trial: _Trial, rng: random.Rando
 
 def _keep_evidence(t: _Trial, out: Path) -> None:
     """A failed trial's logs and capture (not the bodies) go to ``out/failed/t<N>`` (also a
-    fault that no takeover answered); the rest of its folder is removed."""
+    fault that no takeover answered, and a takeover that came before its fault: a false
+    death); the rest of its folder is removed."""
     work = t.work
-    if any(not r["ok"] for r in t.rows) or (t.kill is not None and t.report is None):
+    early = t.report is not None and t.kill is not None and t.report["detected"] < t.kill
+    if any(not r["ok"] for r in t.rows) or (t.kill is not None and t.report is None) or early:
         keep = out / "failed" / f"t{t.index}"
         keep.mkdir(parents=True, exist_ok=True)
         for f in work.iterdir():
