@@ -209,9 +209,8 @@ def _plan(rng: random.Random, cfg: CampaignConfig, site: _Site, work: Path
 
 def _expected(site: _Site, req: clients.Request) -> bytes:
     """The body each response of ``req`` must carry: the file, or the receipt of the upload."""
-    if req.upload is not None:
-        return clients.upload_receipt(site.files["/" + req.upload.name])
-    return site.files[req.path]
+    sent = site.files["/" + req.upload.name] if req.upload is not None else site.files[req.path]
+    return clients.expected_body(req, sent)
 
 
 @contextmanager
