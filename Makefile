@@ -6,7 +6,7 @@ PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
 PYTEST_ARGS ?= -n 2
 
-.PHONY: help venv build test lint mutation reproduce benchmarks readme notebook clean
+.PHONY: help venv build test lint mutation reproduce benchmarks readme notebook docs clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -14,7 +14,7 @@ help:  ## list the targets
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip "setuptools>=77" wheel
-	$(PY) -m pip install -q -e '.[test,notebooks]'
+	$(PY) -m pip install -q -e '.[test,notebooks,docs,sweep]'
 	touch $(STAMP)
 
 venv: $(STAMP)  ## create .venv and install the project with its test extras
@@ -24,6 +24,7 @@ build: venv  ## (re)build the C extension in place
 
 test: build  ## run the whole test suite (unit, fuzz, interop with real peers)
 	$(PY) -m ruff check .
+	$(PY) -m mypy
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: venv  ## ruff
@@ -60,6 +61,10 @@ benchmarks: build  ## run every benchmark (each ratio the median of 5 interleave
 
 notebook: build  ## open the notebooks in JupyterLab from the project's venv (quick sizes; REPRODUCE_QUICK=0 for full)
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+
+docs: build  ## build the documentation site into build/docs/html (Sphinx, warnings are errors; sources in docs/)
+	mkdir -p build/docs/src
+	$(PY) -m sphinx -q -W --keep-going -b html -c docs -d build/docs/doctrees build/docs/src build/docs/html
 
 readme: venv  ## copy the result files the README quotes to docs/results/ and regenerate its tables
 	$(PY) notebooks/summarize.py --update

@@ -20,7 +20,7 @@ Usage::
 
 The references (a trivial SimPy model, the cost model's own speed) run in the
 same process and cannot be missing; the real trace can: without any usable
-trace (the bundled samples under ``traces/`` or ``TRACES_DIR``) the benchmark
+trace (the bundled samples under ``testbed/traces/bundled/`` or ``TRACES_DIR``) the benchmark
 exits with status 1 and one line instead of replaying only the synthetic one.
 """
 
@@ -176,8 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     began = time.perf_counter()
     if not available_traces():
-        raise SystemExit(f"{BENCH}: no usable access-log trace found (bundled under traces/ or in TRACES_DIR);"
-                         " see traces/README.md")
+        raise SystemExit(f"{BENCH}: no usable access-log trace found (bundled under testbed/traces/bundled/ or in TRACES_DIR);"
+                         " see testbed/traces/bundled/README.md")
     results = {**bench_replay(args.quick, args.repeats), **bench_simpy(args.quick, args.repeats)}
     wall = time.perf_counter() - began
     print(f"median (min–max, n) of {args.repeats} repeats (measured); wall time {wall:.0f} s")

@@ -75,7 +75,7 @@ RESULTS_DIR = ROOT / "results" / "mutation"
 # may be changing while a run is under way.
 LIBRARY_PACKAGES = ["tls12", "netsim", "sslsplit", "sine", "reverse_ssl", "sslacc_sim", "webalps_sim"]
 # Data the tests read at run time, relative to the repository root.
-ALSO_COPY = ["traces", "benchmarks", "notebooks", "docs", "README.md", "Makefile", "setup.py"]
+ALSO_COPY = ["benchmarks", "notebooks", "docs", "README.md", "Makefile", "setup.py"]
 PLUGIN = "mutation_pytest_plugin"
 PLUGIN_SOURCE = '''"""Written by mutation/run.py into its scratch copy; loaded with -p."""
 from hypothesis import HealthCheck, settings

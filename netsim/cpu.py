@@ -92,7 +92,7 @@ class CostTable:
         unknown = set(values) - names
         if unknown:
             raise ValueError(f"unknown cost entries: {sorted(unknown)}")
-        return cls(**values)  # type: ignore[arg-type]
+        return cls(**values)  # type: ignore[arg-type]  # names checked above; values are float or str per field
 
 
 #: Measured with :func:`measure_costs` (``quick=False``) on a 2-core x86-64 virtual machine,
@@ -266,8 +266,8 @@ def measure_costs(quick: bool = True) -> CostTable:
 
     repeat, number = (3, 5) if quick else (7, 20)
     creds = generate_self_signed(key_size=2048)
-    key = LocalKey(creds.private_key)
-    public = creds.private_key.public_key()
+    assert creds.private_key is not None  # generated credentials hold their key
+    key, public = LocalKey(creds.private_key), creds.private_key.public_key()
     premaster = b"\x03\x03" + os.urandom(46)
     encrypted = public.encrypt(premaster, padding.PKCS1v15())
     rsa_private = best_time(lambda: key.decrypt_premaster(encrypted), repeat, number)

@@ -84,6 +84,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pandas as pd
 import simpy
+from simpy.events import ProcessGenerator
 
 from tls12.record import split_records
 
@@ -237,7 +238,7 @@ class Driver:
         self.process = env.process(self._run())
 
     # -- processes --------------------------------------------------------------------------
-    def _run(self):  # type: ignore[no-untyped-def]
+    def _run(self) -> ProcessGenerator:
         env = self.env
         if self._start:
             yield env.timeout(self._start)
@@ -247,7 +248,7 @@ class Driver:
         yield env.process(self._side(self.client)) & env.process(self._side(self.server))
         self.finished_at = env.now
 
-    def _side(self, side: Side):  # type: ignore[no-untyped-def]
+    def _side(self, side: Side) -> ProcessGenerator:
         yield from self._step(side, None)
         while not side._done:
             chunk = yield side.inbox.get()
@@ -263,7 +264,7 @@ class Driver:
             yield from self._step(side, chunk)
 
     def _step(self, side: Side, chunk: bytes | None, wake: bool = False
-              ):  # type: ignore[no-untyped-def]
+              ) -> ProcessGenerator:
         events: list[Any] = [Started()] if chunk is None and not wake else []
         received = chunk or b""
         if chunk is not None and not side.finished:
@@ -367,7 +368,7 @@ class HttpGetClient:
     def __call__(self, side: Side, event: Any) -> None:
         ready, data, closed = self._kinds
         if isinstance(event, ready):
-            side.obj.send_data(self.request)  # type: ignore[attr-defined]
+            side.obj.send_data(self.request)  # type: ignore[attr-defined]  # SansIO declares no send_data; this app's sides are connections that have it
         elif isinstance(event, data):
             self.response += event.data
         elif isinstance(event, closed):
@@ -393,8 +394,8 @@ class HttpFileServer:
             self._request += event.data
             if b"\r\n\r\n" in self._request and not self.requests:
                 self.requests += 1
-                side.obj.send_data(self.header + self.body)  # type: ignore[attr-defined]
-                side.obj.close()  # type: ignore[attr-defined]
+                side.obj.send_data(self.header + self.body)  # type: ignore[attr-defined]  # SansIO declares no send_data; this app's sides are connections that have it
+                side.obj.close()  # type: ignore[attr-defined]  # SansIO declares no close; this app's sides are connections that have it
                 side.shutdown()
         elif isinstance(event, closed):
             side.shutdown()

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 import simpy
+from simpy.events import ProcessGenerator
 
 __all__ = ["HostParams", "Host"]
 
@@ -62,7 +63,7 @@ class Host:
             raise ValueError(f"service time must be >= 0 s, got {seconds}")
         return self.env.process(self._run(seconds / self.params.speed, label))
 
-    def _run(self, seconds: float, label: str):  # type: ignore[no-untyped-def]
+    def _run(self, seconds: float, label: str) -> ProcessGenerator:
         queued = self.env.now
         with self.cpu.request() as req:
             yield req

@@ -25,9 +25,10 @@ import random
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import simpy
+from simpy.events import ProcessGenerator
 
 __all__ = ["LinkParams", "Packet", "Link", "Duplex", "LAN", "send_on"]
 
@@ -120,7 +121,7 @@ class Link:
             self._wakeup.succeed()
         return True
 
-    def _transmitter(self):  # type: ignore[no-untyped-def]
+    def _transmitter(self) -> ProcessGenerator:
         env = self.env
         while True:
             try:
@@ -166,7 +167,7 @@ class Link:
             raise RuntimeError(f"link {self.name} is already down")
         return self.env.process(self._outage(duration))
 
-    def _outage(self, duration: float):  # type: ignore[no-untyped-def]
+    def _outage(self, duration: float) -> ProcessGenerator:
         self.up = False
         self._restored = self.env.event()
         self._record("down", 0)
@@ -182,7 +183,7 @@ class Link:
 
 
 def _arrive(event: simpy.Event) -> None:
-    pkt: Packet = event.value
+    pkt = cast(Packet, event.value)  # the Timeout that carries it across the link
     pkt.hop += 1
     if pkt.hop < len(pkt.route):
         pkt.route[pkt.hop].send(pkt)

@@ -3,18 +3,18 @@
 Every parser turns text lines into the same *request table*, a pandas DataFrame with one row
 per request and these columns:
 
-========== ======== ===========================================================================
-column     dtype    meaning
-========== ======== ===========================================================================
-``time``   int64    local wall-clock time of the request as written in the log, in seconds since
-                    1970-01-01 00:00 (the log's own timezone; no conversion to UTC is made)
-``method`` object   HTTP method (``"GET"``; formats without a method column say ``"GET"``)
-``url``    object   request target as logged (canonicalise it with :mod:`testbed.traces.workload`)
-``status`` int16    HTTP status code, ``-1`` when the log has none or writes ``-``
-``size``   int64    response body bytes, ``-1`` when the log has none or writes ``-``
-``utc_offset`` int32 seconds east of UTC of ``time``: from the line (CLF ``-0400``) or else the
-                    format's ``utc_offset`` (0 when unknown); ``time - utc_offset`` is UTC
-========== ======== ===========================================================================
+============== ======== ===========================================================================
+column         dtype    meaning
+============== ======== ===========================================================================
+``time``       int64    local wall-clock time of the request as written in the log, in seconds since
+                        1970-01-01 00:00 (the log's own timezone; no conversion to UTC is made)
+``method``     object   HTTP method (``"GET"``; formats without a method column say ``"GET"``)
+``url``        object   request target as logged (canonicalise it with :mod:`testbed.traces.workload`)
+``status``     int16    HTTP status code, ``-1`` when the log has none or writes ``-``
+``size``       int64    response body bytes, ``-1`` when the log has none or writes ``-``
+``utc_offset`` int32    seconds east of UTC of ``time``: from the line (CLF ``-0400``) or else the
+                        format's ``utc_offset`` (0 when unknown); ``time - utc_offset`` is UTC
+============== ======== ===========================================================================
 
 Supported formats (:data:`FORMATS`):
 
@@ -42,7 +42,7 @@ Gzip input is detected from the magic bytes, not the file name.
 
 Example::
 
-    >>> table, report = read_log("traces/epa-http.txt.gz")        # doctest: +SKIP
+    >>> table, report = read_log("epa-http.txt.gz")                # doctest: +SKIP
     >>> report.malformed, len(table)                               # doctest: +SKIP
     (0, 47748)
 """
@@ -199,7 +199,8 @@ def open_text(path: str | os.PathLike[str]) -> IO[str]:
     """
     with open(path, "rb") as probe:
         gzipped = probe.read(2) == b"\x1f\x8b"
-    stream: IO[bytes] = gzip.open(path, "rb") if gzipped else open(path, "rb")  # noqa: SIM115
+    stream: gzip.GzipFile | io.BufferedReader = (
+        gzip.open(path, "rb") if gzipped else open(path, "rb"))  # noqa: SIM115
     return io.TextIOWrapper(stream, encoding="latin-1", newline=None)
 
 

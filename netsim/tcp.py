@@ -58,6 +58,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import simpy
+from simpy.events import ProcessGenerator
 
 from .link import Link, Packet, send_on
 
@@ -206,8 +207,9 @@ class HalfConnection:
         self.ssthresh = params.ssthresh * params.mss       #: bytes
         self.rwnd = params.rwnd * params.mss               #: bytes
         self.send_rst = True
-        self.on_data: Callable[[bytes], None] | None = None
-        self.on_reset: Callable[[], None] | None = None
+        # what the callbacks return is ignored (a simpy ``Store.put`` event, say)
+        self.on_data: Callable[[bytes], object] | None = None
+        self.on_reset: Callable[[], object] | None = None
         self.reverse: HalfConnection | None = None   #: the other direction (set by TcpConnection)
         self.tap: Tap | None = None
         self._segs: list[Segment] = []   # retransmission queue, in sequence order
@@ -302,7 +304,7 @@ class HalfConnection:
             self._data_event.succeed()
         return done
 
-    def _sender(self):  # type: ignore[no-untyped-def]
+    def _sender(self) -> ProcessGenerator:
         env = self.env
         st = self.seq
         while True:

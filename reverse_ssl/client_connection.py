@@ -151,7 +151,7 @@ class ReverseClientConnection(ClientConnection):
         super().__init__(config.tls, record_writer, start=start)
 
     @classmethod
-    def import_state(  # type: ignore[override]
+    def import_state(  # type: ignore[override]  # takes the Reverse SSL config, which wraps the tls12 one
         cls, config: ReverseClientConfig, blob: bytes, record_writer: RecordWriter | None = None
     ) -> ReverseClientConnection:
         """Continue a connection exported by :meth:`export_state`, in any state (seam 3)."""

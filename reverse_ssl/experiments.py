@@ -39,7 +39,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, replace
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 import pandas as pd
@@ -166,8 +166,14 @@ def table2(quick: bool = True) -> pd.DataFrame:
         sig = key.sign(_MSG, padding.PKCS1v15(), hashes.SHA256())
         pub = key.public_key()
         budget = 0.2 if quick else 1.0
-        priv_s = _time_per_call(lambda k=key: k.sign(_MSG, padding.PKCS1v15(), hashes.SHA256()), budget)
-        pub_s = _time_per_call(lambda p=pub, s=sig: p.verify(s, _MSG, padding.PKCS1v15(), hashes.SHA256()), budget)
+        def sign(k: rsa.RSAPrivateKey = key) -> bytes:
+            return k.sign(_MSG, padding.PKCS1v15(), hashes.SHA256())
+
+        def verify(p: rsa.RSAPublicKey = pub, s: bytes = sig) -> None:
+            p.verify(s, _MSG, padding.PKCS1v15(), hashes.SHA256())
+
+        priv_s = _time_per_call(sign, budget)
+        pub_s = _time_per_call(verify, budget)
         paper_priv, paper_pub = PAPER_TABLE2[bits]
         rows.append({
             "bits": bits, "private_ms": priv_s * 1e3, "public_ms": pub_s * 1e3, "ratio": priv_s / pub_s,
@@ -297,7 +303,9 @@ def handshake_cpu(quick: bool = True, bits: tuple[int, ...] | None = None) -> pd
     for b in bits:
         creds, client_creds = credentials(b), credentials(b, "client")
         pool = SignaturePool(sum(reps.values()) + 1)
-        pool.fill(lambda c=creds: make_offline_token(c.private_key, _rng))
+        server_key = creds.private_key
+        assert server_key is not None  # generate_self_signed makes the key
+        pool.fill(partial(make_offline_token, server_key, _rng))
         cfg = ReverseServerConfig(ServerConfig(credentials=creds, cipher_suites=RSA_SUITES), pool=pool)
         for mode, modes in (("original", ()), ("client_auth", (Mode.CLIENT_AUTH,)), ("puzzle", (Mode.PUZZLE,))):
             times = []
@@ -417,7 +425,7 @@ def puzzle_costs(quick: bool = True) -> dict[str, pd.DataFrame]:
     wrong_x = replace(sol.reply, preimage=bytes([sol.reply.preimage[0] ^ 1]))
     outside = replace(sol.reply, modulus=(int.from_bytes(sol.reply.modulus, "big") ^ (1 << 900)).to_bytes(128, "big"))
 
-    def attempt(reply, check: bool) -> None:  # type: ignore[no-untyped-def]
+    def attempt(reply: PuzzleReply, check: bool) -> None:
         try:
             verify_reply(challenge, reply, verify_signature=check, replay_cache=ReplayCache())
         except Exception:  # noqa: BLE001 - the refusals are what is timed

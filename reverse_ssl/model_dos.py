@@ -41,6 +41,7 @@ import random
 from dataclasses import dataclass, replace
 
 import simpy
+from simpy.events import ProcessGenerator
 
 __all__ = ["DoSParams", "run_dos", "sweep_attack_rates"]
 
@@ -90,7 +91,7 @@ class _Server:
         self.served: list[tuple[str, float, float]] = []  # (kind, arrival time, latency)
         self.dropped: list[str] = []
 
-    def submit(self, kind: str, cost: float, started: float):  # type: ignore[no-untyped-def]
+    def submit(self, kind: str, cost: float, started: float) -> ProcessGenerator:
         if len(self.cpu.queue) >= self.p.backlog:
             self.dropped.append(kind)
             return
@@ -104,7 +105,7 @@ class _Server:
             self.served.append((kind, started, self.env.now - started))
 
 
-def _legit_client(env: simpy.Environment, server: _Server, p: DoSParams):  # type: ignore[no-untyped-def]
+def _legit_client(env: simpy.Environment, server: _Server, p: DoSParams) -> ProcessGenerator:
     started = env.now
     if p.puzzles:
         yield env.process(server.submit("issue", p.cost_issue, started))
@@ -114,7 +115,7 @@ def _legit_client(env: simpy.Environment, server: _Server, p: DoSParams):  # typ
         yield env.process(server.submit("legit", p.cost_original, started))
 
 
-def _attacker(env: simpy.Environment, server: _Server, rng: random.Random, p: DoSParams, spent: list[float]):  # type: ignore[no-untyped-def]
+def _attacker(env: simpy.Environment, server: _Server, rng: random.Random, p: DoSParams, spent: list[float]) -> ProcessGenerator:
     """Sends at ``attack_rate``; with puzzles, only what its cores can solve carries a valid solution."""
     solve_capacity = p.attacker_cores / p.solve_time if p.puzzles else 0.0
     credit = 0.0
@@ -150,7 +151,7 @@ def run_dos(p: DoSParams) -> dict[str, float]:
     arrivals = {"legit": 0}
     if p.legit_rate > 0:
 
-        def counted(env: simpy.Environment = env):  # type: ignore[no-untyped-def]
+        def counted(env: simpy.Environment = env) -> ProcessGenerator:
             while True:
                 yield env.timeout(rng.expovariate(p.legit_rate))
                 arrivals["legit"] += env.now <= cutoff

@@ -64,11 +64,12 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import simpy
+from simpy.events import ProcessGenerator
 
-from netsim.drive import Driver, Side
+from netsim.drive import Driver, SansIO, Side
 from netsim.link import Duplex, LinkParams
 from netsim.tcp import TcpConnection, TcpParams
 from tls12.certs import Credentials
@@ -129,7 +130,8 @@ class HandshakeCosts:
     @classmethod
     def from_measured(cls, costs: dict[str, float]) -> HandshakeCosts:
         """From the dict :func:`reverse_ssl.experiments.measure_costs` returns (seconds)."""
-        return cls.from_params(DoSParams(**costs))
+        # the keys name DoSParams' float cost fields; the dataclass rejects any other name
+        return cls.from_params(DoSParams(**cast("dict[str, Any]", costs)))
 
 
 class _Messages:
@@ -267,7 +269,7 @@ class ReplayEndpoint:
 class _Recorder:
     """Wraps a real endpoint; keeps each flight it writes with the bytes it had received."""
 
-    def __init__(self, obj: Any) -> None:
+    def __init__(self, obj: SansIO) -> None:
         self.obj = obj
         self.received = 0
         self.flights: list[tuple[int, bytes]] = []
@@ -308,7 +310,9 @@ class Endpoints:
         creds = self.server_credentials
         pool = SignaturePool(self.pool_size)
         rng = seeded_rng(b"pool%d" % self.seed)
-        pool.fill(lambda: make_offline_token(creds.private_key, rng))
+        key = creds.private_key
+        assert key is not None  # generated credentials hold their key
+        pool.fill(lambda: make_offline_token(key, rng))
         return ReverseServerConfig(ServerConfig(credentials=creds, cipher_suites=RSA_SUITES,
                                                 rng=seeded_rng(b"server%d" % self.seed)),
                                    modes=(Mode.PUZZLE,), pool=pool, puzzle=self.puzzle)
@@ -338,12 +342,13 @@ def record_scripts(endpoints: Endpoints, costs: HandshakeCosts) -> Scripts:
         env = simpy.Environment()
         wire = Duplex(env, NET)
         client = _Recorder(endpoints.client(mode))
-        server = _Recorder(ReverseServerConnection(cfg))
+        server_conn = ReverseServerConnection(cfg)
+        server = _Recorder(server_conn)
         d = Driver(env, TcpConnection(env, (wire.ab,), (wire.ba,), TCP), client, server,
                    client_app=_end_app, server_app=_end_app, client_cpu=ClientCpu(costs),
                    server_cpu=ServerCpu(costs))
         env.run()
-        if not server.obj.handshake_complete or d.client.error or d.server.error:
+        if not server_conn.handshake_complete or d.client.error or d.server.error:
             raise RuntimeError(f"recorded {mode} handshake failed: "
                                f"{d.client.error or d.server.error}")
         clients[mode], servers[mode] = client.script(), server.script()
@@ -375,7 +380,7 @@ class _ServerQueue:
         self.cpu = simpy.Resource(env, capacity=p.server_cores)
         self.busy = 0.0
 
-    def run(self, seconds: float, started: float):  # type: ignore[no-untyped-def]
+    def run(self, seconds: float, started: float) -> ProcessGenerator:
         """Process: one job of a connection that began at ``started``; value True if it ran."""
         if len(self.cpu.queue) >= self.p.backlog:
             return False
@@ -402,7 +407,7 @@ class _Slot:
     def compute(self, seconds: float, label: str = "job") -> simpy.Process:
         return self.queue.env.process(self._job(seconds))
 
-    def _job(self, seconds: float):  # type: ignore[no-untyped-def]
+    def _job(self, seconds: float) -> ProcessGenerator:
         ok = yield self.queue.env.process(self.queue.run(seconds, self.started))
         if ok:
             self.last_job_done = self.queue.env.now
@@ -439,6 +444,12 @@ def _attack_jobs(scripts: Scripts, costs: HandshakeCosts) -> dict[str, list[floa
             "solved": solved}
 
 
+def _server(d: Driver) -> ReverseServerConnection | ReplayEndpoint:
+    """A legitimate connection's server object (``Side`` keeps only its ``SansIO`` view)."""
+    # _Flood._pair makes every legitimate server one of these two
+    return cast("ReverseServerConnection | ReplayEndpoint", d.server.obj)
+
+
 def run_driver_dos(p: DoSParams, scripts: Scripts, *, endpoints: Endpoints | None = None,
                    real: bool = False) -> dict[str, float]:
     """Simulate ``p.duration`` seconds on the driver; return :func:`~reverse_ssl.model_dos.run_dos`'s metrics.
@@ -459,7 +470,8 @@ def run_driver_dos(p: DoSParams, scripts: Scripts, *, endpoints: Endpoints | Non
     if p.attack_rate > 0:
         flood.env.process(flood.attacker())
     flood.env.run(until=p.duration)
-    if real and any(d.server.obj.used_fallback_signature for _, _, d in flood.legit):
+    if real and any(s.used_fallback_signature for s in (_server(d) for _, _, d in flood.legit)
+                    if isinstance(s, ReverseServerConnection)):
         raise RuntimeError(f"the signature pool ran dry after {len(flood.legit)} connections: "
                            "raise Endpoints.pool_size (fallback signatures are not charged)")
     return flood.metrics(cutoff)
@@ -491,7 +503,7 @@ class _Flood:
         return (ReplayEndpoint(self.scripts.client[self.mode]),
                 ReplayEndpoint(self.scripts.server[self.mode]))
 
-    def legit_arrivals(self):  # type: ignore[no-untyped-def]
+    def legit_arrivals(self) -> ProcessGenerator:
         env, n = self.env, 0
         while True:
             yield env.timeout(self.rng.expovariate(self.p.legit_rate))
@@ -500,12 +512,12 @@ class _Flood:
             client, server = self._pair(n)
             d = Driver(env, TcpConnection(env, (self.wire.ab,), (self.wire.ba,), TCP), client,
                        server, client_app=_end_app, server_app=_end_app,
-                       server_host=slot,  # type: ignore[arg-type]
+                       server_host=slot,  # type: ignore[arg-type]  # _Slot stands in for a Host: it has what Driver uses
                        client_cpu=ClientCpu(self.costs), server_cpu=ServerCpu(self.costs))
             slot.side = d.server
             self.legit.append((env.now, slot, d))
 
-    def attack(self, jobs: list[float], valid: bool):  # type: ignore[no-untyped-def]
+    def attack(self, jobs: list[float], valid: bool) -> ProcessGenerator:
         started = self.env.now
         for seconds in jobs:
             ok = yield self.env.process(self.queue.run(seconds, started))
@@ -513,7 +525,7 @@ class _Flood:
                 return
         self.attack_ok += valid
 
-    def attacker(self):  # type: ignore[no-untyped-def]
+    def attacker(self) -> ProcessGenerator:
         env, p = self.env, self.p
         solve_capacity = p.attacker_cores / p.solve_time if p.puzzles else 0.0
         credit, last = 0.0, env.now
@@ -537,7 +549,7 @@ class _Flood:
         """:func:`~reverse_ssl.model_dos.run_dos`'s summary, over connections begun by ``cutoff``."""
         p, spent, attack_ok = self.p, self.spent, self.attack_ok
         counted = [(t, s, d) for t, s, d in self.legit if t <= cutoff]
-        ok = [(t, s, d) for t, s, d in counted if d.server.obj.handshake_complete and not s.dropped]
+        ok = [(t, s, d) for t, s, d in counted if _server(d).handshake_complete and not s.dropped]
         latencies = [s.last_job_done - t for t, s, _ in ok if s.last_job_done is not None]
         nbytes = [d.client.bytes_sent + d.server.bytes_sent for _, _, d in ok]
         return {

@@ -154,7 +154,8 @@ class OneTimeSigner:
 
     def reveal(self, position: int, choice: int) -> bytes:
         """The secret value at (position, choice) -- for teaching and tests."""
-        return self.table[position, choice].tobytes()
+        secret: bytes = self.table[position, choice].tobytes()
+        return secret
 
     def sign(self, message: bytes) -> bytes:
         """The one-time signature of ``SHA-256(message)``; a second call raises ``OneTimeKeyReused``."""
@@ -167,7 +168,8 @@ class OneTimeSigner:
             bits = np.unpackbits(np.frombuffer(digest, dtype=np.uint8))
             return self.table[_POSITIONS, bits].tobytes()
         digits = _digit_array(digest, winternitz_params(_W_OF[self.scheme]))
-        return self.table[np.arange(len(digits)), digits].tobytes()
+        signature: bytes = self.table[np.arange(len(digits)), digits].tobytes()
+        return signature
 
 
 def _as_table(values: bytes, positions: int, choices: int) -> np.ndarray:

@@ -111,7 +111,7 @@ def expected_primes_per_attempt(n_bits: int, k: int) -> float:
     """Expected number of primes q in the window (m +- 2^K) / p for a balanced ``n_bits/2``-bit p."""
     log2_width = (k + 1) - (n_bits // 2) + 0.5  # p ~ 2^(n/2 - 0.5) on average
     ln_q = (n_bits - n_bits // 2) * math.log(2)
-    return 2.0**log2_width / ln_q
+    return math.pow(2.0, log2_width) / ln_q
 
 
 def min_feasible_k(n_bits: int, primes_per_attempt: float = 0.05) -> int:
@@ -203,17 +203,23 @@ def _shift(params: PuzzleParams | PuzzleRequest) -> int:
     return params.n_bits - 1 - params.preimage_bits
 
 
+def _window(params: PuzzleParams) -> int:
+    """``params.k``: ``None`` only asks ``PuzzleParams.__post_init__`` for the default."""
+    assert params.k is not None
+    return params.k
+
+
 def make_puzzle(params: PuzzleParams, rng: Random) -> PuzzleChallenge:
     """A fresh m (top bit set) and the request that hides it."""
     nbytes = params.n_bits // 8
     m = (1 << (params.n_bits - 1)) | _rand_below(rng, 1 << (params.n_bits - 1))
     if params.construction is Construction.RANGE:
-        request = PuzzleRequest(params.construction, params.n_bits, params.k, 0, b"", m.to_bytes(nbytes, "big"))
+        request = PuzzleRequest(params.construction, params.n_bits, _window(params), 0, b"", m.to_bytes(nbytes, "big"))
     else:
         mask = ((1 << params.preimage_bits) - 1) << _shift(params)
         y = m & ~mask
         digest = hashlib.sha256(m.to_bytes(nbytes, "big")).digest()
-        request = PuzzleRequest(params.construction, params.n_bits, params.k, params.preimage_bits, digest, y.to_bytes(nbytes, "big"))
+        request = PuzzleRequest(params.construction, params.n_bits, _window(params), params.preimage_bits, digest, y.to_bytes(nbytes, "big"))
     return PuzzleChallenge(params, m, request)
 
 
@@ -311,7 +317,7 @@ def verify_reply(
     elif reply.preimage:
         raise WrongPreimage("a pre-image was sent for the first construction")
     n = int.from_bytes(reply.modulus, "big")
-    if abs(n - challenge.m) > (1 << params.k) or n % 2 == 0 or len(reply.modulus) != nbytes:
+    if abs(n - challenge.m) > (1 << _window(params)) or n % 2 == 0 or len(reply.modulus) != nbytes:
         raise ModulusOutOfRange(f"modulus is not inside [m - 2^{params.k}, m + 2^{params.k}]")
     if reply.e < 3 or reply.e % 2 == 0:
         raise ModulusOutOfRange("invalid public exponent")

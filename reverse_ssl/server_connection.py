@@ -58,6 +58,7 @@ from tls12.messages import (
 )
 from tls12.record import RecordWriter
 from tls12.server_connection import ServerConnection
+from tls12.session import Session
 from tls12.state import import_connection
 from tls12.suites import SUITES, KeyExchange
 
@@ -138,7 +139,7 @@ class ReverseServerConnection(ServerConnection):
         self.reverse_config = config
 
     @classmethod
-    def import_state(  # type: ignore[override]
+    def import_state(  # type: ignore[override]  # takes the Reverse SSL config, which wraps the tls12 one
         cls, config: ReverseServerConfig, blob: bytes, record_writer: RecordWriter | None = None
     ) -> ReverseServerConnection:
         """Continue a connection exported by :meth:`export_state`, in any state (seam 3)."""
@@ -162,7 +163,7 @@ class ReverseServerConnection(ServerConnection):
                 return int(suite)
         raise HandshakeFailure("no RSA-key-exchange suite in common for Reverse SSL")
 
-    def _resume(self, session, hello):  # type: ignore[no-untyped-def]
+    def _resume(self, session: Session, hello: ClientHello) -> Enum:
         self.mode = None  # an abbreviated handshake has no key exchange to reverse
         return super()._resume(session, hello)
 
@@ -225,7 +226,9 @@ class ReverseServerConnection(ServerConnection):
         if token is not None:
             signature = onoff.sign_online(token, message)
         else:
-            signature = onoff.sign_fallback(self.config.credentials.private_key, message)
+            key = self.config.credentials.private_key
+            assert key is not None  # a Reverse SSL server signs itself: it holds its key
+            signature = onoff.sign_fallback(key, message)
             self.used_fallback_signature = True
             if pool is not None:
                 pool.record_fallback()

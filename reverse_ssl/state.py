@@ -21,7 +21,7 @@ Client (:data:`CLIENT_TRANSITIONS`)::
     EXPECT_KEY_TRANSPORT --KeyTransport--> EXPECT_CHANGE_CIPHER_SPEC
 
 After that the core's ChangeCipherSpec / Finished entries run unchanged.  The
-connections (:mod:`.server_connection`, :mod:`.client_connection`) use these
+connections (:mod:`~reverse_ssl.server_connection`, :mod:`~reverse_ssl.client_connection`) use these
 tables as their ``TRANSITIONS``: an input a table does not list in the current
 state is refused with ``unexpected_message`` (:class:`tls12.errors.UnexpectedMessage`)
 and the connection closes; a handler that returns a state the entry does not

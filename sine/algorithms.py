@@ -105,11 +105,12 @@ class SigningKey:
 
     def to_pem(self) -> bytes:
         """Unencrypted PKCS#8 PEM (protect the file with permissions)."""
-        return self.private_key.private_bytes(
+        pem: bytes = self.private_key.private_bytes(
             serialization.Encoding.PEM,
             serialization.PrivateFormat.PKCS8,
             serialization.NoEncryption(),
         )
+        return pem
 
     def sign(self, message: bytes) -> bytes:
         """Sign ``message`` with this key's scheme."""

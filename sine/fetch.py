@@ -27,7 +27,14 @@ from urllib.parse import SplitResult, urlsplit
 
 from cryptography import x509
 
-from testbed.cli import CLIError, UsageError, load_pem_arg, output_file, run_main
+from testbed.cli import (
+    CLIError,
+    UsageError,
+    load_pem_arg,
+    output_file,
+    program_name,
+    run_main,
+)
 
 from .aio.client import MODES, fetch_and_report
 from .algorithms import VerifyingKey
@@ -42,7 +49,7 @@ _NEEDS_TLS = ("sineb", "https")
 def build_parser() -> argparse.ArgumentParser:
     """The ``python -m sine.fetch`` argument parser."""
     p = argparse.ArgumentParser(
-        prog="python -m sine.fetch",
+        prog=program_name("sine.fetch"),
         description="Fetch documents from a SINE origin (optionally through a proxy) and "
         "verify them block by block.",
     )

@@ -50,6 +50,7 @@ from typing import Any
 
 import h11
 import simpy
+from simpy.events import ProcessGenerator
 
 from netsim.cpu import DEFAULT_COSTS, CostTable, CpuModel, Tls12Cpu
 from netsim.drive import Driver, Flight, Side
@@ -379,7 +380,7 @@ class ProxyEndpoint(_ServerEndpoint):
         elif isinstance(event, h11.ConnectionClosed):
             side.shutdown()
 
-    def _miss(self, side: Side, miss: CacheMiss):  # type: ignore[no-untyped-def]
+    def _miss(self, side: Side, miss: CacheMiss) -> ProcessGenerator:
         if self.upstream is None:
             raise FetchFailed(f"cache miss for {miss.key[0]} and no upstream configured")
         response = yield self.upstream(miss)
@@ -469,7 +470,7 @@ class SimRun:
                        server_app=origin.app, client_cpu=cpu)
         self.drivers.append(d)
 
-    def _record(self, fetch: HttpFetch, start: float):  # type: ignore[no-untyped-def]
+    def _record(self, fetch: HttpFetch, start: float) -> ProcessGenerator:
         yield self.env.timeout(0)      # the step's CPU charge runs after the callback
         if fetch.status != 200 or fetch.done_at is None:
             raise FetchFailed(f"fetch of {fetch.path} failed (HTTP {fetch.status})")
@@ -490,19 +491,19 @@ class SimRun:
                 http.receive_data(event.data)
                 out = http.data_to_send()
                 if out:
-                    side.obj.send_data(out)  # type: ignore[attr-defined]
+                    side.obj.send_data(out)  # type: ignore[attr-defined]  # SansIO declares no send_data; these sides are connections that have it
             elif isinstance(event, ConnectionClosed):
                 side.shutdown()
 
         def client_app(side: Side, event: Any) -> None:
             if isinstance(event, HandshakeComplete):
                 on_ready(side)
-                side.obj.send_data(fetch.data_to_send())  # type: ignore[attr-defined]
+                side.obj.send_data(fetch.data_to_send())  # type: ignore[attr-defined]  # SansIO declares no send_data; these sides are connections that have it
             elif isinstance(event, ApplicationData):
                 fetch.receive_data(event.data)
                 if fetch.complete:
                     on_done(side)
-                    side.obj.close()  # type: ignore[attr-defined]
+                    side.obj.close()  # type: ignore[attr-defined]  # SansIO declares no close; these sides are connections that have it
                     side.shutdown()
             elif isinstance(event, ConnectionClosed):
                 side.shutdown()
@@ -518,7 +519,10 @@ class SimRun:
         self.fetches.append(fetch)
         start = self.env.now
         self._tls_pair(fetch, lambda side: None,
-                       lambda side: side.env.process(self._record(fetch, start)))
+                       lambda side: self._start_record(side, fetch, start))
+
+    def _start_record(self, side: Side, fetch: HttpFetch, start: float) -> None:
+        side.env.process(self._record(fetch, start))
 
     def _sineb(self, path: str, proxied: bool) -> None:
         sign = HttpFetch(f"/{STORE_DIR}/sign{path}", sine=False)

@@ -40,6 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import simpy
+from simpy.events import ProcessGenerator
 
 from netsim.link import Link, LinkParams
 from netsim.tcp import TcpConnection, TcpParams
@@ -114,7 +115,7 @@ class _Net:
 
 
 def _fetch(env: simpy.Environment, net: _Net, protocol: str, size: int, warm: bool,
-           tls_session: TcpConnection | None):  # type: ignore[no-untyped-def]
+           tls_session: TcpConnection | None) -> ProcessGenerator:
     sc, costs = net.sc, net.sc.costs
     base, _, via = protocol.partition("-")
     proxied = via == "proxy"
@@ -163,7 +164,7 @@ def fetch_latency(protocol: str, size: int, sc: Scenario | None = None, warm: bo
     session = net.direct() if protocol.startswith("sineb") else None
     done: list[float] = []
 
-    def run():  # type: ignore[no-untyped-def]
+    def run() -> ProcessGenerator:
         start = env.now
         yield from _fetch(env, net, protocol, size, warm, session)
         done.append(env.now - start)
@@ -184,7 +185,7 @@ def portal_latency(protocol: str, hosts: int = 22, size: int = 15_000,
     net = _Net(env, sc)
     finished: list[float] = []
 
-    def one(i: int):  # type: ignore[no-untyped-def]
+    def one(i: int) -> ProcessGenerator:
         session = net.direct() if protocol.startswith("sineb") else None
         if session is not None:  # SINEB: one TLS session per host, opened before the page
             yield session.open()

@@ -44,6 +44,9 @@ from .format import SeparateTag, push_separate_tag
 from .site import STORE_DIR, canonical_path, load_signed, signed_from_separate, tag_file
 from .tag import encode_stream, stream_length
 
+#: status, headers and body: whole chunks, or a stream and its length
+_Response = tuple[int, list[tuple[bytes, bytes]], list[bytes] | tuple[Iterator[bytes], int]]
+
 __all__ = ["Origin", "OriginStats"]
 
 
@@ -102,7 +105,7 @@ class Origin:
 
     # -- routing (pure apart from reading files) --------------------------------------------
 
-    def _route(self, req: h11.Request, is_tls: bool):  # type: ignore[no-untyped-def]
+    def _route(self, req: h11.Request, is_tls: bool) -> _Response:
         if req.method not in (b"GET", b"HEAD"):
             return 405, [(b"Allow", b"GET, HEAD")], [b""]
         target = req.target.decode("ascii", "replace")
@@ -146,7 +149,7 @@ class Origin:
         finally:
             self.stats.routes[route] = self.stats.routes.get(route, 0) + 1
 
-    def _document(self, req: h11.Request, path: str):  # type: ignore[no-untyped-def]
+    def _document(self, req: h11.Request, path: str) -> _Response:
         file = Path(self.docroot, path.lstrip("/"))
         if not file.is_file():
             return 404, [], [b"not found\n"]

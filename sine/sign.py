@@ -14,7 +14,14 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from testbed.cli import UsageError, describe_os_error, load_pem_arg, positive_int, run_main
+from testbed.cli import (
+    UsageError,
+    describe_os_error,
+    load_pem_arg,
+    positive_int,
+    program_name,
+    run_main,
+)
 
 from .algorithms import HashAlg, SigAlg, SigningKey
 from .format import MAX_BLOCK_SIZE, MIN_BLOCK_SIZE
@@ -61,7 +68,7 @@ def _origin(text: str) -> str:
 def build_parser() -> argparse.ArgumentParser:
     """The ``python -m sine.sign`` argument parser."""
     p = argparse.ArgumentParser(
-        prog="python -m sine.sign",
+        prog=program_name("sine.sign"),
         description="Sign every document under DOCROOT with SINE tags (SINEX forward "
         "authenticators for HTML pages); re-signs only what changed.",
     )

@@ -38,8 +38,9 @@ from __future__ import annotations
 
 import hmac
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn, TypeVar
 
 from tls12.buffer import Buffer
 
@@ -72,6 +73,8 @@ from .format import (
 )
 from .state import Input, State, transition
 from .tag import hash_chain
+
+_T = TypeVar("_T")
 
 __all__ = [
     "Event",
@@ -175,19 +178,20 @@ class StreamVerifier:
         self._separate: SeparateTag | None = None
         self._index = 0  # index (1-based) of the last verified block of the current chain
         self._expected = b""
-        self._chain: _Chain | None = None  # type: ignore[assignment]
+        self._chain: _Chain | None = None
         self._fa = bytearray()
         self._events: list[Event] = []
         if separate is not None:
             at = separate
             if not isinstance(at, SeparateTag):
-                at = self._fail_safe(lambda: pull_separate_tag(Buffer(separate)))  # type: ignore[arg-type]
+                raw = at
+                at = self._fail_safe(lambda: pull_separate_tag(Buffer(raw)))
             self._separate = at
             self._fail_safe(lambda: self._accept_tag(at.tag))
 
     # -- public API ------------------------------------------------------------------------
 
-    def receive_data(self, data: bytes) -> list[Event]:
+    def receive_data(self, data: bytes | bytearray | memoryview) -> list[Event]:
         """Feed received bytes; return the events they completed (possibly none).
 
         ``b""`` means the body ended: :class:`TruncatedDocument` unless every block arrived.
@@ -239,7 +243,7 @@ class StreamVerifier:
             self.state = nxt
         return nxt
 
-    def _fail(self, exc: RemoteProtocolError) -> None:
+    def _fail(self, exc: RemoteProtocolError) -> NoReturn:
         # Blocks verified earlier in the same call are still authentic: hand them over on
         # the exception (``exc.events``) so a caller can release exactly blocks < exc.block.
         self.state = transition(self.state, Input.FAIL)
@@ -247,7 +251,7 @@ class StreamVerifier:
         exc.events.extend(self._take())
         raise exc
 
-    def _fail_safe(self, fn):  # type: ignore[no-untyped-def]
+    def _fail_safe(self, fn: Callable[[], _T]) -> _T:
         try:
             return fn()
         except RemoteProtocolError as exc:
@@ -322,7 +326,7 @@ class StreamVerifier:
                 raise BlockMismatch("forward authenticator", self.info.block_count + 1)
             self._fa += fa
 
-    def _process(self, data: bytes) -> None:
+    def _process(self, data: bytes | bytearray | memoryview) -> None:
         """Verify whole records straight from ``data``; only a partial record is copied."""
         if self.state is State.TAG:
             self._buf += data
@@ -377,6 +381,7 @@ class StreamVerifier:
     def _record_size(self) -> int:
         """Bytes of the next record in the current chain."""
         c = self._chain
+        assert c is not None  # called only while a chain is being verified
         index = self._index + 1
         if index == c.count:
             return c.last_size
@@ -385,6 +390,7 @@ class StreamVerifier:
     def _one_record(self, view: memoryview, pos: int) -> int:
         """Verify one record at ``pos``; return the new position or -1 if incomplete."""
         c = self._chain
+        assert c is not None  # called only while a chain is being verified
         index = self._index + 1
         last = index == c.count
         separate = self._separate

@@ -33,17 +33,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import simpy
+from simpy.events import ProcessGenerator
 
 from netsim.link import Link, LinkParams, Packet, send_on
 
-from .errors import SslaccError
+from .buckets import BucketTable, ClusterError
 from .params import ClusterParams
 
 __all__ = ["Lan", "Node", "Cluster", "BucketChange", "ClusterError"]
-
-
-class ClusterError(SslaccError, RuntimeError):
-    """Local misuse of the cluster model (unknown node, no live node left)."""
 
 
 class Lan:
@@ -60,7 +57,7 @@ class Lan:
         self.bytes = 0
 
     def send(self, src: Node, dst: Node, payload_size: int,
-             on_arrive: Callable[[Any], None], payload: Any = None) -> None:
+             on_arrive: Callable[[Any], object], payload: Any = None) -> None:
         """Send ``payload_size`` bytes (plus the header) from ``src`` to ``dst``.
 
         ``on_arrive(payload)`` runs at ``dst`` on arrival, unless either node died meanwhile.
@@ -130,7 +127,7 @@ class Node:
         """The master is the live node with the lowest id in this node's view."""
         return self.alive and self.view()[0] == self.id
 
-    def _keepalives(self):  # type: ignore[no-untyped-def]
+    def _keepalives(self) -> ProcessGenerator:
         p = self.cluster.params
         try:
             while True:
@@ -144,7 +141,7 @@ class Node:
     def _heard(self, sender: int) -> None:
         self.last_seen[sender] = self.env.now
 
-    def _detector(self):  # type: ignore[no-untyped-def]
+    def _detector(self) -> ProcessGenerator:
         p = self.cluster.params
         try:
             yield self.env.timeout(p.detection_time + p.keepalive_interval / 2)
@@ -180,12 +177,14 @@ class Cluster:
         self.params = params = params if params is not None else ClusterParams()
         self.lan = Lan(env, params)
         self.nodes: list[Node] = []
-        self.members: list[int] = list(range(n))
         for i in range(n):
             self.nodes.append(Node(env, i, self))
-        self.unfit: set[int] = set()
-        self.owner = [b % n for b in range(params.buckets)]
-        self.mirror: list[int | None] = [self._next(o) for o in self.owner]
+        # the table's lists, changed in place by the sans-IO rules (sslacc_sim.buckets)
+        self.table = BucketTable(n, params.buckets)
+        self.members = self.table.members
+        self.unfit = self.table.unfit
+        self.owner = self.table.owner
+        self.mirror = self.table.mirror
         self.busy_buckets: set[int] = set()
         self._listeners: list[Callable[[BucketChange], None]] = []
         self.changes: list[BucketChange] = []
@@ -206,16 +205,6 @@ class Cluster:
         """The current master: the lowest-id member."""
         return self.node(self.members[0])
 
-    def _next(self, owner: int) -> int | None:
-        """The mirror of a bucket of ``owner``: the next member after it that is fit."""
-        ring = self.members
-        at = ring.index(owner)
-        for step in range(1, len(ring)):
-            candidate = ring[(at + step) % len(ring)]
-            if candidate not in self.unfit:
-                return candidate
-        return None
-
     def report_unfit_mirror(self, mirror: int, reporter: int) -> None:
         """``reporter`` tells the master that ``mirror`` does not acknowledge updates.
 
@@ -229,15 +218,10 @@ class Cluster:
             self.lan.send(src, master, 16, lambda _: self._unfit(mirror, reporter))
 
     def _unfit(self, mirror: int, reporter: int) -> None:
-        if mirror in self.unfit or mirror not in self.members:
+        moved = self.table.mark_unfit(mirror)
+        if moved is None:
             return
-        self.unfit.add(mirror)
         self.mirror_faults.append((self.env.now, mirror, reporter))
-        moved = []
-        for b in range(self.params.buckets):
-            if self.mirror[b] == mirror:
-                self.mirror[b] = self._next(self.owner[b])
-                moved.append((b, self.owner[b]))
         self._broadcast(moved)
 
     # -- master actions -----------------------------------------------------------------
@@ -250,37 +234,10 @@ class Cluster:
             self._add(new)
 
     def _remove(self, dead: int) -> None:
-        self.members.remove(dead)
-        if not self.members:
-            raise ClusterError("no live node left")
-        moved = []
-        for b in range(self.params.buckets):
-            if self.owner[b] == dead:
-                heir = self.mirror[b]
-                self.owner[b] = heir if heir is not None and heir in self.members \
-                    else self.members[b % len(self.members)]
-                moved.append((b, dead))
-        for b in range(self.params.buckets):
-            old_mirror = self.mirror[b]
-            self.mirror[b] = self._next(self.owner[b])
-            if old_mirror != self.mirror[b] and (b, dead) not in moved:
-                moved.append((b, self.owner[b]))
-        self._broadcast(moved)
+        self._broadcast(self.table.remove(dead))
 
     def _add(self, new: int) -> None:
-        self.members.append(new)
-        self.members.sort()
-        share = self.params.buckets // len(self.members)
-        moved = []
-        for b in range(self.params.buckets):
-            if len(moved) >= share:
-                break
-            if b not in self.busy_buckets and self.owner[b] != new:
-                moved.append((b, self.owner[b]))
-                self.owner[b] = new
-        for b in range(self.params.buckets):
-            self.mirror[b] = self._next(self.owner[b])
-        self._broadcast(moved)
+        self._broadcast(self.table.add(new, self.busy_buckets))
 
     def _broadcast(self, moved: list[tuple[int, int]]) -> None:
         changes = [BucketChange(b, old, self.owner[b], self.mirror[b], self.env.now)

@@ -154,7 +154,9 @@ class DeltaReader:
         if d.get("base") != self._digest:
             raise DeltaError("the delta was made against another base document")
         style = d.get("style")
-        if style not in range(len(_STYLES)) or not isinstance(d.get("ops"), list):
+        # an int (``1.0 in range(2)`` holds too, and a bool is an int): anything else is damage
+        if (not isinstance(style, int) or isinstance(style, bool)
+                or style not in range(len(_STYLES)) or not isinstance(d.get("ops"), list)):
             raise DeltaError("malformed delta")
         for op in d["ops"]:
             _apply_op(self._doc, op)
@@ -182,7 +184,7 @@ def _parent(doc: dict[str, Any], path: Any) -> tuple[dict[str, Any], str]:
         raise DeltaError(f"bad path in delta: {path!r}")
     node = doc
     for key in path[:-1]:
-        node = node.get(key)                          # type: ignore[assignment]
+        node = node.get(key)                          # type: ignore[assignment]  # may be anything; checked on the next line
         if not isinstance(node, dict):
             raise DeltaError(f"path {path!r} does not lead to an object in the base")
     return node, path[-1]

@@ -11,6 +11,7 @@ received, when, and the first failure it saw.
 from __future__ import annotations
 
 import simpy
+from simpy.events import ProcessGenerator
 
 from tls12 import (
     ApplicationData,
@@ -91,13 +92,13 @@ class TlsClient:
         if timeout is not None:
             env.process(self._deadline(timeout))
 
-    def _deadline(self, timeout: float):  # type: ignore[no-untyped-def]
+    def _deadline(self, timeout: float) -> ProcessGenerator:
         yield self.env.timeout(timeout)
         if self.done_at is None and self.error is None:
             self.error = "timed out"
             self.tcp.a.abort()
 
-    def _start(self):  # type: ignore[no-untyped-def]
+    def _start(self) -> ProcessGenerator:
         yield self.tcp.open()
         self._flush()
 

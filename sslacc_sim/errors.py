@@ -4,7 +4,7 @@ Catch :class:`SslaccError` to catch anything the model or the real cluster refus
 subclass keeps the built-in base its callers already catch, so ``except ValueError`` around a
 delta or ``except OSError`` around a repair step still works:
 
-* :class:`sslacc_sim.cluster.ClusterError` (``RuntimeError``): local misuse of the cluster;
+* :class:`sslacc_sim.buckets.ClusterError` (``RuntimeError``): local misuse of the cluster;
 * :class:`sslacc_sim.delta.DeltaError` (``ValueError``): a delta cannot be made or applied;
 * :class:`sslacc_sim.updates.BatchError` (``ValueError``): a malformed batch of updates;
 * :class:`sslacc_sim.model_load.LoadError` (``ValueError``): impossible load settings;

@@ -64,10 +64,11 @@ default deltas (:mod:`sslacc_sim.delta`: ~17 KB of handshake updates per connect
 from __future__ import annotations
 
 from dataclasses import asdict, fields, replace
-from typing import Any
+from typing import Any, TypedDict
 
 import pandas as pd
 import simpy
+from simpy.events import ProcessGenerator
 
 from netsim.link import Duplex, LinkParams
 from netsim.tcp import TcpParams
@@ -136,6 +137,14 @@ def _sizes(quick: bool) -> dict[str, Any]:
     return {"target": 100} if quick else {"target": 400}
 
 
+class _Settings(TypedDict):
+    """The ``ClusterParams`` fields :func:`fig28_29_point` sets."""
+
+    rsa_ops_per_s: float
+    lan_bandwidth: float
+    delta_updates: bool
+
+
 def fig28_29_point(nodes: int, card: float, variant: str, quick: bool = True, seed: int = 0,
                    cpu_scale: float = 1.0, lan_bandwidth: float = HANDSHAKE_LAN,
                    multicast: bool = True, delta_updates: bool = True,
@@ -152,8 +161,8 @@ def fig28_29_point(nodes: int, card: float, variant: str, quick: bool = True, se
     the load generator, and cluster
     ``messages_per_handshake`` and ``overheard_per_handshake`` (multicast receptions).
     """
-    settings = {"rsa_ops_per_s": card, "lan_bandwidth": lan_bandwidth,
-                "delta_updates": delta_updates}
+    settings: _Settings = {"rsa_ops_per_s": card, "lan_bandwidth": lan_bandwidth,
+                           "delta_updates": delta_updates}
     unscaled = (ClusterParams(**settings) if costs is None
                 else ClusterParams.measured(costs, **settings))
     base = scaled_costs(unscaled, cpu_scale)
@@ -237,12 +246,13 @@ def _one_connection(params: ClusterParams, n: int, body: bytes, seed: int,
     arrivals: list[tuple[float, int]] = []
     holder: list[TlsClient] = []
 
-    def begin():  # type: ignore[no-untyped-def]
+    def begin() -> ProcessGenerator:
         yield env.timeout(start)
         conn = relay.connect(FourTuple("192.0.2.9", 40000, "198.51.100.1", 443),
                              (wire.ab,), (wire.ba,))
         client = TlsClient(env, conn.tcp, client_config(seed, 0), timeout=until - start)
         deliver = conn.tcp.b.on_data
+        assert deliver is not None  # TlsClient's constructor set it
 
         def timed(chunk: bytes) -> None:
             arrivals.append((env.now, len(chunk)))

@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import simpy
+from simpy.events import ProcessGenerator
 
 from netsim.link import Duplex, LinkParams
 
@@ -92,7 +93,7 @@ class MulticastLan(Lan):
         return isinstance(payload, bytes | bytearray)
 
     def send(self, src: Node, dst: Node, payload_size: int,
-             on_arrive: Callable[[Any], None], payload: Any = None) -> None:
+             on_arrive: Callable[[Any], object], payload: Any = None) -> None:
         if not self.is_update(payload):
             super().send(src, dst, payload_size, on_arrive, payload)
             return
@@ -113,7 +114,7 @@ class MulticastLan(Lan):
             return [len(m) for m in decode_batch(bytes(payload))]
         return [len(payload)]
 
-    def _overhear(self, node: Node, sender: Node, sizes: list[int]):  # type: ignore[no-untyped-def]
+    def _overhear(self, node: Node, sender: Node, sizes: list[int]) -> ProcessGenerator:
         p = self.params
         try:
             with node.cpu.request() as req:         # one interrupt, then parse each update
@@ -128,7 +129,7 @@ class MulticastLan(Lan):
     def _ack_arrived(self, sender: Node) -> None:
         sender.spawn(self._ack_interrupt(sender))
 
-    def _ack_interrupt(self, node: Node):  # type: ignore[no-untyped-def]
+    def _ack_interrupt(self, node: Node) -> ProcessGenerator:
         try:
             with node.cpu.request() as req:
                 yield req
@@ -237,7 +238,8 @@ class _HandshakeArrivals:
         self.counts = {"offered": 0, "refused": 0, "bad": 0}
         self.stop = env.event()
 
-    def _watch(self, client: TlsClient, deliver: Callable[[bytes], None]) -> Callable[[bytes], None]:
+    def _watch(self, client: TlsClient, deliver: Callable[[bytes], object]
+               ) -> Callable[[bytes], None]:
         def on_data(chunk: bytes) -> None:
             was_open = client.done_at is None and client.error is None
             deliver(chunk)
@@ -250,7 +252,7 @@ class _HandshakeArrivals:
                     self.stop.succeed()
         return on_data
 
-    def run(self):  # type: ignore[no-untyped-def]
+    def run(self) -> ProcessGenerator:
         """The arrival process (start it with ``env.process``)."""
         i = 0
         while True:
@@ -264,7 +266,9 @@ class _HandshakeArrivals:
                 continue
             conn = self.relay.connect(_four_tuple(i), (self.net.ab,), (self.net.ba,))
             client = TlsClient(self.env, conn.tcp, client_config(self.seed, i), timeout=self.timeout)
-            conn.tcp.b.on_data = self._watch(client, conn.tcp.b.on_data)
+            deliver = conn.tcp.b.on_data
+            assert deliver is not None  # TlsClient's constructor set it
+            conn.tcp.b.on_data = self._watch(client, deliver)
             self.clients.append(client)
             i += 1
 
@@ -327,7 +331,7 @@ def bulk_load(n: int, params: ClusterParams, *, clients: int = 4, body: int = 1 
     end = warmup + duration
     got = {"bytes": 0, "completed": 0, "errors": 0, "started": 0}
 
-    def one_client(k: int):  # type: ignore[no-untyped-def]
+    def one_client(k: int) -> ProcessGenerator:
         wire = Duplex(env, access_link, name=f"client{k}", seed=seed + 2 * k)
         j = 0
         while True:

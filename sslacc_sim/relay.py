@@ -94,6 +94,7 @@ from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 import simpy
+from simpy.events import ProcessGenerator
 
 from netsim.link import Link
 from tls12 import (
@@ -312,7 +313,7 @@ class Relay(Takeover):
         return conn
 
     # -- the owner's process ---------------------------------------------------------------
-    def _serve(self, conn: RelayConn, node: Node, resume: Checkpoint | None):  # type: ignore[no-untyped-def]
+    def _serve(self, conn: RelayConn, node: Node, resume: Checkpoint | None) -> ProcessGenerator:
         """The owner's loop: one whole client record at a time, one checkpoint per record.
 
         Client bytes are only buffered in the server (and copied in ``conn.rx``) until
@@ -352,7 +353,7 @@ class Relay(Takeover):
         except (simpy.Interrupt, _NodeDied):
             return
 
-    def _next_chunk(self, conn: RelayConn, node: Node):  # type: ignore[no-untyped-def]
+    def _next_chunk(self, conn: RelayConn, node: Node) -> ProcessGenerator:
         """The next (chunk, stream end) from the client, with partial ACKs (section 5.5).
 
         While part of a record waits in ``conn.rx`` (compact mode, nothing acknowledged of
@@ -384,7 +385,7 @@ class Relay(Takeover):
         conn.last_arrival = now
         return item
 
-    def _step(self, conn: RelayConn, node: Node, eof_at: int | None):  # type: ignore[no-untyped-def]
+    def _step(self, conn: RelayConn, node: Node, eof_at: int | None) -> ProcessGenerator:
         """Read one buffered record (or the end of stream at ``eof_at``), cluster, commit.
 
         False when no whole record is buffered or the connection is closed."""
@@ -429,7 +430,7 @@ class Relay(Takeover):
         yield from self._respond(conn, node)
         return True
 
-    def _respond(self, conn: RelayConn, node: Node):  # type: ignore[no-untyped-def]
+    def _respond(self, conn: RelayConn, node: Node) -> ProcessGenerator:
         """Read the origin's response piece by piece, one checkpoint per piece."""
         tls = conn.tls
         assert tls is not None
@@ -451,7 +452,7 @@ class Relay(Takeover):
 
     # -- cluster, then commit -------------------------------------------------------------
     def _checkpoint(self, conn: RelayConn, node: Node, label: CheckpointLabel, appack: int,
-                    out_start: int):  # type: ignore[no-untyped-def]
+                    out_start: int) -> ProcessGenerator:
         conn.progress = next_progress(conn.progress, label)
         cp, out = self._capture(conn, label, appack, out_start)
         conn.progress_at[cp.number] = conn.progress
@@ -561,7 +562,7 @@ class Relay(Takeover):
         self.updates.send(node, mirror_id, conn.id, msg, at_mirror, ack, extra_cpu)
 
     def _await_ack(self, conn: RelayConn, node: Node, cp: Checkpoint,
-                   ack: simpy.Event):  # type: ignore[no-untyped-def]
+                   ack: simpy.Event) -> ProcessGenerator:
         """Wait for the mirror's acknowledgement; every ``update_timeout`` without one, report
         the mirror the update went to (once) to the master, which re-mirrors the bucket."""
         reported: set[int] = set()

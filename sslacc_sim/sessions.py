@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 
 import simpy
+from simpy.events import ProcessGenerator
 
 from tls12.session import InMemorySessionStore, Session
 
@@ -84,14 +85,14 @@ class ClusterSessionStore:
                 self.sent += 1
                 me.spawn(self._cpu(me, len(msg), interrupt=False))
                 self.cluster.lan.send(me, peer, len(msg),
-                                      lambda data, s=store: s._arrived(data), msg)
+                                      store._arrived, msg)
 
     def _arrived(self, data: bytes) -> None:
         self.local.put(decode_session(data))
         node = self.cluster.node(self.node_id)
         node.spawn(self._cpu(node, len(data), interrupt=True))
 
-    def _cpu(self, node: Node, size: int, interrupt: bool):  # type: ignore[no-untyped-def]
+    def _cpu(self, node: Node, size: int, interrupt: bool) -> ProcessGenerator:
         """Build (sender) or interrupt and parse (receiver) one replication message."""
         p = self.cluster.params
         try:

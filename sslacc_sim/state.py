@@ -168,7 +168,7 @@ _BY_CONTENT = {
     ContentType.APPLICATION_DATA: CheckpointLabel.DATA,
     ContentType.ALERT: CheckpointLabel.ALERT_RECEIVED,
 }
-_BY_MESSAGE = {
+_BY_MESSAGE: dict[int, CheckpointLabel] = {
     HandshakeType.CLIENT_HELLO: CheckpointLabel.CLIENT_HELLO,
     HandshakeType.CLIENT_KEY_EXCHANGE: CheckpointLabel.CLIENT_KEY_EXCHANGE,
 }
@@ -187,5 +187,5 @@ def label_for_record(record: ReceivedRecord) -> CheckpointLabel:
     if HandshakeType.FINISHED in types:
         return CheckpointLabel.FINISHED
     if types and not record.encrypted:
-        return _BY_MESSAGE.get(types[0], CheckpointLabel.HANDSHAKE)  # type: ignore[call-overload]
+        return _BY_MESSAGE.get(types[0], CheckpointLabel.HANDSHAKE)
     return CheckpointLabel.HANDSHAKE

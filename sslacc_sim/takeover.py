@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import simpy
+from simpy.events import ProcessGenerator
 
 from tls12 import ServerConfig, ServerConnection
 from tls12.state import Progress, import_connection
@@ -144,7 +145,7 @@ class Takeover:
             tls.receive_data(cp.partial, max_records=0)
             conn.rx = bytearray(cp.partial)
 
-    def _reset_later(self, conn: RelayConn, node: Node, guard: RstGuard):  # type: ignore[no-untyped-def]
+    def _reset_later(self, conn: RelayConn, node: Node, guard: RstGuard) -> ProcessGenerator:
         """An unknown connection: silent for 2MSL after the takeover, then a RST."""
         try:
             while not guard.may_reset(conn.bucket):

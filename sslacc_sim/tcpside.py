@@ -228,12 +228,14 @@ class ClusterTcpConnection(TcpConnection):
     ``ab`` must end with the receiving :class:`Gate` and ``ba`` start with the sending one.
     """
 
+    b: ClusterSendHalf
+
     def __init__(self, env: simpy.Environment, ab: tuple[Link | Gate, ...],
                  ba: tuple[Link | Gate, ...], params: TcpParams | None = None,
                  name: str = "tcp", isn: tuple[int, int] = (0, 0)) -> None:
         params = params if params is not None else TcpParams()
-        super().__init__(env, ab, ba, params, name, isn)  # type: ignore[arg-type]
-        self.b = ClusterSendHalf(env, ba, ab, params, f"{name}:b", isn[1])  # type: ignore[arg-type]
+        super().__init__(env, ab, ba, params, name, isn)  # type: ignore[arg-type]  # a Gate forwards packets like a Link (send)
+        self.b = ClusterSendHalf(env, ba, ab, params, f"{name}:b", isn[1])  # type: ignore[arg-type]  # a Gate forwards packets like a Link (send)
         self.a.reverse, self.b.reverse = self.b, self.a
 
     @property

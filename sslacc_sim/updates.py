@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 import simpy
+from simpy.events import ProcessGenerator
 
 from tls12.buffer import Buffer, Writer
 
@@ -171,7 +172,7 @@ class UpdateChannel:
             u.deliver(u.msg)
         batch.dst.spawn(self._mirror_work(batch))
 
-    def _mirror_work(self, batch: _Batch):  # type: ignore[no-untyped-def]
+    def _mirror_work(self, batch: _Batch) -> ProcessGenerator:
         p, dst = self.params, batch.dst
         try:
             with dst.cpu.request() as req:          # one interrupt, then parse each update
@@ -188,7 +189,7 @@ class UpdateChannel:
         self.cluster.lan.send(dst, batch.src, size,
                               lambda _: batch.src.spawn(self._at_owner(batch)))
 
-    def _at_owner(self, batch: _Batch):  # type: ignore[no-untyped-def]
+    def _at_owner(self, batch: _Batch) -> ProcessGenerator:
         src = batch.src
         try:
             with src.cpu.request() as req:          # the acknowledgement's interrupt

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -147,7 +148,7 @@ class HierarchyStats:
 class CacheHierarchy:
     """Local caches, then remote sources; every payload verified against its id."""
 
-    def __init__(self, local: list[LocalCache], remote: list[PayloadSource] | None = None) -> None:
+    def __init__(self, local: Sequence[LocalCache], remote: Sequence[PayloadSource] | None = None) -> None:
         self.local = list(local)
         self.remote = list(remote or [])
         self.stats = HierarchyStats()

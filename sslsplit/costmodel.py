@@ -43,6 +43,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 import numpy as np
+import numpy.typing as npt
 
 __all__ = [
     "Protocol",
@@ -101,8 +102,10 @@ class WireParams:
                 raise ValueError(f"{name} must be positive")
 
 
-def _packets(nbytes: np.ndarray, mss: int) -> np.ndarray:
-    return np.ceil(np.maximum(nbytes, 0) / mss)
+def _packets(nbytes: np.ndarray, mss: int) -> npt.NDArray[np.float64]:
+    packets: npt.NDArray[np.float64] = np.ceil(np.maximum(nbytes, 0) / mss)
+    return packets
+
 
 
 @dataclass(frozen=True)
@@ -231,7 +234,8 @@ class SplittingCostModel:
     def efficiency(self, protocol: Protocol | str, sizes: np.ndarray) -> np.ndarray:
         """File bytes delivered per server byte (Figure 7's y axis)."""
         s = np.asarray(sizes, dtype=np.float64)
-        return s / self.bytes(protocol, s)
+        efficiency: np.ndarray = s / self.bytes(protocol, s)
+        return efficiency
 
     @classmethod
     def fit(cls, wire: WireModel | None = None, sizes: np.ndarray = SIZE_SWEEP,
@@ -249,8 +253,9 @@ class SplittingCostModel:
         return cls(costs, {pr: wire.round_trips(pr) for pr in Protocol}, name)
 
     @classmethod
-    def from_table(cls, sizes: np.ndarray, measured: Mapping[Protocol | str, np.ndarray],
-                   round_trips: Mapping[Protocol | str, int] | None = None,
+    def from_table(cls, sizes: np.ndarray,
+                   measured: Mapping[Protocol, np.ndarray] | Mapping[str, np.ndarray],
+                   round_trips: Mapping[Protocol, int] | Mapping[str, int] | None = None,
                    header_split_bytes: int = 4_000, large_file_bytes: int = 1 << 22,
                    name: str = "measured") -> SplittingCostModel:
         """Fit from measured bytes per size (e.g. produced by the real implementation)."""

@@ -35,10 +35,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import simpy
+from simpy.events import ProcessGenerator
 
 from netsim.host import Host
 from netsim.link import LAN, Link, LinkParams
-from netsim.tcp import TcpConnection, TcpParams
+from netsim.tcp import HalfConnection, TcpConnection, TcpParams
 
 from .costmodel import WireParams
 from .params import ADSL_DOWN, ADSL_UP
@@ -137,7 +138,7 @@ class _Run:
         self.server = Host(env, "server")
         self.done_at = float("nan")
 
-    def direct(self, size: int, tls: bool):  # type: ignore[no-untyped-def]
+    def direct(self, size: int, tls: bool) -> ProcessGenerator:
         p, w = self.p, self.p.wire
         conn = TcpConnection(self.env, (self.lan_cp, self.adsl_down), (self.adsl_up, self.lan_pc),
                              p.tcp, "c-s")
@@ -154,14 +155,15 @@ class _Run:
         yield conn.b.send(_response_bytes(size, w, tls))
         self.done_at = self.env.now
 
-    def _relay(self, first, second, nbytes: int):  # type: ignore[no-untyped-def]
+    def _relay(self, first: HalfConnection, second: HalfConnection, nbytes: int
+               ) -> ProcessGenerator:
         """One flight through the proxy: in on ``first``, the proxy's time, out on ``second``."""
         yield first.send(nbytes)
         if self.p.proxy_seconds:
             yield self.env.timeout(self.p.proxy_seconds)
         yield second.send(nbytes)
 
-    def split(self, size: int):  # type: ignore[no-untyped-def]
+    def split(self, size: int) -> ProcessGenerator:
         p, w, env, relay = self.p, self.p.wire, self.env, self._relay
         cp = TcpConnection(env, (self.lan_cp,), (self.lan_pc,), p.tcp, "c-p")
         ps = TcpConnection(env, (self.adsl_down,), (self.adsl_up,), p.tcp, "p-s")

@@ -24,6 +24,7 @@ byte once: its ratio is 1 / inherent compressibility.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -58,7 +59,8 @@ def hits_lru(obj: np.ndarray, sizes: np.ndarray, capacity: int, progress: bool =
     """Hit flags with a byte-bounded LRU cache that starts empty (sequential)."""
     cache = LRUCache(capacity)
     out = np.empty(len(obj), dtype=bool)
-    it = zip(np.asarray(obj).tolist(), np.asarray(sizes).tolist(), strict=True)
+    it: Iterable[tuple[Any, Any]] = zip(np.asarray(obj).tolist(), np.asarray(sizes).tolist(),
+                                        strict=True)
     if progress:
         it = tqdm(it, total=len(obj), desc="LRU replay", unit="req", mininterval=0.5)
     for i, (o, s) in enumerate(it):

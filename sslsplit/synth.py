@@ -33,6 +33,7 @@ ids instead of strings, to keep 10^7-request traces small in memory.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -147,7 +148,7 @@ def generate(params: SynthParams = LCS_LIKE, progress: bool = False) -> pd.DataF
     n_days = int(math.ceil(p.days))
     counts = rng.poisson(p.requests_per_day * np.minimum(1.0, p.days - np.arange(n_days)))
     times_parts, file_parts = [], []
-    days_iter = range(n_days)
+    days_iter: Iterable[int] = range(n_days)
     if progress:
         days_iter = tqdm(days_iter, desc="synthetic days", unit="day", mininterval=2.0)
     for day in days_iter:
@@ -267,7 +268,7 @@ def fit_params(work: pd.DataFrame, seed: int = 1) -> SynthParams:
     return SynthParams(
         days=float(days), requests_per_day=len(work) / days, n_objects=max(n_urls, 1),
         zipf_alpha=alpha, size_median=float(np.exp(np.median(logs))),
-        size_sigma=float(max(np.std(logs), 0.1)), tail_fraction=0.02,
+        size_sigma=max(float(np.std(logs)), 0.1), tail_fraction=0.02,
         tail_alpha=float(min(max(hill, 0.5), 3.0)), tail_min=float(max(q98, 1.0)),
         max_size=float(sizes.max()), initial_fraction=0.8, hot_fraction=min(hot, 0.9),
         hot_days=1.0, dynamic_fraction=min((n_obj - n_urls) / max(n_urls, 1), 1.0),

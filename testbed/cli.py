@@ -13,6 +13,8 @@ user never sees a traceback.  This module holds what makes that uniform:
   garbage between the PEM armour lines);
 * :func:`add_keylog_option` and :func:`keylog_arg`: every program built on :mod:`tls12` takes
   ``--keylog FILE`` and reads ``SSLKEYLOGFILE`` (:mod:`tls12.keylog`) the same way;
+* :func:`program_name`, the name usage lines and errors give the program: the console script's
+  (``sine-sign``) when started as one, else ``python -m MODULE``;
 * :func:`run_main`, which parses the arguments, runs the program's body and turns
   :class:`CLIError` and :class:`OSError` into that one line.
 
@@ -23,6 +25,7 @@ command line, so protocol packages may import it without pulling in sockets or e
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import os
 import re
 import ssl
@@ -61,10 +64,15 @@ __all__ = [
     "keylog_arg",
     "describe_os_error",
     "connect_error",
+    "program_name",
     "run_main",
 ]
 
 T = TypeVar("T")
+
+DISTRIBUTION = "websec-testbed"
+"""The installed distribution whose console scripts (``[project.scripts]``) :func:`program_name`
+recognises."""
 
 TRACEBACK_ENV = "TESTBED_TRACEBACK"
 """Set this environment variable to ``1`` to see the traceback of an unexpected error."""
@@ -318,6 +326,27 @@ def connect_error(where: str, exc: OSError) -> CLIError:
     else:
         reason = os.strerror(exc.errno)
     return CLIError(f"cannot connect to {where}: {reason}")
+
+
+def program_name(module: str) -> str:
+    """The ``prog`` of ``module``'s argument parser: how the user started the program.
+
+    Started as a console script of the installed distribution (``sine-sign``, whose entry
+    point is in ``module`` or below it), the program is named by the script; otherwise
+    (``python -m sine.sign``, or ``main()`` called from Python) it is ``python -m MODULE``.
+    Errors then read ``sine-sign: error: ...`` or ``python -m sine.sign: error: ...``.
+    """
+    script = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
+    script = script.removesuffix(".exe")  # Windows launchers
+    if script and not script.endswith(".py"):  # python -m sets argv[0] to the module's file
+        try:
+            entry_points = importlib.metadata.distribution(DISTRIBUTION).entry_points
+        except importlib.metadata.PackageNotFoundError:  # run from a checkout, not installed
+            entry_points = importlib.metadata.EntryPoints()
+        for entry in entry_points.select(group="console_scripts", name=script):
+            if entry.module == module or entry.module.startswith(module + "."):
+                return script
+    return f"python -m {module}"
 
 
 def _fail(parser: argparse.ArgumentParser, status: int, message: str) -> int:

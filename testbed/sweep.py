@@ -60,7 +60,9 @@ keyword arguments next to the point's own, instead of being pickled into every t
 
 Command lines and notebooks take the cluster as ``--scheduler`` (:func:`scheduler_arg`, an
 ``argparse`` type, or :func:`add_scheduler_argument`): ``local`` (the default), ``serial``,
-or a ``tcp://``/``tls://`` address. ``dask`` is imported only when a sweep actually uses it.
+or a ``tcp://``/``tls://`` address. ``dask`` is imported only when a sweep actually uses it;
+it is the ``sweep`` extra (``pip install 'websec-testbed[sweep]'``), and a sweep on a cluster
+without it fails with an :class:`ImportError` that says so (``serial`` needs no dask).
 
 A script that starts a LocalCluster must do so under ``if __name__ == "__main__":`` -- the
 worker processes import the main module again, as with :mod:`multiprocessing`; notebooks and
@@ -195,10 +197,22 @@ def _rows(point: Mapping[str, Any], result: Any, tidy: bool) -> pd.DataFrame:
             df = df.reset_index(drop=True).melt(id_vars=list(point), value_vars=fields,
                                                 var_name="field", value_name="value")
         return df
-    fields = dict(result) if isinstance(result, Mapping) else {"value": result}
+    values = dict(result) if isinstance(result, Mapping) else {"value": result}
     if tidy:
-        return pd.DataFrame([{**point, "field": k, "value": v} for k, v in fields.items()])
-    return pd.DataFrame([{**point, **fields}])
+        return pd.DataFrame([{**point, "field": k, "value": v} for k, v in values.items()])
+    return pd.DataFrame([{**point, **values}])
+
+
+def _require_distributed() -> None:
+    """Raise an :class:`ImportError` naming the ``sweep`` extra if ``dask.distributed`` is
+    missing (it is optional: ``serial`` sweeps run without it)."""
+    try:
+        import distributed  # noqa: F401
+    except ImportError as exc:
+        raise ImportError(
+            "a sweep on a Dask cluster needs dask.distributed, which is not installed: "
+            "pip install 'websec-testbed[sweep]' (or run the sweep serially: "
+            f"scheduler={SERIAL!r}, --scheduler {SERIAL})") from exc
 
 
 def _client(scheduler: str | None, workers: int | None) -> tuple[Any, Any]:
@@ -213,7 +227,7 @@ def _client(scheduler: str | None, workers: int | None) -> tuple[Any, Any]:
     return Client(scheduler_arg(scheduler)), None
 
 
-def _checked_points(points: Sequence[Mapping[str, Any]] | Mapping[str, Iterable],
+def _checked_points(points: Sequence[Mapping[str, Any]] | Mapping[str, Iterable[Any]],
                     constants: Mapping[str, Any] | None, placement: str
                     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The grid's points and the constants, after the checks :func:`sweep` documents."""
@@ -234,7 +248,7 @@ def _checked_points(points: Sequence[Mapping[str, Any]] | Mapping[str, Iterable]
     return pts, consts
 
 
-def sweep(fn: Callable[..., Any], points: Sequence[Mapping[str, Any]] | Mapping[str, Iterable],
+def sweep(fn: Callable[..., Any], points: Sequence[Mapping[str, Any]] | Mapping[str, Iterable[Any]],
           *, scheduler: str | None = None, workers: int | None = None, progress: bool = True,
           metadata: Mapping[str, Any] | None = None, constants: Mapping[str, Any] | None = None,
           serial: bool = False, tidy: bool = True, desc: str = "sweep",
@@ -255,7 +269,8 @@ def sweep(fn: Callable[..., Any], points: Sequence[Mapping[str, Any]] | Mapping[
 
     Raises :class:`SweepPointError` for the first point (in grid order) that failed, and
     :class:`SweepError` for an empty grid, points with differing parameter names or an unknown
-    ``placement``.
+    ``placement``, and :class:`ImportError` naming the ``sweep`` extra when a Dask sweep finds
+    no ``dask.distributed``.
     """
     pts, consts = _checked_points(points, constants, placement)
     if scheduler is not None and scheduler_arg(scheduler) == SERIAL:
@@ -308,6 +323,7 @@ def _distributed(fn: Callable[..., Any], pts: list[dict[str, Any]], consts: dict
                  placement: str) -> tuple[list[str], list[Any]]:
     """Submit every point to a Dask cluster: the worker that ran each point and its result,
     both in grid order."""
+    _require_distributed()
     from distributed import as_completed
 
     client, cluster = _client(scheduler, workers)

@@ -21,7 +21,7 @@ from tls12.certs import Credentials, write_credentials
 from tls12.testing import credentials as make_credentials
 
 TRACES = bundled_dir()
-"""The sample access logs shipped in the repository (``traces/``)."""
+"""The sample access logs shipped with :mod:`testbed.traces` (``testbed/traces/bundled/``)."""
 EPA = TRACES / "EPA-HTTP" / "epa-http.txt.gz"
 WC98 = TRACES / "WorldCup98-day6-sample" / "wc_day6_1_sample.csv.gz"
 

@@ -1,13 +1,16 @@
 """Type stub for the C extension ``tls12._recordcrypto`` (see tls12/recordcrypto.py)."""
 
 from collections.abc import Sequence
+from typing import final
 
 PLAINTEXT_MAX: int
 FRAGMENT_MAX: int
 
 class RecordCryptoError(ValueError): ...
 
+@final
 class RecordCipher:
+
     """Protection of one direction of a TLS 1.2 connection (MAC-then-encrypt, RFC 5246 §6.2.3)."""
 
     @property
@@ -19,12 +22,15 @@ class RecordCipher:
     def __init__(
         self, cipher: str, mac: str, enc_key: bytes, mac_key: bytes, *, stitched: bool = True
     ) -> None: ...
-    def compute_mac(self, seq: int, content_type: int, version: int, plaintext: bytes) -> bytes: ...
+    # compute_mac, open, seal_many, open_many parse positional arguments only (METH_VARARGS)
+    def compute_mac(
+        self, seq: int, content_type: int, version: int, plaintext: bytes, /
+    ) -> bytes: ...
     def seal(
         self, seq: int, content_type: int, version: int, plaintext: bytes, explicit_iv: bytes = b""
     ) -> bytes: ...
     def seal_with_mac(self, plaintext: bytes, mac: bytes, explicit_iv: bytes = b"") -> bytes: ...
-    def open(self, seq: int, content_type: int, version: int, fragment: bytes) -> bytes: ...
+    def open(self, seq: int, content_type: int, version: int, fragment: bytes, /) -> bytes: ...
     def seal_many(
         self,
         seq: int,
@@ -32,7 +38,9 @@ class RecordCipher:
         version: int,
         plaintexts: Sequence[bytes],
         explicit_ivs: Sequence[bytes],
+        /,
     ) -> list[bytes]: ...
     def open_many(
-        self, seq: int, content_type: int, version: int, fragments: Sequence[bytes]
+        self, seq: int, content_type: int, version: int, fragments: Sequence[bytes], /
     ) -> list[bytes]: ...
+

@@ -231,7 +231,7 @@ class RecordCipher:
         length = m - mac - 1 - pad
         # Always compute the MAC; hash the padding as dummy work (same byte count).
         expected = self._mac(seq, tv, data[:length])
-        dummy = self._hmac.copy()  # type: ignore[union-attr]
+        dummy = self._hmac.copy()  # type: ignore[union-attr]  # CBC suites only, which always have a MAC key
         dummy.update(data[length : m - mac - 1])
         good &= int(hmac.compare_digest(expected, data[length : length + mac]))
         if not good:

@@ -108,8 +108,11 @@ class SansIOConnection(Protocol):
     the variants later protocols build on them (SSL splitting, Reverse SSL).
     """
 
-    handshake_complete: bool
-    closed: bool
+    @property
+    def handshake_complete(self) -> bool: ...
+
+    @property
+    def closed(self) -> bool: ...
 
     def receive_data(self, data: bytes) -> list[Event]: ...
 
@@ -159,7 +162,7 @@ class TLSStream:
         if self._asks and answer is None:
             raise ValueError("a connection that asks its delegate by event needs answer=")
         self._progress = asyncio.Event()
-        self._answering: set[asyncio.Task[None]] = set()
+        self._answering: set[asyncio.Task[object]] = set()
         self.reader = reader
         self.writer = writer
         self.read_size = read_size
@@ -201,7 +204,7 @@ class TLSStream:
     def _flush(self) -> None:
         """Write whatever the core queued to the socket (no await: buffered by asyncio)."""
         if self._asks:
-            for request in self.conn.take_requests():  # type: ignore[attr-defined]
+            for request in self.conn.take_requests():  # type: ignore[attr-defined]  # _asks: a delegating core
                 self._ask(request)
         data = self.conn.data_to_send()
         if data and not self._socket_closed and not self.writer.is_closing():
@@ -244,7 +247,7 @@ class TLSStream:
     def _supply(self, request: Any, answer: object) -> None:
         """Supply one answer; the events that follow are handled as a read's."""
         try:
-            events = self.conn.supply(request.id, answer)  # type: ignore[attr-defined]
+            events = self.conn.supply(request.id, answer)  # type: ignore[attr-defined]  # _asks: a delegating core
         except TLSError as exc:
             self._handle_events(list(getattr(exc, "events", ())))
             self.error = exc
@@ -259,11 +262,11 @@ class TLSStream:
 
     def _waiting(self) -> bool:
         """Whether the connection needs an answer before it can read on."""
-        return self._asks and self.conn.waiting_for is not None  # type: ignore[attr-defined]
+        return self._asks and self.conn.waiting_for is not None  # type: ignore[attr-defined]  # _asks: a delegating core
 
     async def _sealed(self) -> None:
         """Wait until every record written so far is sealed and on its way."""
-        while (self._asks and self.conn.unsealed_slots  # type: ignore[attr-defined]
+        while (self._asks and self.conn.unsealed_slots  # type: ignore[attr-defined]  # _asks: a delegating core
                and not self._socket_closed and self._pending_error is None):
             self._progress.clear()
             await self._progress.wait()

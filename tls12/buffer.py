@@ -17,7 +17,7 @@ class Buffer:
 
     __slots__ = ("_data", "_pos")
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes | bytearray | memoryview) -> None:
         self._data = bytes(data)
         self._pos = 0
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import NameOID
 
 __all__ = ["Credentials", "generate_self_signed", "self_signed_certificate", "load_credentials", "write_credentials", "peer_rsa_key"]
@@ -48,7 +48,8 @@ class Credentials:
         return [c.public_bytes(serialization.Encoding.DER) for c in self.chain]
 
 
-def self_signed_certificate(key, common_name: str = "localhost", days: int = 365) -> x509.Certificate:  # type: ignore[no-untyped-def]
+def self_signed_certificate(key: rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey,
+                            common_name: str = "localhost", days: int = 365) -> x509.Certificate:
     """A self-signed certificate for ``key`` (RSA or EC) naming ``common_name``, localhost, 127.0.0.1.
 
     ``common_name`` goes into the subject alternative names as an IP address when it is one

@@ -231,7 +231,7 @@ class ClientConnection(Connection):
 
     def _handle_certificate(self, cert: Certificate) -> Enum:
         self._accept_server_certificate(cert)
-        kex = SUITES[self.cipher_suite].key_exchange  # type: ignore[index]
+        kex = SUITES[self.cipher_suite].key_exchange
         if kex is KeyExchange.ECDHE_RSA:
             return HandshakeState.EXPECT_SERVER_KEY_EXCHANGE
         return HandshakeState.EXPECT_SERVER_HELLO_DONE

@@ -33,6 +33,7 @@ state-export methods live in :class:`tls12.state.StateSeam` and the key
 schedule in :class:`tls12.keyschedule.KeySchedule`; both are inherited here.
 
 Seams for the protocols built on this core (documented where they live):
+
 1. :mod:`tls12.keys` -- private-key operations (premaster decryption, signing);
 2. :mod:`tls12.record` -- the record writer, MAC without encryption, write keys;
 3. :mod:`tls12.state` -- :meth:`Connection.export_state` / ``import_state``,
@@ -96,7 +97,8 @@ from .suites import SUITES, SuiteParams
 from .trace import TraceEvent, handshake_type
 
 if TYPE_CHECKING:
-    from .delegate import KeyHandle, SessionDelegate
+    from .delegate import EventDelegate, KeyHandle, SessionDelegate
+
 
 __all__ = [
     "Connection",
@@ -181,7 +183,7 @@ class Connection(KeySchedule, StateSeam, Delegation):
         self._close_sent = False
         self._close_received = False
         self._handshake_done = False
-        self._delegate: SessionDelegate | None = None
+        self._delegate: SessionDelegate | EventDelegate | None = None
         """Seam 5 (:mod:`tls12.delegate`): who holds the session secrets; ``None``: this object."""
         self._key_handle: KeyHandle | None = None
         self._opened_ahead: tuple[bytes, bytes] | None = None
@@ -214,7 +216,7 @@ class Connection(KeySchedule, StateSeam, Delegation):
 
     @property
     def suite_params(self) -> SuiteParams | None:
-        return SUITES.get(self.cipher_suite) if self.cipher_suite is not None else None  # type: ignore[call-overload]
+        return SUITES.get(self.cipher_suite) if self.cipher_suite is not None else None
 
     @property
     def write_protection(self) -> WriteProtection:
@@ -499,7 +501,7 @@ class Connection(KeySchedule, StateSeam, Delegation):
         """Enter the state the handler of a handshake message chose (checked by the table)."""
         if self.state is not HandshakeState.CLOSED:
             state = self.state
-            new = transition.single if chosen is None and transition.single else transition.resolve(chosen, state)  # type: ignore[arg-type]
+            new = transition.single if chosen is None and transition.single else transition.resolve(chosen, state)  # type: ignore[arg-type]  # handlers return the table's NextState; typed object here
             self._enter(new, handshake_type(msg_type))
 
     def _transcript_before_message(self) -> bytes:
@@ -537,7 +539,7 @@ class Connection(KeySchedule, StateSeam, Delegation):
             from .delegate import DelegatedReadCipher
 
             opened, self._opened_ahead = self._opened_ahead, None
-            self._reader.set_cipher(DelegatedReadCipher(pending, opened))  # type: ignore[arg-type]
+            self._reader.set_cipher(DelegatedReadCipher(pending, opened))  # type: ignore[arg-type]  # delegated mode: the pending keys are a DelegatedDirection
         self._pending_read = None
 
     def _send_change_cipher_spec(self) -> None:
@@ -547,7 +549,7 @@ class Connection(KeySchedule, StateSeam, Delegation):
         else:
             from .delegate import DelegatedWriteProtection
 
-            self._write = DelegatedWriteProtection(self._pending_write, self._rng)  # type: ignore[arg-type]
+            self._write = DelegatedWriteProtection(self._pending_write, self._rng)  # type: ignore[arg-type]  # delegated mode: the pending keys are a DelegatedDirection
             self._seal_later = self.asks_by_event
         self._pending_write = None
 

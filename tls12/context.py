@@ -247,7 +247,7 @@ class ClientHandshakeContext(HandshakeContext):
 def _codec_of(f: dataclasses.Field[Any]) -> FieldCodec[Any]:
     codec = f.metadata.get("codec")
     if codec is not None:
-        return codec  # type: ignore[no-any-return]
+        return codec  # type: ignore[no-any-return]  # field metadata is Mapping[str, Any]; "codec" holds a FieldCodec
     default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
     if isinstance(default, bytearray):
         return BYTEARRAY
@@ -264,7 +264,7 @@ def _section_of(cls: type, name: str) -> str | None:
                 raise TypeError(
                     f"{klass.__qualname__} declares context fields but no EXPORT_SECTION"
                 )
-            return klass.__dict__["EXPORT_SECTION"]  # type: ignore[no-any-return]
+            return klass.__dict__["EXPORT_SECTION"]  # type: ignore[no-any-return]  # class __dict__ values are Any; EXPORT_SECTION is a str
     raise TypeError(
         f"field {name} is declared by no class of {cls.__qualname__}"
     )  # pragma: no cover

@@ -90,7 +90,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import groupby
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
@@ -304,8 +304,10 @@ class DelegatedDirection:
 
     __slots__ = ("delegate", "handle", "from_client", "params")
 
-    def __init__(self, delegate: SessionDelegate, handle: KeyHandle, from_client: bool) -> None:
+    def __init__(self, delegate: SessionDelegate | EventDelegate, handle: KeyHandle,
+                 from_client: bool) -> None:
         self.delegate = delegate
+
         self.handle = handle
         self.from_client = from_client
         self.params: SuiteParams = SUITES[CipherSuite(handle.cipher_suite)]
@@ -341,12 +343,17 @@ class DelegatedWriteProtection(WriteProtection):
         raise DelegateError("a delegated connection cannot seal with an outside MAC")
 
     def seal(self, record: OutgoingRecord) -> bytes:
-        d = self.direction
-        return d.delegate.seal(d.handle, d.from_client, [record])
+        return self._session_delegate().seal(self.direction.handle, self.direction.from_client,
+                                             [record])
 
     def seal_many(self, records: list[OutgoingRecord]) -> bytes:
-        d = self.direction
-        return d.delegate.seal(d.handle, d.from_client, records)
+        return self._session_delegate().seal(self.direction.handle, self.direction.from_client,
+                                             records)
+
+    def _session_delegate(self) -> SessionDelegate:
+        # cast: a connection with an EventDelegate asks for seals by event
+        # (tls12.delegation), so only a SessionDelegate's direction is called here
+        return cast("SessionDelegate", self.direction.delegate)
 
 
 class DelegatedReadCipher:
@@ -486,9 +493,9 @@ class LocalDelegate:
             decrypted = None
         good = (decrypted is not None and len(decrypted) == 48
                 and hmac.compare_digest(decrypted[:2], fallback[:2]))
-        premaster = decrypted if good else fallback
-        assert premaster is not None
-        return self._master(premaster, client_random, server_random, cipher_suite, session_hash)
+        chosen = decrypted if good else fallback
+        assert chosen is not None
+        return self._master(chosen, client_random, server_random, cipher_suite, session_hash)
 
     def _ecdhe_premaster(self, ephemeral: KeyHandle, point: bytes) -> bytes:
         """The ECDH shared secret with the client's point; the ephemeral key is used once."""
@@ -569,7 +576,7 @@ class LocalDelegate:
         cipher = s.read.get(from_client)
         if cipher is None:
             cipher = s.read[from_client] = (s.client if from_client else s.server).cipher()
-        return [cipher.open(seq, ct, version, fragment)  # type: ignore[attr-defined]
+        return [cipher.open(seq, ct, version, fragment)  # type: ignore[attr-defined]  # the read cipher is stored as object; cipher() makes an opener
                 for seq, ct, version, fragment in records]
 
     def release(self, handle: KeyHandle) -> None:

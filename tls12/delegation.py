@@ -37,7 +37,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .delegate import (
     DelegatedReadCipher,
@@ -78,6 +78,8 @@ PENDING: Any = _Pending()
 """What a handler returns when it asked the delegate by event: its transition waits."""
 
 Then = Callable[[Any], Any]
+_T = TypeVar("_T")
+
 
 MAX_SEAL_RECORDS = 32
 """Records per ``seal`` question at most (512 KiB of plaintext): a bulk write becomes several
@@ -199,8 +201,8 @@ class Delegation:
             return delegate.offers(op)
         return callable(getattr(delegate, op, None))
 
-    def _ask(self, op: str, args: tuple[Any, ...], then: Then,
-             kwargs: tuple[tuple[str, Any], ...] = ()) -> Any:
+    def _ask(self, op: str, args: tuple[Any, ...], then: Callable[[Any], _T],
+             kwargs: tuple[tuple[str, Any], ...] = ()) -> _T:
         """Ask the delegate; ``then(answer)`` now (inline) or on :meth:`supply` (event mode).
 
         Inline, a ``ValueError`` (a record that does not open) and a :class:`DelegateError`
@@ -218,7 +220,8 @@ class Delegation:
         request = DelegateRequest(next(self._request_ids), op, args, kwargs)
         self._blocking = (request, then)
         self._untaken.append(request)
-        return PENDING
+        # cast: PENDING stands in for then's result; the transition waits for supply()
+        return cast(_T, PENDING)
 
     def _delegate_events(self, events: list[Event]) -> list[Event]:
         """``events`` plus a :class:`DelegateNeeded` for each question not yet returned."""
@@ -288,7 +291,7 @@ class Delegation:
         waiting, self._unsealed = self._unsealed, []
         records = [OutgoingRecord(ct, version, self._write.next_seq(), f)
                    for ct, fragments in waiting for f in fragments]
-        direction = self._write.direction  # type: ignore[attr-defined]
+        direction = self._write.direction  # type: ignore[attr-defined]  # delegated mode: _write is a DelegatedWriteProtection
         for start in range(0, len(records), MAX_SEAL_RECORDS):
             batch = records[start : start + MAX_SEAL_RECORDS]
             request = DelegateRequest(next(self._request_ids), "seal",
@@ -311,7 +314,8 @@ class Delegation:
             self._held.clear()
             self.state = HandshakeState.CLOSED
             raise InternalError(f"the delegate could not seal: {answer!r}") from answer
-        self._slots[request_id] = bytes(answer)  # type: ignore[arg-type]
+        # cast: a seal's answer is the sealed bytes (SessionDelegate.seal)
+        self._slots[request_id] = bytes(cast(bytes, answer))
         held = self._held
         while held:
             head = held[0]

@@ -17,6 +17,7 @@ All decryption failures -- bad MAC, bad padding, bad length -- are one
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import Any
 
 __all__ = [
     "AlertLevel",
@@ -97,7 +98,7 @@ class RemoteProtocolError(TLSError):
     still deliver it.
     """
 
-    events: list = []  # noqa: RUF012 - replaced per instance by the connection
+    events: list[Any] = []  # noqa: RUF012 - replaced per instance; subclasses narrow the type
 
 
 class AlertReceivedError(TLSError):

@@ -18,6 +18,7 @@ imports no protocol package.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections import deque
 from enum import Enum
@@ -158,9 +159,10 @@ def markdown(classes: list[type[Connection]] | None = None, preamble: str = _PRE
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m tls12.handshake_docs", description=__doc__.splitlines()[0]
-    )
+    # named as testbed.cli.program_name does (tls12 does not import testbed)
+    script = "tls12-handshake-docs"  # its console script ([project.scripts] in pyproject.toml)
+    prog = script if os.path.basename(sys.argv[0]) == script else "python -m tls12.handshake_docs"
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument(
         "--markdown", action="store_true", help="print docs/tls12-state-machine.md to stdout"
     )

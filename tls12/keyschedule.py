@@ -23,7 +23,8 @@ from .record import IV_KEY_LABEL, DirectionKeys
 from .suites import SuiteParams
 
 if TYPE_CHECKING:
-    from .delegate import KeyHandle, SessionDelegate
+    from .delegate import EventDelegate, KeyHandle, SessionDelegate
+
 
 __all__ = ["KeySchedule"]
 
@@ -38,7 +39,7 @@ class KeySchedule:
     client_random: Any
     server_random: Any
     extended_master_secret: Any
-    _delegate: SessionDelegate | None
+    _delegate: SessionDelegate | EventDelegate | None
     _key_handle: KeyHandle | None
     _pending_read: DirectionKeys | None
     _pending_write: DirectionKeys | None
@@ -105,7 +106,7 @@ class KeySchedule:
         client = DelegatedDirection(self._delegate, handle, True)
         server = DelegatedDirection(self._delegate, handle, False)
         pending = (client, server) if self.is_client else (server, client)
-        self._pending_write, self._pending_read = pending  # type: ignore[assignment]
+        self._pending_write, self._pending_read = pending  # type: ignore[assignment]  # delegated mode keeps DelegatedDirection in the key slots
 
     def _finished_body(self, from_client: bool) -> bytes:
         """Our verify_data (a delegated server asks its delegate instead: ``tls12.delegation``)."""

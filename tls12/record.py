@@ -16,7 +16,7 @@ A writer sees each record's content type, sequence number and plaintext
 (:class:`OutgoingRecord`) in order and returns the bytes to put on the wire.
 
 Explicit CBC IVs: unpredictable, yet reproducible from exported state
---------------------------------------------------------------------
+---------------------------------------------------------------------
 TLS 1.1 and 1.2 put a fresh IV in front of every CBC record (RFC 5246
 §6.2.3.2): it "SHOULD be chosen at random, and MUST be unpredictable".  The
 requirement is unpredictability to whoever chooses plaintexts -- the attack
@@ -78,6 +78,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Literal, overload
 
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
@@ -121,8 +122,17 @@ def record_header(content_type: int, version: int, length: int) -> bytes:
     return bytes((content_type, version >> 8, version & 0xFF)) + length.to_bytes(2, "big")
 
 
+@overload
+def split_records(data: bytes | bytearray, *, partial: Literal[True]) -> list[int]: ...
+
+
+@overload
+def split_records(data: bytes | bytearray, *, partial: bool = False) -> list[int] | None: ...
+
+
 def split_records(data: bytes | bytearray, *, partial: bool = False) -> list[int] | None:
-    """End offsets of the whole records at the front of ``data`` (5-byte header + fragment).
+    """End offsets
+ of the whole records at the front of ``data`` (5-byte header + fragment).
 
     The record framing of §6.2.1, in one place for everyone who must cut a stream
     into records without opening them (a store-and-forward relay, :mod:`tls12.trace`,
@@ -306,7 +316,7 @@ class RecordReader:
         that raises ValueError on any failure) whose keys this reader never sees: the read side
         of a delegated connection (:class:`tls12.delegate.DelegatedReadCipher`)."""
         self.keys = None
-        self._cipher = cipher  # type: ignore[assignment]
+        self._cipher = cipher  # type: ignore[assignment]  # a duck-typed opener (DelegatedReadCipher), not a RecordCipher
         self.seq = seq
 
     @property

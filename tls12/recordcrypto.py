@@ -96,7 +96,7 @@ PyRecordCipher = _recordcrypto_py.RecordCipher
 try:
     from . import _recordcrypto as _c
 except ImportError:  # extension not built
-    _c = None
+    _c = None  # type: ignore[assignment]  # optional extension: every use checks for None
 
 CRecordCipher = None if _c is None else _c.RecordCipher
 
@@ -110,5 +110,6 @@ if _c is not None and os.environ.get("TLS12_PURE_PYTHON", "") not in ("1", "true
     RecordCryptoError = _c.RecordCryptoError
 else:
     BACKEND = "python"
-    RecordCipher = _recordcrypto_py.RecordCipher  # type: ignore[misc]
-    RecordCryptoError = _recordcrypto_py.RecordCryptoError  # type: ignore[misc]
+    RecordCipher = _recordcrypto_py.RecordCipher  # type: ignore[assignment,misc]  # the Python twin has the C class's interface
+    RecordCryptoError = _recordcrypto_py.RecordCryptoError  # type: ignore[assignment,misc]  # both subclass ValueError, same role
+

@@ -134,6 +134,7 @@ class ServerConnection(Connection):
 
     CONTEXT = ServerHandshakeContext
     context: ServerHandshakeContext
+    config: ServerConfig
     client_version = ContextAttribute()
 
     def __init__(
@@ -292,7 +293,7 @@ class ServerConnection(Connection):
         if self.extended_master_secret:
             exts.append((ExtensionType.EXTENDED_MASTER_SECRET, b""))
         if (
-            SUITES[self.cipher_suite].key_exchange is KeyExchange.ECDHE_RSA  # type: ignore[index]
+            SUITES[self.cipher_suite].key_exchange is KeyExchange.ECDHE_RSA
             and hello.extension(ExtensionType.EC_POINT_FORMATS) is not None
         ):
             exts.append((ExtensionType.EC_POINT_FORMATS, b"\x01\x00"))
@@ -309,10 +310,11 @@ class ServerConnection(Connection):
         self.resumed = False
         self.session = None
         self.session_id = self.config.rng(32) if self.config.session_store is not None else b""
-        ecdhe = SUITES[self.cipher_suite].key_exchange is KeyExchange.ECDHE_RSA  # type: ignore[index]
+        ecdhe = SUITES[self.cipher_suite].key_exchange is KeyExchange.ECDHE_RSA
         if self._delegate is not None and ecdhe:
             # the delegate makes the ephemeral key and signs the ServerKeyExchange
             group, scheme = self.context.group, self._choose_scheme()
+            assert group is not None  # an ECDHE suite is chosen only with a common group
             return self._ask("ephemeral", (group, scheme, self.client_random, self.server_random,
                                            self.cipher_suite),
                              lambda answer: self._send_first_flight(
@@ -345,7 +347,7 @@ class ServerConnection(Connection):
 
     def _build_server_key_exchange(self) -> bytes | None:
         """ServerKeyExchange body for ECDHE_RSA (signed ServerECDHParams); None for RSA."""
-        if SUITES[self.cipher_suite].key_exchange is not KeyExchange.ECDHE_RSA:  # type: ignore[index]
+        if SUITES[self.cipher_suite].key_exchange is not KeyExchange.ECDHE_RSA:
             return None
         assert self.context.group is not None
         self.context.ecdhe_private, public = ecdhe_keypair(self.context.group, self.config.rng(32))
@@ -360,7 +362,7 @@ class ServerConnection(Connection):
 
     def _premaster_from_client_key_exchange(self, body: bytes) -> bytes:
         """The premaster secret; for RSA with the RFC 5246 §7.4.7.1 countermeasure."""
-        if SUITES[self.cipher_suite].key_exchange is KeyExchange.ECDHE_RSA:  # type: ignore[index]
+        if SUITES[self.cipher_suite].key_exchange is KeyExchange.ECDHE_RSA:
             point = pull_client_key_exchange_ecdhe(Buffer(body))
             assert self.context.group is not None
             return ecdhe_shared_secret(self.context.group, self.context.ecdhe_private, point)
@@ -375,7 +377,9 @@ class ServerConnection(Connection):
             and len(decrypted) == 48
             and hmac.compare_digest(decrypted[:2], fallback[:2])
         )
-        return decrypted if good else fallback  # type: ignore[return-value]
+        chosen = decrypted if good else fallback
+        assert chosen is not None
+        return chosen
 
     def _handle_client_key_exchange(self, body: bytes) -> object:
         if self._delegate is not None:
@@ -388,7 +392,7 @@ class ServerConnection(Connection):
     def _delegated_key_exchange(self, body: bytes) -> object:
         """Ask the delegate for the keys: with the client's whole flight when it is here."""
         kwargs: tuple[tuple[str, object], ...] = ()
-        if SUITES[self.cipher_suite].key_exchange is KeyExchange.ECDHE_RSA:  # type: ignore[index]
+        if SUITES[self.cipher_suite].key_exchange is KeyExchange.ECDHE_RSA:
             exchanged = pull_client_key_exchange_ecdhe(Buffer(body))
             kwargs = (("ephemeral", self._ephemeral),)
             self._ephemeral = None
@@ -515,7 +519,7 @@ class ServerConnection(Connection):
         holds the session (a restarted guardian, an evicted handle: :class:`DelegateError`)
         the session leaves the store and a full handshake follows."""
         if self._delegate is not None:
-            handle: KeyHandle = session.handle  # type: ignore[assignment]
+            handle: KeyHandle = session.handle  # type: ignore[assignment]  # Session.handle is object (tls12 keeps it opaque); a delegate's is a KeyHandle
             return self._ask("resume", (handle, self.client_random, self.server_random),
                              lambda answer: self._resume_answered(answer, session, hello))
         self._enter_resumption(session, hello)
@@ -533,7 +537,8 @@ class ServerConnection(Connection):
         self.extended_master_secret = session.extended_master_secret
         self._send_handshake((HandshakeType.SERVER_HELLO, self._server_hello(hello)))
 
-    def _resume_answered(self, answer: object, session: Session, hello: ClientHello) -> object:
+    def _resume_answered(self, answer: object, session: Session, hello: ClientHello) -> Enum:
+
         if isinstance(answer, DelegateError):
             store = self.config.session_store
             if store is not None:

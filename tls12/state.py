@@ -26,7 +26,7 @@ live in a delegate (:mod:`tls12.delegate`) has no keys to export: every
 export raises :class:`tls12.delegate.DelegatedStateError`.
 
 Compact form for established connections: keys once, then progress deltas
-------------------------------------------------------------------------
+-------------------------------------------------------------------------
 Most of a full export of an established connection is the raw handshake
 transcript, which nothing needs once both Finished messages are checked.  A
 mirror that follows a connection for its whole life therefore takes

@@ -176,7 +176,7 @@ def credentials(
 def _ecdsa_self_signed(common_name: str, curve: ec.EllipticCurve) -> Credentials:
     key = ec.generate_private_key(curve)
     # an EC key where Credentials expects RSA: documented, for tests of refusal
-    return Credentials((self_signed_certificate(key, common_name),), key)  # type: ignore[arg-type]
+    return Credentials((self_signed_certificate(key, common_name),), key)  # type: ignore[arg-type]  # an EC key on purpose, for tests of refusal
 
 
 def seeded_rng(seed: int | bytes | str) -> Callable[[int], bytes]:
@@ -255,8 +255,10 @@ class AnsweringServer:
                 queue += self.answer(event.request)
             except Exception as exc:
                 # the events before the error belong to it, as receive_data reports them
-                exc.events = out + [e for e in queue if not isinstance(e, DelegateNeeded)] \
-                    + list(getattr(exc, "events", []))  # type: ignore[attr-defined]
+                before = (out + [e for e in queue if not isinstance(e, DelegateNeeded)]
+                          + list(getattr(exc, "events", [])))
+                exc.events = before  # type: ignore[attr-defined]  # any exception carries them, as RemoteProtocolError.events
+
                 raise
         return out
 
@@ -268,7 +270,8 @@ class AnsweringServer:
             answer = exc
         if request in self.held:
             self.held.remove(request)
-        return self.conn.supply(request.id, answer)
+        events: list[Any] = self.conn.supply(request.id, answer)
+        return events
 
     def receive_data(self, data: bytes, **kwargs: Any) -> list[Any]:
         return self._answered(self.conn.receive_data(data, **kwargs))
@@ -277,4 +280,6 @@ class AnsweringServer:
         from tls12.events import DelegateNeeded
 
         self._answered([DelegateNeeded(r) for r in self.conn.take_requests()])
-        return self.conn.data_to_send()
+        data: bytes = self.conn.data_to_send()
+        return data
+

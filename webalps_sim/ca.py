@@ -108,7 +108,7 @@ def guardian_identity(obj: x509.Certificate | x509.CertificateSigningRequest) ->
         ext = obj.extensions.get_extension_for_oid(MEASUREMENT_OID).value
     except x509.ExtensionNotFound:
         raise CAError("no guardian-measurement extension") from None
-    raw = ext.value  # type: ignore[attr-defined]
+    raw = ext.value  # type: ignore[attr-defined]  # the measurement extension is an UnrecognizedExtension
     inner, end = _parse_tlv(raw, 0, 0x30)
     if end != len(raw):
         raise CAError("malformed guardian-measurement extension")
@@ -203,10 +203,10 @@ def sign_csr(directory: str | Path, csr: x509.CertificateSigningRequest, app: st
                        critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(x509.SubjectAlternativeName(names), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_cert.public_key()),  # type: ignore[arg-type]
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_cert.public_key()),  # type: ignore[arg-type]  # the CA key is RSA or EC
                        critical=False)
         .add_extension(measurement_extension(app, identity.measurement), critical=False)
-        .sign(ca_key, hashes.SHA256())  # type: ignore[arg-type]
+        .sign(ca_key, hashes.SHA256())  # type: ignore[arg-type]  # the CA key is RSA or EC
     )
     return [leaf, ca_cert]
 
@@ -216,7 +216,9 @@ def write_chain(chain: list[x509.Certificate], path: str | Path) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m webalps_sim.ca",
+    from testbed.cli import program_name  # here: the guardian imports this module, not testbed
+
+    parser = argparse.ArgumentParser(prog=program_name("webalps_sim.ca"),
                                      description="The WebALPS CA: certifies measured guardians.")
     sub = parser.add_subparsers(dest="command", required=True)
     init = sub.add_parser("init", help="create the CA key and certificate")

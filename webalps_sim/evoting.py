@@ -257,7 +257,9 @@ class EvotingApp:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m webalps_sim.evoting setup``: create an election in a guardian state dir."""
-    parser = argparse.ArgumentParser(prog="python -m webalps_sim.evoting", description=__doc__
+    from testbed.cli import program_name  # here: the guardian imports this module, not testbed
+
+    parser = argparse.ArgumentParser(prog=program_name("webalps_sim.evoting"), description=__doc__
                                      .split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     setup = sub.add_parser("setup", help="write election.json and voters.json")

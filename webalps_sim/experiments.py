@@ -34,7 +34,7 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, replace
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
@@ -167,6 +167,12 @@ def _flush_stats(bed: Testbed, host: str) -> None:
     time.sleep(0.05)
 
 
+def _cell(df: pd.DataFrame, row: str, col: str) -> float:
+    """``df.at[row, col]`` as a float."""
+    # cast: the columns read here are numeric; the stubs type a cell as any scalar
+    return float(cast("float", df.at[row, col]))
+
+
 def table2(t1: pd.DataFrame) -> pd.DataFrame:
     """Slowdowns from a measured Table 1: HTTP -> HTTPS and HTTPS -> WebALPS (each cost model).
 
@@ -186,20 +192,21 @@ def table2(t1: pd.DataFrame) -> pd.DataFrame:
     def ratio(slow: str, fast: str, label: str, paper: dict[str, float]) -> None:
         if slow not in by_round[0].index or fast not in by_round[0].index:
             return
-        each = pd.DataFrame([{"rps": by.at[fast, "rps"] / by.at[slow, "rps"],
-                              "connect": by.at[slow, "connect_ms"] / by.at[fast, "connect_ms"],
-                              "request": by.at[slow, "request_ms"] / by.at[fast, "request_ms"]}
-                             for by in by_round])
-        rows.append({"slowdown": label, **{k: float(each[k].median()) for k in each},
+        each = pd.DataFrame([
+            {"rps": _cell(by, fast, "rps") / _cell(by, slow, "rps"),
+             "connect": _cell(by, slow, "connect_ms") / _cell(by, fast, "connect_ms"),
+             "request": _cell(by, slow, "request_ms") / _cell(by, fast, "request_ms")}
+            for by in by_round])
+        rows.append({"slowdown": label, **{str(k): float(each[k].median()) for k in each},
                      "rps_min": float(each["rps"].min()), "rps_max": float(each["rps"].max()),
                      "repeats": len(each), **{f"paper_{k}": v for k, v in paper.items()}})
 
     p1 = PAPER_TABLE1.set_index("host")
 
     def paper_ratio(slow: str, fast: str) -> dict[str, float]:
-        return {"rps": p1.at[fast, "rps"] / p1.at[slow, "rps"],
-                "connect": p1.at[slow, "connect_ms"] / p1.at[fast, "connect_ms"],
-                "request": p1.at[slow, "request_ms"] / p1.at[fast, "request_ms"]}
+        return {"rps": _cell(p1, fast, "rps") / _cell(p1, slow, "rps"),
+                "connect": _cell(p1, slow, "connect_ms") / _cell(p1, fast, "connect_ms"),
+                "request": _cell(p1, slow, "request_ms") / _cell(p1, fast, "request_ms")}
 
     ratio("HTTPS", "HTTP", "SSL (HTTP -> HTTPS)", paper_ratio("HTTPS", "HTTP"))
     ratio("WebALPS-native", "HTTPS", "WebALPS native (HTTPS -> WebALPS, cost model off)",
@@ -294,10 +301,10 @@ def calibrate_model(t1: pd.DataFrame, webalps_host: str = "WebALPS-4758",
     by = t1.set_index("host")
 
     def per_request(host: str) -> float:
-        return 1.0 / by.at[host, "rps"]
+        return 1.0 / _cell(by, host, "rps")
 
     def ms(host: str, col: str) -> float:
-        return float(by.at[host, col]) / 1e3 if col in by.columns else 0.0
+        return _cell(by, host, col) / 1e3 if col in by.columns else 0.0
 
     http_cpu, https_cpu = ms("HTTP", "host_cpu_ms"), ms("HTTPS", "host_cpu_ms")
     w_host = ms(webalps_host, "host_cpu_ms")
@@ -394,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m webalps_sim.experiments {table1,figure4,breakdown} [--seconds S] [--full]``."""
     from testbed import cli
 
-    parser = argparse.ArgumentParser(prog="python -m webalps_sim.experiments",
+    parser = argparse.ArgumentParser(prog=cli.program_name("webalps_sim.experiments"),
                                      description=(__doc__ or "").splitlines()[0])
     parser.add_argument("what", choices=["table1", "figure4", "breakdown"])
     parser.add_argument("--seconds", type=cli.positive_float,

@@ -250,8 +250,8 @@ class FileServer:
             self._request += event.data
             if b"\r\n\r\n" in self._request:
                 self.answered = True
-                side.obj.send_data(self.head + self.body)  # type: ignore[attr-defined]
-                side.obj.close()  # type: ignore[attr-defined]
+                side.obj.send_data(self.head + self.body)  # type: ignore[attr-defined]  # SansIO declares no send_data; these sides are connections that have it
+                side.obj.close()  # type: ignore[attr-defined]  # SansIO declares no close; these sides are connections that have it
                 self._end(side)
         elif isinstance(event, ConnectionClosed):
             self._end(side)
@@ -437,6 +437,7 @@ def simulate(*, clients: int, kind: str = "webalps", seconds: float = 5.0, warmu
     meter = Meter(card)
     seam = None
     if kind == "webalps":
+        assert creds.private_key is not None  # generated credentials hold their key
         service = GuardianService(creds.private_key, tuple(creds.chain_der), b"model",
                                   cost=meter)
         seam = Seam(env, service, meter)
@@ -535,7 +536,7 @@ def _fraction(text: str) -> float:
 def build_parser() -> argparse.ArgumentParser:
     from testbed import cli
 
-    parser = argparse.ArgumentParser(prog="python -m webalps_sim.model_driver",
+    parser = argparse.ArgumentParser(prog=cli.program_name("webalps_sim.model_driver"),
                                      description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--loads", type=_loads, default=[1, 2, 4, 8, 16],
                         help="closed-loop clients per point, comma-separated (default 1,2,4,8,16)")

@@ -57,7 +57,7 @@ class Fetch:
     def __call__(self, side: Side, event: Any) -> None:
         plain = getattr(side.obj, "plain", False)
         if isinstance(event, HandshakeComplete) or (plain and isinstance(event, Started)):
-            side.obj.send_data(self.request)  # type: ignore[attr-defined]
+            side.obj.send_data(self.request)  # type: ignore[attr-defined]  # SansIO declares no send_data; these sides are connections that have it
         elif isinstance(event, ApplicationData):
             self.response += event.data
         elif isinstance(event, ConnectionClosed):

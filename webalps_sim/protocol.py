@@ -19,9 +19,9 @@ since the first version of the protocol; the frames are pinned byte for byte by
 
 Requests (host -> guardian) and their replies:
 
-=================  ===============================  ===========================================
+================== ================================ ===========================================
 request            does                             reply
-=================  ===============================  ===========================================
+================== ================================ ===========================================
 ``HELLO``          identify the guardian            ``INFO`` (chain, measurement, app, run id)
 ``EPHEMERAL``      ECDHE: a fresh ephemeral key     ``EPHEMERAL_KEY`` (its handle, the public
                    and the ServerKeyExchange        point and the signature over the randoms
@@ -40,7 +40,7 @@ request            does                             reply
 ``DERIVE_FINISH``  the client's whole flight:       ``DERIVED`` (handle, the client's Finished
                    ``DERIVE`` + open and check the  message, the server's verify_data and its
                    client's Finished + ``FINISH``   Finished record, already sealed)
-=================  ===============================  ===========================================
+================== ================================ ===========================================
 
 A full handshake costs one exchange (``DERIVE_FINISH``) when the client's flight reaches the
 host whole, else three (``DERIVE``, ``OPEN``, ``FINISH``); a request costs ``OPEN`` + ``SEAL``.

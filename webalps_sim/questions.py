@@ -34,6 +34,7 @@ question for exactly that record without a request (:meth:`Asker.sealed_ahead`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from tls12.delegate import DelegateError, DelegateRequest, EphemeralKey, FlightResult, KeyHandle
@@ -96,10 +97,12 @@ class RecordRejected(WebAlpsError, ValueError):
     """The guardian would not open a record (one error for MAC, padding and sequence faults)."""
 
 
-class OpenAnswer(list):  # type: ignore[type-arg]
+class OpenAnswer(list[bytes]):
     """The plaintexts of an ``open`` question, with the records the guardian sealed by itself
     (its application answered a request): queue ``sealed`` (``count`` records) on the
     connection *before* supplying the plaintexts, then close it if ``close``."""
+
+    count: int  # type: ignore[assignment]  # the attribute hides list.count (public name)
 
     def __init__(self, plaintexts: tuple[bytes, ...], sealed: bytes, count: int, close: bool) -> None:
         super().__init__(plaintexts)
@@ -232,7 +235,7 @@ def _derive_finish(encrypted_premaster: bytes, client_version: int, client_rando
                           finished_fragment, _ephemeral_id(ephemeral))
 
 
-_BUILDERS: dict[str, Any] = {
+_BUILDERS: dict[str, Callable[..., p.Message]] = {
     "derive": _derive,
     "derive_finish": _derive_finish,
     "ephemeral": lambda group, scheme, cr, sr, suite: p.Ephemeral(group, scheme, cr, sr, suite),
@@ -269,4 +272,4 @@ def prepare(conn: Any, answer: object) -> None:
 def supply(conn: Any, request: DelegateRequest, answer: object) -> list[Any]:
     """:func:`prepare`, then ``conn.supply``: the connection's events."""
     prepare(conn, answer)
-    return conn.supply(request.id, answer)  # type: ignore[no-any-return]
+    return conn.supply(request.id, answer)  # type: ignore[no-any-return]  # conn is Any (a tls12 connection); supply returns its events

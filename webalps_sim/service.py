@@ -69,6 +69,7 @@ import json
 import os
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import ParamSpec, TypeVar
 
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
@@ -103,6 +104,9 @@ def _no_clock() -> float:
 
 _APPLICATION_DATA = ContentType.APPLICATION_DATA
 _HANDSHAKE = ContentType.HANDSHAKE
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_M = TypeVar("_M", bound=p.Message)
 
 
 class GuardianFailure(WebAlpsError):
@@ -179,14 +183,13 @@ class GuardianService:
             reply = p.Error(p.ErrorCode.MALFORMED, str(exc))
         except GuardianFailure as exc:
             reply = p.Error(exc.code, str(exc))
-        payload = reply.to_payload()  # type: ignore[attr-defined]
+        payload = reply.to_payload()
         self.cost.charge("transfer", len(frame.payload) + len(payload))
-        return p.encode_frame(reply.TYPE, frame.request_id, payload)  # type: ignore[attr-defined]
+        return p.encode_frame(reply.TYPE, frame.request_id, payload)
 
-    def handle(self, message: object, owner: Hashable = DEFAULT_OWNER) -> object:
+    def handle(self, message: object, owner: Hashable = DEFAULT_OWNER) -> p.Message:
         """The reply message to one request message; new handles belong to ``owner``."""
-        method = _HANDLERS.get(type(message))
-        if method is None:
+        if not isinstance(message, p.Message) or (method := _HANDLERS.get(type(message))) is None:
             raise GuardianFailure(p.ErrorCode.UNSUPPORTED,
                                   f"{type(message).__name__} is not a request")
         self._owner = owner
@@ -487,9 +490,9 @@ class GuardianService:
             return None
         return self._delegate._ephemerals.get(ephemeral.id)
 
-    def _call(self, fn, *args):  # type: ignore[no-untyped-def]
+    def _call(self, fn: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
-            return fn(*args)
+            return fn(*args, **kwargs)
         except DelegateError as exc:
             raise GuardianFailure(p.ErrorCode.UNKNOWN_HANDLE, str(exc)) from None
 
@@ -557,16 +560,29 @@ def _check_run(seqs: list[int], expected: int, what: str) -> None:
                               f"{expected} onwards, consecutive")
 
 
-_HANDLERS: dict[type, Callable[[GuardianService, object], object]] = {
-    p.Hello: GuardianService._hello,
-    p.Ephemeral: GuardianService._ephemeral,
-    p.Derive: GuardianService._derive,
-    p.Resume: GuardianService._resume,
-    p.VerifyData: GuardianService._verify_data,
-    p.CheckFinished: GuardianService._check_finished,
-    p.Seal: GuardianService._seal,
-    p.Open: GuardianService._open,
-    p.Release: GuardianService._release,
-    p.Finish: GuardianService._finish,
-    p.DeriveFinish: GuardianService._derive_finish,
-}  # type: ignore[dict-item]
+class _HandlerTable:
+    """Request type -> its ``GuardianService`` method; ``add`` and ``get`` tie the method's
+    argument type to its key, which a plain dict cannot say."""
+
+    def __init__(self) -> None:
+        self._handlers: dict[type[p.Message], Callable[..., p.Message]] = {}
+
+    def add(self, cls: type[_M], method: Callable[[GuardianService, _M], p.Message]) -> None:
+        self._handlers[cls] = method
+
+    def get(self, cls: type[_M]) -> Callable[[GuardianService, _M], p.Message] | None:
+        return self._handlers.get(cls)
+
+
+_HANDLERS = _HandlerTable()
+_HANDLERS.add(p.Hello, GuardianService._hello)
+_HANDLERS.add(p.Ephemeral, GuardianService._ephemeral)
+_HANDLERS.add(p.Derive, GuardianService._derive)
+_HANDLERS.add(p.Resume, GuardianService._resume)
+_HANDLERS.add(p.VerifyData, GuardianService._verify_data)
+_HANDLERS.add(p.CheckFinished, GuardianService._check_finished)
+_HANDLERS.add(p.Seal, GuardianService._seal)
+_HANDLERS.add(p.Open, GuardianService._open)
+_HANDLERS.add(p.Release, GuardianService._release)
+_HANDLERS.add(p.Finish, GuardianService._finish)
+_HANDLERS.add(p.DeriveFinish, GuardianService._derive_finish)

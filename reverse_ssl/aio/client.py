@@ -56,7 +56,7 @@ def make_client_config(mode: str, credentials: Credentials | None, seen: SeenKey
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m reverse_ssl.client", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog=cli.program_name("reverse_ssl.client"), description=__doc__.split("\n\n")[0])
     p.add_argument("--host", type=check_loopback, default="127.0.0.1", help="loopback address of the server")
     p.add_argument("--port", type=cli.remote_port, required=True, help="server port")
     p.add_argument("--mode", choices=sorted(MODES), default="puzzle", help="handshake to offer")
@@ -81,7 +81,7 @@ async def _one(args: argparse.Namespace, config: ReverseClientConfig) -> dict[st
     conn = stream.conn
     solution = getattr(conn, "puzzle_solution", None)
     return {
-        "mode": conn.mode.name if getattr(conn, "mode", None) is not None else "original",  # type: ignore[attr-defined]
+        "mode": conn.mode.name if getattr(conn, "mode", None) is not None else "original",  # type: ignore[attr-defined]  # getattr checks that this connection has a mode
         "echo": echoed.decode(errors="replace"),
         "handshake_seconds": handshake_s,
         "server_used_fallback_signature": getattr(conn, "server_used_fallback_signature", False),

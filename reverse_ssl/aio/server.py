@@ -41,7 +41,7 @@ from tls12.keylog import KeyLog
 
 from ..config import RSA_SUITES, ReverseServerConfig
 from ..messages import Mode
-from ..onoff import make_offline_token
+from ..onoff import OfflineToken, make_offline_token
 from ..ots import OTSScheme
 from ..puzzle import Construction, PuzzleParams, SignaturePolicy
 from .pool import PoolRefiller, SignaturePool
@@ -73,7 +73,7 @@ def parse_modes(text: str) -> tuple[Mode, ...]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m reverse_ssl.server", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog=cli.program_name("reverse_ssl.server"), description=__doc__.split("\n\n")[0])
     p.add_argument("--host", type=check_loopback, default="127.0.0.1", help="loopback address to listen on")
     p.add_argument("--port", type=cli.port, default=0, help="TCP port (0 = any free port; see --port-file)")
     p.add_argument("--port-file", type=cli.output_file, help="write the chosen port here once listening")
@@ -120,7 +120,8 @@ async def run_server(args: argparse.Namespace, creds: Credentials | None = None,
     pool = SignaturePool(args.pool) if args.pool > 0 else None
     scheme = OTSScheme[args.ots.upper()]
 
-    def factory():  # type: ignore[no-untyped-def]
+    def factory() -> OfflineToken:
+        assert creds is not None and creds.private_key is not None  # --key or generated
         return make_offline_token(creds.private_key, os.urandom, scheme)
 
     if pool is not None and args.prefill:

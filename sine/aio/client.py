@@ -2,6 +2,7 @@
 
 :class:`SineClient` is one browsing *session* with one site.  ``mode`` selects the protocol:
 
+==============  ================================================================================
 ``"sine"``      ``Accept-Encoding: sine``; one signature verification per document.
 ``"separate"``  the separate tag ``/.sine/at/<path>`` first, then the plain document.
 ``"sineb"``     ``AT_sign`` over TLS straight from the origin (one handshake per session, one
@@ -9,7 +10,8 @@
                 from the cache; no signature verification.
 ``"sinex"``     like ``"sine"``, but digests found in verified Forward Authenticators are kept,
                 so linked pages need no signature verification and no origin round trip.
-``"http"`` / ``"https"``  unprotected baselines (the experiments' reference lines).
+``"http"``      and ``"https"``: unprotected baselines (the experiments' reference lines)
+==============  ================================================================================
 
 Instrumentation in :attr:`SineClient.counters` (what Table II counts): public-key operations
 (signature verifications plus TLS handshakes), round trips to the origin over TLS, requests and
@@ -22,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -156,7 +158,7 @@ class HttpConnection:
                 continue
             if isinstance(event, h11.InformationalResponse):
                 continue
-            return event
+            return event  # type: ignore[return-value]  # not NEED_DATA; PAUSED only after the response (see report)
 
     async def _body(self) -> AsyncIterator[bytes]:
         while True:
@@ -265,7 +267,7 @@ class SineClient:
 
     # -- requests ----------------------------------------------------------------------------
 
-    async def _get(self, path: str, extra: list[tuple[str, str]] = (), tls: bool = False  # type: ignore[assignment]
+    async def _get(self, path: str, extra: Sequence[tuple[str, str]] = (), tls: bool = False
                    ) -> tuple[h11.Response, AsyncIterator[bytes]]:
         self.counters.requests += 1
         if tls:
@@ -364,8 +366,8 @@ class SineClient:
             for event in verifier.receive_data(b""):  # end of stream
                 method = self._handle(canon, event, out) or method
         except RemoteProtocolError as exc:
-            for event in exc.events:
-                self._handle(canon, event, out)
+            for early in exc.events:
+                self._handle(canon, early, out)
             await self._http.close()
             return FetchResult(path, resp.status_code, bytes(out), exc, method,
                                headers.get("x-cache", ""), headers)

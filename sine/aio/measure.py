@@ -13,7 +13,7 @@ import concurrent.futures
 import ssl
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -100,7 +100,7 @@ def count_table2(n_requests: tuple[int, ...]) -> list[dict[str, Any]]:
 
 
 
-def run_async(coro_fn) -> None:  # type: ignore[no-untyped-def]
+def run_async(coro_fn: Callable[[], Coroutine[Any, Any, object]]) -> None:
     """``asyncio.run``, also from inside a running loop (Jupyter): then in a worker thread."""
     try:
         asyncio.get_running_loop()
@@ -112,7 +112,7 @@ def run_async(coro_fn) -> None:  # type: ignore[no-untyped-def]
 
 
 
-def _best(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
+def _best(fn: Callable[[], object], repeat: int) -> float:
     best = float("inf")
     for _ in range(repeat):
         t0 = time.perf_counter()

@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from testbed import cli
 
-    parser = argparse.ArgumentParser(prog="python -m sine.aio",
+    parser = argparse.ArgumentParser(prog=cli.program_name("sine.aio"),
                                      description=(__doc__ or "").splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run-plan", help="(internal, run by measure() in the client namespace) "

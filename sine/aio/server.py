@@ -137,7 +137,7 @@ def server_tls_context(cert_file: Path, key_file: Path) -> ssl.SSLContext:
 def build_parser() -> argparse.ArgumentParser:
     """The ``python -m sine.server`` argument parser."""
     p = argparse.ArgumentParser(
-        prog="python -m sine.server",
+        prog=cli.program_name("sine.server"),
         description="Serve a document root signed by 'python -m sine.sign' (SINE, SINEB, SINEX).",
     )
     p.add_argument("docroot", type=Path)

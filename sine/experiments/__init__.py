@@ -1,22 +1,22 @@
 """Experiments of the SINE paper as functions returning pandas DataFrames.
 
-=====================  ==========================================================================
-function               what it reproduces
-=====================  ==========================================================================
-:func:`table2`         Table II: public-key operations and origin round trips for N requests in
-                       one session -- counted by instrumentation on a real loopback run of the
-                       origin server and the verifying client (SINE, SINEB, SINEB+AT_collect,
-                       SINEX)
-:func:`cpu_costs`      the CPU costs measured with the real implementation that the model uses
-:func:`figure4`        Figure 4: throughput per file size, nine protocols (Table III)
-:func:`figure5`        Figure 5: latency of one 100 KB file vs the client's bandwidth
-                       (128 kbit/s .. 100 Mbit/s; server-proxy ~4 Mbit/s)
-:func:`figure6`        Figure 6: a 330 KB portal page from 22 hosts x 15 KB, warm and cold cache
-                       (Figures 4-6 take ``variant="model" | "driver" | "measured"``)
+======================  =========================================================================
+function                what it reproduces
+======================  =========================================================================
+:func:`table2`          Table II: public-key operations and origin round trips for N requests in
+                        one session -- counted by instrumentation on a real loopback run of the
+                        origin server and the verifying client (SINE, SINEB, SINEB+AT_collect,
+                        SINEX)
+:func:`cpu_costs`       the CPU costs measured with the real implementation that the model uses
+:func:`figure4`         Figure 4: throughput per file size, nine protocols (Table III)
+:func:`figure5`         Figure 5: latency of one 100 KB file vs the client's bandwidth
+                        (128 kbit/s .. 100 Mbit/s; server-proxy ~4 Mbit/s)
+:func:`figure6`         Figure 6: a 330 KB portal page from 22 hosts x 15 KB, warm and cold cache
+                        (Figures 4-6 take ``variant="model" | "driver" | "measured"``)
 :func:`figure4_driver`  Figures 4, 5 and 6 again, each point computed twice: by the model and by
 :func:`figure5_driver`  :mod:`sine.model_driver` (the real origin, cache and verifier driven over
 :func:`figure6_driver`  byte-accurate TCP by :mod:`netsim.drive`), side by side
-=====================  ==========================================================================
+======================  =========================================================================
 
 Figures 4-6 come from the SimPy model in :mod:`sine.model_latency` (netsim links and TCP) fed with
 costs measured on this machine; the ``*_driver`` functions set the model beside the real objects
@@ -112,7 +112,7 @@ def figure_variant(name: str, variant: str) -> Callable[..., pd.DataFrame] | Non
     if variant == "measured":
         from . import link as linkexperiments  # imports this module, so loaded on demand
 
-        return getattr(linkexperiments, f"{name}_measured")  # type: ignore[no-any-return]
+        return getattr(linkexperiments, f"{name}_measured")  # type: ignore[no-any-return]  # getattr is Any; link defines every <name>_measured
     raise ValueError(f"variant must be one of {VARIANTS}, not {variant!r}")
 
 

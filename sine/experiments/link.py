@@ -55,7 +55,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
@@ -65,6 +65,7 @@ from testbed.linux.linkruns import (
     alternate_halves,
     grid_fit,
     log_error,
+    run_capture,
     start_listening,
     stop,
 )
@@ -108,11 +109,14 @@ def _site(root: Path, docs: dict[str, int]) -> SigningKey:
 
 
 def measure(client_bw: float, items: Sequence[dict[str, Any]], docs: dict[str, int],
-            timeout: float = 900.0) -> list[float]:
+            timeout: float = 900.0, capture_dir: Path | None = None,
+            run: str = "plan") -> list[float]:
     """Build a SINE testbed with ``client_bw`` (bit/s), serve ``docs``, run ``items``.
 
     Each item is ``{"protocol": p, "paths": [...], "warm": bool}`` (``paths`` from ``docs``);
-    returns one measured time per item (see :func:`sine.aio.runner.run_plan`). Raises
+    returns one measured time per item (see :func:`sine.aio.runner.run_plan`). With
+    ``capture_dir`` (e.g. ``results/sine/captures``) the client's link is recorded while the
+    plan runs, into ``<run>.pcap`` there (:func:`testbed.linux.linkruns.run_capture`). Raises
     :class:`~testbed.linux.linktestbed.NamespacesUnavailable` where namespaces cannot be made."""
     check_available()
     origin = ADDRESSES["origin"]
@@ -134,9 +138,10 @@ def measure(client_bw: float, items: Sequence[dict[str, Any]], docs: dict[str, i
                         "items": list(items)}
                 plan_file = Path(tmp, "plan.json")
                 plan_file.write_text(json.dumps(plan))
-                out = tb.run("client", [sys.executable, "-m", "sine.aio",
-                                        "run-plan", str(plan_file)], timeout=timeout,
-                             cwd=str(Path(__file__).resolve().parents[1]))
+                with run_capture(tb, capture_dir, run):
+                    out = tb.run("client", [sys.executable, "-m", "sine.aio",
+                                            "run-plan", str(plan_file)], timeout=timeout,
+                                 cwd=str(Path(__file__).resolve().parents[1]))
                 if out.returncode != 0:
                     raise RuntimeError(f"SINE client failed: {out.stderr.strip()[-600:]}")
                 return [float(x) for x in json.loads(out.stdout)]
@@ -322,7 +327,7 @@ def recalibrate(fig: pd.DataFrame, costs: Costs | None = None,
 
 
 def agreement_summary(fig: pd.DataFrame) -> pd.DataFrame:
-    """Per half (relay-limited rows apart): mean |model / measured - 1| before and after."""
+    """Per half (relay-limited rows apart): mean ``|model / measured - 1|`` before and after."""
     rows = []
     for (half, limited), g in fig.groupby(["half", "relay_limited"]):
         rows.append({"half": half, "relay_limited": limited, "points": len(g),
@@ -341,12 +346,15 @@ def paper_ratios(fig4: pd.DataFrame, fig6: pd.DataFrame) -> pd.DataFrame:
     if {"sinex-proxy", "https"} <= set(big.index):
         for col, kind in (("measured_s", "measured"), ("latency_model_s", "modelled")):
             rows.append({"claim": "fig4_sinex_proxy_over_https_large", "kind": kind,
-                         "ours": big.loc["https", col] / big.loc["sinex-proxy", col],
+                         # cast: the time columns are numeric (the stubs say any scalar)
+                         "ours": cast(float, big.loc["https", col])
+                         / cast(float, big.loc["sinex-proxy", col]),
                          "paper": PAPER_CLAIMS["fig4_sinex_proxy_over_https_large"]})
     if ("sinex-proxy", "warm") in warm.index and ("https", "none") in warm.index:
         for col, kind in (("measured_s", "measured"), ("latency_model_s", "modelled")):
             rows.append({"claim": "fig6_https_over_sinex_proxy_warm", "kind": kind,
-                         "ours": warm.loc[("https", "none"), col]
-                         / warm.loc[("sinex-proxy", "warm"), col],
+                         "ours": cast(float, warm.loc[("https", "none"), col])
+                         / cast(float, warm.loc[("sinex-proxy", "warm"), col]),
+
                          "paper": PAPER_CLAIMS["fig6_https_over_sinex_proxy_warm"]})
     return pd.DataFrame(rows)

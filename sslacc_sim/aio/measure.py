@@ -67,6 +67,7 @@ from ..checkpoint import Checkpoint
 from ..delta import DeltaReader, DeltaWriter
 from ..params import ClusterCosts
 from ..sessions import decode_session, encode_session
+from ..state import CheckpointLabel
 
 __all__ = ["costs_document", "measure_cluster_costs", "udp_loopback_round", "write_costs"]
 
@@ -154,12 +155,12 @@ def _update_costs(server: ServerConnection,
 
     def build_full() -> bytes:
         state = export_connection(server)
-        return _mac(Checkpoint(0, 3, "finished", 310, 1200, 0, 0, state).encode())
+        return _mac(Checkpoint(0, 3, CheckpointLabel.FINISHED, 310, 1200, 0, 0, state).encode())
 
     full_wire = build_full()
 
     def compact() -> Checkpoint:
-        return Checkpoint(0, 9, "response", 400, 5000, 80, 16384, b"",
+        return Checkpoint(0, 9, CheckpointLabel.RESPONSE, 400, 5000, 80, 16384, b"",
                           progress=server.export_progress().to_bytes(), rewind=1,
                           sizes=(16384,), plain_start=16384)
 
@@ -243,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from testbed import cli
 
-    parser = argparse.ArgumentParser(prog="python -m sslacc_sim.measure",
+    parser = argparse.ArgumentParser(prog=cli.program_name("sslacc_sim.measure"),
                                      description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--full", action="store_true",
                         help="best of more runs (slower, steadier) instead of the quick table")

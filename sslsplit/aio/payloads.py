@@ -208,7 +208,7 @@ class ResetAwareReader(asyncio.StreamReader):
         super().__init__(limit=limit)
         self.reset: ConnectionResetError | None = None
 
-    def set_exception(self, exc: BaseException) -> None:
+    def set_exception(self, exc: Exception) -> None:
         if isinstance(exc, ConnectionResetError):
             self.reset = exc
             self.feed_eof()
@@ -235,7 +235,7 @@ async def start_server(
     """Like :func:`asyncio.start_server`; ``handler`` gets a :class:`ResetAwareReader`."""
     loop = asyncio.get_running_loop()
     return await loop.create_server(
-        lambda: asyncio.StreamReaderProtocol(ResetAwareReader(), handler),  # type: ignore[arg-type]
+        lambda: asyncio.StreamReaderProtocol(ResetAwareReader(), handler),  # type: ignore[arg-type]  # the handler gets the ResetAwareReader passed here
         host,
         port,
     )

@@ -159,8 +159,9 @@ class SplittingProxy:
         server_writer: asyncio.StreamWriter | None = None
         tasks: list[asyncio.Task[None]] = []
         try:
-            server_reader, server_writer = await asyncio.wait_for(open_connection(*self.server, local_host=self.source_host), 10)
-            up = asyncio.create_task(self._client_to_server(client_reader, server_writer))
+            server_reader, writer = await asyncio.wait_for(open_connection(*self.server, local_host=self.source_host), 10)
+            server_writer = writer
+            up = asyncio.create_task(self._client_to_server(client_reader, writer))
             down = asyncio.create_task(self._server_to_client(server_reader, client_writer))
             tasks = [up, down]
             await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -175,8 +176,8 @@ class SplittingProxy:
             clean = down.done() and not down.cancelled() and down.exception() is None
             await asyncio.wait(tasks, timeout=self.idle_timeout if clean else self.DRAIN_GRACE)
             for task in tasks:
-                if task.done() and not task.cancelled() and task.exception() is not None:
-                    raise task.exception()  # type: ignore[misc]
+                if task.done() and not task.cancelled() and (exc := task.exception()) is not None:
+                    raise exc
         except (TLSError, CacheMiss, PayloadMismatch, TimeoutError, ConnectionError, OSError) as exc:
             self.stats.failed += 1
             logger.warning("connection failed: %s: %s", type(exc).__name__, exc)
@@ -217,7 +218,7 @@ def _write_eof(writer: asyncio.StreamWriter) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m sslsplit.proxy",
+        prog=cli.program_name("sslsplit.proxy"),
         description="SSL-splitting proxy: serves HTTPS clients from its cache; the origin sends only "
         "handshakes, MACs and payload ids. Clients need no change.",
     )
@@ -239,7 +240,8 @@ async def _run(args: argparse.Namespace) -> None:
     remote = [PayloadClient(h, p, name=f"peer {h}:{p}") for h, p in args.peer]
     remote.append(PayloadClient(*args.store, name="origin"))
     proxy = SplittingProxy(args.server, CacheHierarchy(local, remote))
-    await proxy.start(*args.listen, cache_port=args.serve_cache)
+    host, port = args.listen
+    await proxy.start(host, port, cache_port=args.serve_cache)
     print(f"splitting proxy on {args.listen[0]}:{proxy.port} -> server {args.server[0]}:{args.server[1]}", flush=True)
     await wait_for_signal()
     await proxy.close()

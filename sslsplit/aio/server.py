@@ -138,7 +138,7 @@ class SplittingServer:
         return ServerConnection(config, record_writer=writer)
 
     def _closed(self, stream: TLSStream) -> None:
-        writer = stream.conn.record_writer  # type: ignore[attr-defined]
+        writer = stream.conn.record_writer  # type: ignore[attr-defined]  # this server's connections are ServerConnections
         writer.release()
         self.totals.add(stream, writer.stats)
         saved = writer.stats.digest_payload_bytes - writer.stats.digest_stubs * 32
@@ -193,7 +193,7 @@ class SplittingServer:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m sslsplit.server",
+        prog=cli.program_name("sslsplit.server"),
         description="SSL-splitting origin server: serves a document root to splitting proxies as stubs "
         "(handshakes, MACs and payload ids) and publishes payloads for cache misses.",
     )

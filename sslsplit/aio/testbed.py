@@ -108,7 +108,7 @@ class Testbed:
         async def plain(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             stream = PlainStream(reader, writer)
             try:
-                await HTTPFileHandler(stream, self.root.resolve(), stats, 30.0).run()  # type: ignore[arg-type]
+                await HTTPFileHandler(stream, self.root.resolve(), stats, 30.0).run()  # type: ignore[arg-type]  # PlainStream has the TLSStream methods the handler uses
             finally:
                 writer.close()
                 stats.bytes_out += stream.bytes_out
@@ -192,7 +192,7 @@ class Testbed:
         if protocol == "http":
             conn: http.client.HTTPConnection = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=timeout)
         else:
-            port = self.https_port if protocol == "https" else self.proxy.port  # type: ignore[union-attr]
+            port = self.https_port if protocol == "https" else self.proxy.port  # type: ignore[union-attr]  # protocol "split" runs only with a proxy started
             conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=timeout, context=self.client_context)
         try:
             conn.request("GET", path, headers={"Connection": "close"})

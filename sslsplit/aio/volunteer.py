@@ -150,7 +150,7 @@ def _uri(text: str) -> BarnraisingURI:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m sslsplit.volunteer",
+        prog=cli.program_name("sslsplit.volunteer"),
         description="Barnraising volunteer: joins the site a barnraising:// URI names, serves its "
         "clients as an SSL-splitting proxy (configured by the broker), shares its cache with the "
         "site's other volunteers, and leaves on SIGTERM.",

@@ -22,7 +22,7 @@ raises the very same class in the client.  ``except BarnraisingError`` catches t
 ``except SslSplitError`` every error of SSL splitting and Barnraising.
 
 The classes are re-exported where they are used (:mod:`.uri`, :mod:`.registry`,
-:mod:`.protocol`), so ``from sslsplit.barnraising.protocol import RateLimited`` keeps working.
+:mod:`~sslsplit.barnraising.protocol`), so ``from sslsplit.barnraising.protocol import RateLimited`` keeps working.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -53,6 +53,14 @@ def _trace(name: str, quick: bool, trace: pd.DataFrame | None) -> pd.DataFrame:
     return trace_slice(name, QUICK_HOURS if quick else None)
 
 
+class _ScalePoint(TypedDict):
+    """The swept arguments of :func:`_scale_point`."""
+
+    volunteers: int
+    barnraising: bool
+    malicious_fraction: float
+
+
 def _scale_point(volunteers: int, barnraising: bool, malicious_fraction: float,
                  work: pd.DataFrame, base: ModelParams) -> dict[str, Any]:
     """One point of :func:`scale_sweep` (module level, so Dask workers can import it)."""
@@ -83,7 +91,8 @@ def scale_sweep(quick: bool = True, volunteers: Sequence[int] | None = None,
         [10, 100, 1000] if quick else [10, 100, 1000, 10_000])
     base = base or calibrate(seed=seed)
     # keys in the order of the summary's first columns, so both ways give the same columns
-    points = [{"volunteers": 0, "barnraising": False, "malicious_fraction": 0.0}]
+    points: list[_ScalePoint] = [
+        {"volunteers": 0, "barnraising": False, "malicious_fraction": 0.0}]
     points += [{"volunteers": n, "barnraising": True, "malicious_fraction": frac}
                for frac in malicious for n in counts]
     if scheduler is None:

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import simpy
+from simpy.events import ProcessGenerator
 
 __all__ = ["ModelParams", "ModelResult", "calibrate", "calibration_input", "simulate",
            "BENCH_JSON", "SHIPPED_BENCH_JSON", "BENCH_COMMAND", "CalibrationWarning"]
@@ -284,7 +285,7 @@ class _Site:
         self.reported[slot] = False
         self.first_bad[slot] = float("nan")
 
-    def _churn(self):  # type: ignore[no-untyped-def]
+    def _churn(self) -> ProcessGenerator:
         """All slots' departures as one Poisson stream of rate n / mean session."""
         rate = self.n / self.p.mean_session_s
         while True:
@@ -300,7 +301,7 @@ class _Site:
             else:
                 self._replace(slot)
 
-    def _lease_expiry(self, slot: int, epoch: int):  # type: ignore[no-untyped-def]
+    def _lease_expiry(self, slot: int, epoch: int) -> ProcessGenerator:
         # the last renewal was uniformly within the lease before the crash
         yield self.env.timeout(self.rng.uniform(0.0, self.p.lease))
         if self.epoch[slot] == epoch:
@@ -311,7 +312,7 @@ class _Site:
         self.evictions.append((self.env.now, self.env.now - self.first_bad[slot], kind, reason))
         self._replace(slot)
 
-    def _report(self, slot: int, epoch: int):  # type: ignore[no-untyped-def]
+    def _report(self, slot: int, epoch: int) -> ProcessGenerator:
         """The origin's feedback loop: no-show after the deadline, one broker round trip."""
         yield self.env.timeout(self.p.deadline + self.p.report_s)
         if self.epoch[slot] == epoch:
@@ -372,7 +373,7 @@ class _Site:
 
 
 def _replay(env: simpy.Environment, site: _Site, times: np.ndarray, objs: np.ndarray,
-            sizes: np.ndarray):  # type: ignore[no-untyped-def]
+            sizes: np.ndarray) -> ProcessGenerator:
     for t, o, s in zip(times.tolist(), objs.tolist(), sizes.tolist(), strict=True):
         if t > env.now:
             yield env.timeout(t - env.now)

@@ -217,7 +217,7 @@ class _Fields:
             raise MalformedMessage(f"{self.what}: {exc}") from None
 
     def volunteer_id(self) -> str:
-        value = self.string("volunteer_id")
+        value: str = self.string("volunteer_id")  # required, so never None
         if not _ID.fullmatch(value):
             raise MalformedMessage(f"{self.what}: 'volunteer_id' must be 32 lowercase hex digits")
         return value
@@ -470,7 +470,7 @@ def parse_request(method: str, target: str, body: bytes) -> Request:
             cache_port=f.integer("cache_port", 1, 65535, required=False, nullable=True),
         )
     elif op in (Operation.RENEW, Operation.LEAVE):
-        request = REQUESTS[op](site, volunteer_id=f.volunteer_id())  # type: ignore[call-arg]
+        request = REQUESTS[op](site, volunteer_id=f.volunteer_id())  # type: ignore[call-arg]  # RENEW/LEAVE request classes take volunteer_id; the base does not
     elif op is Operation.REPORT:
         request = Report(
             site,
@@ -517,7 +517,8 @@ def parse_reply(op: Operation | str, status: int, body: bytes) -> Reply:
         err = obj.get("error")
         if not isinstance(err, dict):
             raise MalformedMessage(f"{op} reply: HTTP {status} without an error object")
-        cls = ERRORS.get(err.get("code"), ProtocolError)  # type: ignore[arg-type]
+        code = err.get("code")  # a missing or non-str code (even a list) is a ProtocolError
+        cls = ERRORS.get(code, ProtocolError) if isinstance(code, str) else ProtocolError
         message = err.get("message")
         retry = err.get("retry_after")
         retry = float(retry) if isinstance(retry, int | float) and not isinstance(retry, bool) \

@@ -111,6 +111,8 @@ def load_sites(text: str) -> list[SiteConfig]:
         names = ["www.news.test"]          # DNS names the responder answers with volunteers
         report_token = "a long secret"     # the origin's credential for reports
         params = { memory_mb = 64 }        # handed to volunteers on join and renew
+
+    Any other key, or a value of the wrong type, is a :class:`ConfigError`.
     """
     try:
         doc = tomllib.loads(text)

@@ -1,6 +1,6 @@
 """Barnraising's operations and a volunteer's lease as a state machine: enums and a table.
 
-**Operations.**  The join protocol (:mod:`.protocol`) has five, :class:`Operation`; each is
+**Operations.**  The join protocol (:mod:`~sslsplit.barnraising.protocol`) has five, :class:`Operation`; each is
 the last segment of its request path (``POST /barnraising/1/join``).
 
 **A lease.**  The broker hands a joining volunteer an id and a lease (§5.1).  Seen from one

@@ -12,7 +12,7 @@ within about one TTL.
 All wire work is dnspython's (``dns.message.from_wire``, ``make_response``, ``to_wire``):
 no packet is assembled by hand.  What it answers, for a query of name N and type T:
 
-=====================================================  ============================
+====================================================== ============================
 N outside every zone                                   REFUSED (not authoritative)
 N a served site name, T = A / AAAA / ANY               NOERROR, live volunteers'
                                                        IPv4 / IPv6 addresses
@@ -22,7 +22,7 @@ N in a zone but not served                             NXDOMAIN
 bytes that are not a DNS query (with a 12-byte header) FORMERR (same id)
 fewer than 12 bytes, or a response (QR set)            nothing (dropped)
 an opcode other than QUERY                             NOTIMP
-=====================================================  ============================
+====================================================== ============================
 
 Negative answers carry the zone's SOA in the authority section, so resolvers cache them for
 the SOA's minimum (set to the TTL).  Addresses rotate round robin: each query for a name
@@ -166,7 +166,7 @@ class Responder:
         self._families[name] = (addresses, split)
         return split
 
-    def _rdata(self, rdtype: int, address: str) -> dns.rdata.Rdata:
+    def _rdata(self, rdtype: dns.rdatatype.RdataType, address: str) -> dns.rdata.Rdata:
         """The (immutable) A or AAAA rdata of ``address``, parsed once."""
         rd = self._rdatas.get(address)
         if rd is None:
@@ -193,8 +193,8 @@ class Responder:
             return None
         key = (wire[2:], max_size)
         entry = self._by_wire.get(key)
-        if entry is not None and (reply := self._reuse(entry, wire)) is not None:
-            return reply
+        if entry is not None and (reused := self._reuse(entry, wire)) is not None:
+            return reused
         try:
             query = dns.message.from_wire(wire)
         except Exception:  # dnspython raises many types (FormError, ShortHeader, BadLabel...)
@@ -202,9 +202,9 @@ class Responder:
             return self._formerr(wire)
         question = self._question_key(query, max_size)
         entry = self._by_question.get(question) if question is not None else None
-        if entry is not None and (reply := self._reuse(entry, wire)) is not None:
+        if entry is not None and (reused := self._reuse(entry, wire)) is not None:
             self._store(self._by_wire, key, entry)
-            return reply
+            return reused
         try:
             reply, rotation = self._answer(query)
             self.answered += 1

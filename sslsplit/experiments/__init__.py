@@ -13,20 +13,21 @@ Four modules, one concern each (together they would be well over 600 lines):
 
 Where a figure exists in more than one form, its function here takes ``variant``:
 
-============== ============================ ================================================
-function       ``variant``                  what runs
-============== ============================ ================================================
-:func:`figure7`  ``"measured"`` (default)  real downloads on loopback, the paper's model beside
-               ``"model"``                  the cost models alone (``measured=False``)
-:func:`figure10_11` ``"measured"`` (default) a trace chunk through the real servers and proxy
-               ``"model"``                  the cost model's replay alone (``measured=False``)
-:func:`figure12` ``"model"`` (default)     the hand-typed flight model (:mod:`sslsplit.model_latency`)
-                                            with measured and the paper's message sizes
-               ``"driver"``                 the real objects in simulated time
-                                            (:func:`sslsplit.model_driver.figure12_driver`)
-               ``"measured"``               the real programs on shaped kernel links
-                                            (:func:`.link.figure12_measured`)
-============== ============================ ================================================
+=================== ========================= ===================================================
+function            ``variant``               what runs
+=================== ========================= ===================================================
+:func:`figure7`     ``"measured"`` (default)  real downloads on loopback, the paper's model beside
+\\                   ``"model"``               the cost models alone (``measured=False``)
+:func:`figure10_11` ``"measured"`` (default)  a trace chunk through the real servers and proxy
+\\                   ``"model"``               the cost model's replay alone (``measured=False``)
+:func:`figure12`    ``"model"`` (default)     the hand-typed flight model
+                                              (:mod:`sslsplit.model_latency`) with measured and
+                                              the paper's message sizes
+\\                   ``"driver"``              the real objects in simulated time
+                                              (:func:`sslsplit.model_driver.figure12_driver`)
+\\                   ``"measured"``            the real programs on shaped kernel links
+                                              (:func:`.link.figure12_measured`)
+=================== ========================= ===================================================
 
 The other keyword arguments go to the function that runs (``figure12(variant="driver",
 sizes=[1000])``); without ``variant`` each call is the one it always was, so
@@ -36,6 +37,7 @@ here, so ``from sslsplit import experiments as ex; ex.figure8()`` is the noteboo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 import pandas as pd
@@ -115,6 +117,6 @@ def figure12(*args: Any, variant: Variant = "model", **kwargs: Any) -> pd.DataFr
     :func:`sslsplit.model_driver.figure12_driver`; ``"measured"``:
     :func:`.link.figure12_measured` (root, network namespaces).
     """
-    run = {"model": figures.figure12, "driver": figure12_driver,
-           "measured": link.figure12_measured}[_check("figure12", variant)]
-    return run(*args, **kwargs)
+    runs: dict[str, Callable[..., pd.DataFrame]] = {
+        "model": figures.figure12, "driver": figure12_driver, "measured": link.figure12_measured}
+    return runs[_check("figure12", variant)](*args, **kwargs)

@@ -16,7 +16,7 @@ nothing themselves.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -84,6 +84,12 @@ def sweep_fit(sweep: pd.DataFrame, model: SplittingCostModel | None = None) -> p
     return df.reset_index(drop=True)
 
 
+def _cell(df: pd.DataFrame, row: int, col: str) -> float:
+    """``df.loc[row, col]`` as a float."""
+    # cast: the byte columns are numeric; the stubs type a cell as any scalar
+    return float(cast("float", df.loc[row, col]))
+
+
 def measured_wire_params(sweep: pd.DataFrame) -> WireParams:
     """WireParams whose message sizes are the ones measured here (for the latency model)."""
     app = sweep.pivot(index="size", columns="protocol", values="server_bytes")
@@ -91,11 +97,12 @@ def measured_wire_params(sweep: pd.DataFrame) -> WireParams:
     small = int(sizes.min())
     big = int(sizes[sizes >= 1 << 20].min()) if (sizes >= 1 << 20).any() else int(sizes.max())
     n_big = -(-big // 16384)
-    http_header = int(app.loc[small, "http"] - small)
-    https_small = float(app.loc[small, "https"])
-    https_big = float(app.loc[big, "https"])
+    http_header = int(_cell(app, small, "http") - small)
+    https_small = _cell(app, small, "https")
+    https_big = _cell(app, big, "https")
     record_overhead = max(int(round((https_big - https_small - (big - small)) / max(n_big - 1, 1))), 1)
-    stub = max(int(round((app.loc[big, "split_warm"] - app.loc[small, "split_warm"]) / max(n_big - 1, 1))), 1)
+    stub = max(int(round((_cell(app, big, "split_warm") - _cell(app, small, "split_warm"))
+                         / max(n_big - 1, 1))), 1)
     tls_handshake = int(https_small - http_header - small - 2 * record_overhead)
     return replace(
         WIRE,
@@ -181,7 +188,8 @@ def paper_comparison(
     table = _Comparison(sweep.pivot(index="size", columns="protocol", values="wire_bytes"),
                         calibrated_model(sweep), paper_model())
     for pt in PAPER_POINTS.itertuples(index=False):
-        ours = OUR_TRACE[pt.paper_trace]
+        ours = OUR_TRACE[str(pt.paper_trace)]
+
         if pt.quantity in ("http_over_split_warm", "split_warm_saving_vs_http"):
             table.single_file(pt)
         elif pt.quantity == "marginal":
@@ -227,8 +235,8 @@ class _Comparison:
         size, wire = int(pt.size), self.wire
         swept = size in wire.index
         if swept:
-            value = _single_file_value(pt.quantity, float(wire.loc[size, "http"]),
-                                       float(wire.loc[size, "split_warm"]))
+            value = _single_file_value(pt.quantity, _cell(wire, size, "http"),
+                                       _cell(wire, size, "split_warm"))
             self.add(pt, EST_MEASURED, "single-file sweep", value, MEASURED, "")
         self.add(pt, EST_CALIBRATED, "single-file sweep",
                  _model_value(pt.quantity, self.calibrated, size), MODELLED,

@@ -138,7 +138,8 @@ PAPER_SIZES: tuple[int, ...] = tuple(int(s) for s in PAPER_POINTS["size"].dropna
 def ip_bytes(app_bytes: float | np.ndarray, connections: int = 1, params: WireParams = WIRE) -> np.ndarray:
     """TCP payload bytes plus an estimate of TCP/IP headers (full segments, control packets)."""
     app = np.asarray(app_bytes, dtype=np.float64)
-    return app + np.ceil(app / params.mss) * params.ip_tcp_header + connections * params.tcp_control_packets * params.ip_tcp_header
+    total: np.ndarray = app + np.ceil(app / params.mss) * params.ip_tcp_header + connections * params.tcp_control_packets * params.ip_tcp_header
+    return total
 
 
 def _write_files(root: Path, sizes: Sequence[int], seed: int = 0) -> dict[int, str]:

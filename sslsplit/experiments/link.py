@@ -51,18 +51,21 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 import simpy
+from simpy.events import ProcessGenerator
 
 from netsim.link import Link
-from netsim.tcp import TcpConnection, TcpParams
+from netsim.tcp import HalfConnection, TcpConnection, TcpParams
 from testbed.linux.linkruns import (
     alternate_halves,
     curl,
     grid_fit,
     log_error,
+    run_capture,
     start_listening,
     stop,
 )
@@ -109,12 +112,15 @@ def _files(root: Path, sizes: Sequence[int], repeat: int, seed: int = 0) -> None
 
 
 def measure_figure12(quick: bool = True, sizes: Sequence[int] | None = None,
-                     repeat: int = 1, protocols: Sequence[str] = PROTOCOLS) -> pd.DataFrame:
+                     repeat: int = 1, protocols: Sequence[str] = PROTOCOLS,
+                     capture_dir: Path | None = None) -> pd.DataFrame:
     """One row per download: ``protocol``, ``size``, ``rep``, curl's ``time_total`` as
     ``measured_s`` plus its connect / TLS / first-byte times, ``kind`` = ``measured``.
 
     ``sizes`` defaults to :data:`QUICK_SIZES` (``quick``) or :data:`FIG12_AXIS`. Downloads run
-    one at a time on an idle line, as in the paper. Raises
+    one at a time on an idle line, as in the paper. With ``capture_dir`` (e.g.
+    ``results/sslsplit/captures``) each download is also recorded on the client's link into
+    ``<protocol>_<size>_<rep>.pcap`` there (:func:`testbed.linux.linkruns.run_capture`). Raises
     :class:`~testbed.linux.linktestbed.NamespacesUnavailable` where namespaces cannot be made."""
     unknown = set(protocols) - set(PROTOCOLS)
     if unknown:
@@ -152,7 +158,8 @@ def measure_figure12(quick: bool = True, sizes: Sequence[int] | None = None,
             for size in sizes:
                 for r in range(repeat):
                     for proto in protocols:
-                        t = curl(tb, f"{urls[proto]}/f{size}_{r}.bin", ciphers=CIPHERS)
+                        with run_capture(tb, capture_dir, f"{proto}_{size}_{r}"):
+                            t = curl(tb, f"{urls[proto]}/f{size}_{r}.bin", ciphers=CIPHERS)
                         if t.size_download != size:
                             raise RuntimeError(f"{proto} {size}: got {t.size_download} bytes")
                         rows.append({"protocol": proto, "size": size, "rep": r,
@@ -180,11 +187,11 @@ def split_warm_latency(size: int, params: AdslTestbed | None = None) -> float:
     down, up = Link(env, p.server_down, "adsl:->s"), Link(env, p.server_up, "adsl:s->")
     done: list[float] = []
 
-    def run():  # type: ignore[no-untyped-def]
+    def run() -> ProcessGenerator:
         cp = TcpConnection(env, (lan_cp,), (lan_pc,), p.tcp, "c-p")
         ps = TcpConnection(env, (down,), (up,), p.tcp, "p-s")
 
-        def relay(first, second, nbytes):  # type: ignore[no-untyped-def]
+        def relay(first: HalfConnection, second: HalfConnection, nbytes: int) -> ProcessGenerator:
             yield first.send(nbytes)
             if p.proxy_seconds:
                 yield env.timeout(p.proxy_seconds)
@@ -254,7 +261,7 @@ def figure12_measured(quick: bool = True, runs: pd.DataFrame | None = None,
     (:func:`testbed.linux.linkruns.alternate_halves` along the sizes, per protocol). ``runs`` is a
     :func:`measure_figure12` table (measured now when ``None``, with ``measure`` passed on)."""
     if runs is None:
-        runs = measure_figure12(quick, **measure)  # type: ignore[arg-type]
+        runs = measure_figure12(quick, **measure)  # type: ignore[arg-type]  # measure holds measure_figure12's own keyword arguments
     params = params or AdslTestbed()
     kernel = replace(params, tcp=KERNEL_TCP)
     g = runs.groupby(["protocol", "size"])["measured_s"]
@@ -302,12 +309,14 @@ def recalibrate(fig: pd.DataFrame, params: AdslTestbed | None = None,
     cal = fig[fig.half == "calibration"]
 
     def loss(values: dict[str, float]) -> float:
-        p = replace(base, **values)
-        return log_error([model_latency(r.protocol, int(r.size), p) for r in cal.itertuples()],
+        # the grid's keys name float fields of AdslTestbed; replace() checks them at run time
+        p = replace(base, **cast("dict[str, Any]", values))
+        return log_error([model_latency(proto, int(size), p) for proto, size in
+                          zip(cal.protocol, cal["size"], strict=True)],
                          list(cal["measured_s"]))
 
     best, _ = grid_fit(loss, grid or RECAL_GRID)
-    fitted = replace(base, **best)
+    fitted = replace(base, **cast("dict[str, Any]", best))  # float fields, as in loss()
     out = fig.copy()
     out["model_fit_s"] = [model_latency(p, int(s), fitted) for p, s in
                           zip(out.protocol, out["size"], strict=True)]
@@ -316,7 +325,7 @@ def recalibrate(fig: pd.DataFrame, params: AdslTestbed | None = None,
 
 
 def agreement_summary(fig: pd.DataFrame) -> pd.DataFrame:
-    """Per half: the mean |model / measured - 1| of the model before and after the fit (the
+    """Per half: the mean ``|model / measured - 1|`` of the model before and after the fit (the
     ``held-out`` row is the test; ``calibration`` is in-sample)."""
     rows = []
     for half, g in fig.groupby("half"):

@@ -44,7 +44,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -247,6 +247,14 @@ def repetition(quick: bool = True, workloads: dict[str, pd.DataFrame] | None = N
     return pd.concat(parts, ignore_index=True)
 
 
+class _Chunk(TypedDict):
+    """One replay of :func:`two_weeks_warmth`: rows ``lo:hi`` of workload ``trace``."""
+
+    trace: str
+    lo: int
+    hi: int
+
+
 def _warmth_point(trace: str, lo: int, hi: int, *, works: dict[str, pd.DataFrame],
                   days: float, model: SplittingCostModel) -> dict[str, Any]:
     """One row of :func:`two_weeks_warmth`: the chunk ``works[trace].iloc[lo:hi]`` replayed
@@ -311,7 +319,7 @@ def two_weeks_warmth(quick: bool = True, workloads: dict[str, pd.DataFrame] | No
 
     model = model or paper_model()
     works = _works(quick, workloads)
-    points = []
+    points: list[_Chunk] = []
     for name, w in works.items():
         t0 = int(w["time"].iloc[0])
         # chunks of a position-indexed view, so each is named by its row range in ``w``

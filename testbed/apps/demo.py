@@ -210,7 +210,7 @@ def format_table(results: list[DownloadResult]) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m testbed.demo``."""
     parser = argparse.ArgumentParser(
-        prog="python -m testbed.demo",
+        prog=cli.program_name("testbed.demo"),
         description="Download files of several sizes with curl from testbed.https_server for each cipher suite.",
     )
     parser.add_argument("--sizes", default=DEFAULT_SIZES, help="comma-separated sizes, K/M suffixes (default %(default)s)")

@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     names = ":".join(p.openssl_name for p in SUITES.values())
     default = ":".join(SUITES[s].openssl_name for s in DEFAULT_SUITES)
     parser = argparse.ArgumentParser(
-        prog="python -m testbed.https_server",
+        prog=cli.program_name("testbed.https_server"),
         description="Static-file HTTPS server (HTTP/1.1 over the tls12 TLS 1.2 core).",
     )
     parser.add_argument("--root", required=True, type=cli.existing_directory, help="directory to serve")

@@ -20,6 +20,9 @@ they are the same for every paper:
     wait, errors) run in the node; the loopback interop tests start their Squid with the same
     function, so there is one Squid configuration in the project.
 
+:func:`run_capture`
+    a pcap of one run beside its results, when the caller asks for one (``capture_dir``):
+    what the client's link carried, for Wireshark or ``tshark``; off by default.
 :func:`alternate_halves`, :func:`grid_fit`, :func:`log_error`
     the recalibration the figures share: the model's free parameters are fitted on one half
     of the measured points and judged on the other.
@@ -40,17 +43,21 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
+from .capture import HEADERS, Capture
 from .linktestbed import ADDRESSES, LinkTestbed, TestbedError
 
 __all__ = [
     "ProgramFailed",
     "start_listening",
     "stop",
+    "run_capture",
     "CURL_FIELDS",
     "CurlTiming",
     "curl",
@@ -122,6 +129,25 @@ def stop(proc: subprocess.Popen[str], timeout: float = 10.0) -> str:
     return out or ""
 
 
+@contextmanager
+def run_capture(tb: LinkTestbed, capture_dir: str | os.PathLike[str] | None, run: str,
+                node: str = "client", dev: str = "veth0", snaplen: int = HEADERS
+                ) -> Iterator[Capture | None]:
+    """``with run_capture(tb, capture_dir, run):`` -- tcpdump on ``dev`` of ``node`` into
+    ``capture_dir/<run>.pcap`` while the body runs, or nothing when ``capture_dir`` is
+    ``None`` (the default of the experiments: their runs and timings stay as they were).
+
+    The link experiments pass ``results/<experiment>/captures`` (``sslsplit.experiments.link``:
+    one pcap per download, ``<protocol>_<size>_<rep>.pcap``; ``sine.experiments.link.measure``:
+    one per plan, ``<run>.pcap``), so each run's packets sit beside its CSV row.
+    Headers only and 64 MiB at most per file (:class:`~testbed.linux.capture.Capture`)."""
+    if capture_dir is None:
+        yield None
+        return
+    with tb.capture(node, dev, Path(capture_dir, f"{run}.pcap"), snaplen=snaplen) as cap:
+        yield cap
+
+
 # --- curl -------------------------------------------------------------------------------------
 
 #: curl ``-w`` variables read into :class:`CurlTiming`, in this order.
@@ -150,8 +176,11 @@ class CurlTiming:
         if len(parts) != len(CURL_FIELDS):
             raise ValueError(f"expected {len(CURL_FIELDS)} curl -w fields, got {text!r}")
         values = dict(zip(CURL_FIELDS, parts, strict=True))
-        return cls(**{k: (int(float(v)) if k in ("size_download", "http_code") else float(v))
-                      for k, v in values.items()})
+        fields: dict[str, Any] = {
+            k: (int(float(v)) if k in ("size_download", "http_code") else float(v))
+            for k, v in values.items()}
+        return cls(**fields)
+
 
 
 def curl(tb: LinkTestbed, url: str, node: str = "client", proxy: str | None = None,

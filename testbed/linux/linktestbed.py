@@ -52,7 +52,8 @@ Everything needs root (``CAP_NET_ADMIN``) and ``ip``/``tc`` from iproute2; witho
 ``up()`` (entering the ``with``) raises :class:`NamespacesUnavailable` with one line saying
 what is missing.
 ``python -m testbed.linux.linktestbed --help`` offers the same as a command line (``up``, ``run``,
-``down``, ``cleanup``).
+``down``, ``cleanup``); ``run --capture FILE`` records the client's link with tcpdump beside
+it (:meth:`LinkTestbed.capture`, :mod:`testbed.linux.capture`).
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ from netsim.link import LAN as LAN_LINK
 from netsim.link import LinkParams
 
 from . import netns
+from .capture import FULL, HEADERS, MAX_BYTES, Capture
 from .netns import (
     CommandFailed,
     Namespaces,
@@ -202,8 +204,8 @@ class Profile:
         ``serialise``) a full frame's serialisation time, of at least 0.5 ms in a direction."""
         worst = 0.0
         for d in ("to_client", "to_origin"):
-            worst = max(worst, self.one_way_delay(d),  # type: ignore[arg-type]
-                        self.frame_time(d, _ETH_FRAME) if serialise else 0.0)  # type: ignore[arg-type]
+            worst = max(worst, self.one_way_delay(d),
+                        self.frame_time(d, _ETH_FRAME) if serialise else 0.0)
         return worst >= _MIN_DELAY
 
 
@@ -265,6 +267,15 @@ class LinkTestbed(Namespaces):
         self.ns(node)
         return ADDRESSES[node]
 
+    def capture(self, node: str, dev: str, path: str | os.PathLike[str], *,
+                snaplen: int = HEADERS, max_bytes: int = MAX_BYTES) -> Capture:
+        """``with tb.capture("client", "veth0", "run.pcap"):`` -- tcpdump on ``dev`` of
+        ``node`` into ``path`` while the body runs (:class:`~testbed.linux.capture.Capture`:
+        headers only and 64 MiB at most by default). Devices: ``veth0`` in ``client`` and
+        ``origin``; ``vc`` (client side) and ``vo`` (origin side) in ``middle``."""
+        self.ns(node)
+        return Capture(self, node, dev, path, snaplen=snaplen, max_bytes=max_bytes)
+
     # -- lifecycle --
 
     def _stop(self) -> None:
@@ -325,10 +336,11 @@ class LinkTestbed(Namespaces):
                      format_hops(hops, _SERIALISER_HEADROOM if self.serialise else None)]
         elif self.serialise:
             for d in ("to_client", "to_origin"):
-                rates = ",".join(repr(r * _SERIALISER_HEADROOM) for r in p.rates(d))  # type: ignore[arg-type]
+                rates = ",".join(repr(r * _SERIALISER_HEADROOM) for r in p.rates(d))
                 argv += [f"--{d.replace('_', '-')}-rates", rates or "none"]
         self._relay = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                        text=True, cwd=_package_root())
+        assert self._relay.stdout is not None  # stdout=PIPE
         ready, _, _ = select.select([self._relay.stdout], [], [], _READY_TIMEOUT)
         line = self._relay.stdout.readline() if ready and self._relay.stdout else ""
         if line.strip() != "ready":
@@ -410,8 +422,10 @@ def _probe(tb: LinkTestbed, server: str, client: str, mode: str, nbytes: int,
                             "--bytes", str(nbytes)],
                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=_package_root())
     try:
+        assert srv.stdout is not None  # stdout=PIPE
         ready, _, _ = select.select([srv.stdout], [], [], _READY_TIMEOUT)
-        if not ready or srv.stdout is None or srv.stdout.readline().strip() != "ready":
+        if not ready or srv.stdout.readline().strip() != "ready":
+
             raise TestbedError(f"probe server did not start in {server}")
         out = tb.run(client, [*exe, "probe-client", "--host", tb.address(server), "--mode", mode,
                               "--count", str(count)], cwd=_package_root(), timeout=600)
@@ -451,8 +465,10 @@ def _rates(text: str) -> tuple[float, ...]:
 
 def build_parser() -> argparse.ArgumentParser:
     """``python -m testbed.linux.linktestbed`` (``--help`` lists the subcommands)."""
+    from testbed.cli import program_name  # only the command line needs it
+
     parser = argparse.ArgumentParser(
-        prog="python -m testbed.linux.linktestbed",
+        prog=program_name("testbed.linux.linktestbed"),
         description="Client/middle/origin network namespaces joined by tc-shaped veth links.",
     )
     parser.add_argument("--profiles-from", action="append", default=[], metavar="MODULE",
@@ -468,6 +484,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--profile", default="lan", help="a profile name (see 'profiles')")
     run.add_argument("--node", choices=NODES, default="client")
     run.add_argument("--tag", help="name part of the namespaces (default: random)")
+    run.add_argument("--capture", metavar="FILE", help="record the client's veth0 with tcpdump "
+                     "into this pcap while the command runs (headers only, 64 MiB at most)")
+    run.add_argument("--capture-full", action="store_true",
+                     help="with --capture: whole packets, not only their headers")
     run.add_argument("argv", nargs=argparse.REMAINDER, help="command (after --)")
     sub.add_parser("cleanup", help=f"remove every namespace named {PREFIX}* (a killed run's)")
     sub.add_parser("profiles", help="list the profiles")
@@ -552,7 +572,11 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
             tag = {"tag": args.tag} if args.tag else {}
             with LinkTestbed(profiles[args.profile], **tag) as tb:
-                return tb.run(args.node, cmd, capture_output=False).returncode
+                if args.capture is None:
+                    return tb.run(args.node, cmd, capture_output=False).returncode
+                with tb.capture("client", "veth0", args.capture,
+                                snaplen=FULL if args.capture_full else HEADERS):
+                    return tb.run(args.node, cmd, capture_output=False).returncode
     except (TestbedError, OSError) as exc:  # OSError: a probe's refused connection, a busy port
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 1

@@ -33,7 +33,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import ClassVar
+from typing import Any, ClassVar, Self
 
 __all__ = [
     "TestbedError",
@@ -184,7 +184,7 @@ class Namespaces(abc.ABC):
 
     # -- lifecycle --
 
-    def __enter__(self) -> Namespaces:
+    def __enter__(self) -> Self:
         self.up()
         return self
 
@@ -192,7 +192,7 @@ class Namespaces(abc.ABC):
                  tb: TracebackType | None) -> None:
         self.down()
 
-    def up(self) -> Namespaces:
+    def up(self) -> Self:
         """Build everything; on any failure remove what was built before re-raising. Never
         tears down namespaces this object did not create."""
         check_available()
@@ -263,18 +263,22 @@ class Namespaces(abc.ABC):
         """``argv`` prefixed so that it runs in ``node``'s namespace."""
         return ["ip", "netns", "exec", self.ns(node), *argv]
 
-    def run(self, node: str, argv: Sequence[str], **kwargs: object
+    def run(self, node: str, argv: Sequence[str], **kwargs: Any
             ) -> subprocess.CompletedProcess[str]:
         """:func:`subprocess.run` of ``argv`` inside ``node`` (text mode, output captured unless
         ``kwargs`` say otherwise)."""
         self._require_up()
         kwargs.setdefault("capture_output", True)
         kwargs.setdefault("text", True)
-        return subprocess.run(self.command(node, argv), **kwargs)  # type: ignore[call-overload]
+        # text mode unless the caller overrides it, as the return type says
+        done: subprocess.CompletedProcess[str] = subprocess.run(self.command(node, argv), **kwargs)
+        return done
 
-    def popen(self, node: str, argv: Sequence[str], **kwargs: object) -> subprocess.Popen[str]:
+    def popen(self, node: str, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[str]:
         """:class:`subprocess.Popen` of ``argv`` inside ``node`` (text mode); :meth:`down`
         kills it if the caller has not."""
         self._require_up()
         kwargs.setdefault("text", True)
-        return subprocess.Popen(self.command(node, argv), **kwargs)  # type: ignore[call-overload]
+        proc: subprocess.Popen[str] = subprocess.Popen(self.command(node, argv), **kwargs)
+        return proc
+

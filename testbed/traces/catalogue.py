@@ -1,11 +1,12 @@
 """The trace catalogue: manifest, locating and fetching traces, and the ``stats`` command.
 
-The ``traces/`` folder at the top of the repository holds small, redistributable access logs
-(gzip-compressed) and ``manifest.json``, which also knows the larger classic traces
-(NASA-HTTP, ClarkNet, Calgary, Saskatchewan, WorldCup98 days) and traces that may not be
-redistributed. A trace file is looked for, in order, in:
+The ``bundled/`` folder of this package (``testbed/traces/bundled/``, installed with the wheel
+as package data) holds small, redistributable access logs (gzip-compressed) and
+``manifest.json``, which also knows the larger classic traces (NASA-HTTP, ClarkNet, Calgary,
+Saskatchewan, WorldCup98 days) and traces that may not be redistributed. A trace file is looked
+for, in order, in:
 
-1. the bundled ``traces/`` folder (or the folder named by ``bundled_dir``);
+1. the bundled folder (:func:`bundled_dir`, or the folder given as ``bundled``);
 2. ``$TRACES_DIR`` — a folder of already-obtained traces, laid out ``NAME/filename`` or flat;
 3. the download cache (``$XDG_CACHE_HOME/websec-testbed/traces``, default ``~/.cache/...``).
 
@@ -36,7 +37,7 @@ import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,8 +71,9 @@ class TraceError(RuntimeError):
 
 
 def bundled_dir() -> Path:
-    """The repository's ``traces/`` folder (next to the ``netsim`` package)."""
-    return Path(__file__).resolve().parents[2] / "traces"
+    """The bundled traces and ``manifest.json``: ``bundled/`` beside this module, in a checkout
+    and in an installed wheel alike (package data of :mod:`testbed.traces`)."""
+    return Path(__file__).resolve().parent / "bundled"
 
 
 def cache_dir() -> Path:
@@ -323,7 +325,7 @@ def stats_for_paths(paths: Sequence[str | os.PathLike[str]], fmt: LogFormat | st
     name = fmt.name if isinstance(fmt, LogFormat) else (fmt or "auto")
     report = ParseReport(name)
     acc = StatsAccumulator()
-    chunks = iter_log(paths, fmt, chunk_lines, report)
+    chunks: Iterable[pd.DataFrame] = iter_log(paths, fmt, chunk_lines, report)
     if progress:
         chunks = tqdm(chunks, desc="parsing", unit="chunk", mininterval=1.0)
     for chunk in chunks:
@@ -422,8 +424,10 @@ class _FetchFailed(Exception):
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``python -m testbed.traces`` argument parser."""
+    from testbed.cli import program_name  # only the command line needs it
+
     p = argparse.ArgumentParser(
-        prog="python -m testbed.traces",
+        prog=program_name("testbed.traces"),
         description="List, fetch, verify and summarise web access-log traces.")
     p.add_argument("--manifest", help="manifest.json to use (default: the bundled one)")
     sub = p.add_subparsers(dest="command", required=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -85,7 +86,7 @@ class TraceStats:
         ]
 
 
-def _top(counter: Counter, n: int = 8) -> list[tuple]:  # type: ignore[type-arg]
+def _top(counter: Counter[Any], n: int = 8) -> list[tuple[Any, int]]:
     """The ``n`` most common items, ties broken by key (deterministic across chunkings)."""
     return sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
 
@@ -184,8 +185,11 @@ class StatsAccumulator:
         self.t_min = lo if self.t_min is None else min(self.t_min, lo)
         self.t_max = hi if self.t_max is None else max(self.t_max, hi)
         self.days.update(np.unique(t // DAY).tolist())
-        self.methods.update(table["method"].astype(str).value_counts().to_dict())
-        self.statuses.update(pd.Series(table["status"].to_numpy()).value_counts().to_dict())
+        # value_counts() keys are the column's values: str (astype) and int status codes
+        self.methods.update(cast("dict[str, int]",
+                                 table["method"].astype(str).value_counts().to_dict()))
+        self.statuses.update(cast("dict[int, int]",
+                                  pd.Series(table["status"].to_numpy()).value_counts().to_dict()))
         status = table["status"].to_numpy()
         size = table["size"].to_numpy()
         get200 = (table["method"] == "GET").to_numpy() & (status == 200)
@@ -207,13 +211,14 @@ class StatsAccumulator:
         sizes = np.concatenate(self._sizes) if self._sizes else np.empty(0, np.int64)
         self._sizes = [sizes]
         stat_top = [("-" if k < 0 else str(k), n) for k, n in _top(self.statuses)]
-        have = self.t_min is not None and self.t_max is not None
+        extent = ((self.t_min, self.t_max) if self.t_min is not None and self.t_max is not None
+                  else None)
         return TraceStats(
             lines=lines if lines is not None else self.parsed + malformed,
             parsed=self.parsed, malformed=malformed,
-            first=pd.Timestamp(self.t_min, unit="s") if have else None,
-            last=pd.Timestamp(self.t_max, unit="s") if have else None,
-            span_days=float((self.t_max - self.t_min) / DAY) if have else 0.0,  # type: ignore[operator]
+            first=pd.Timestamp(extent[0], unit="s") if extent else None,
+            last=pd.Timestamp(extent[1], unit="s") if extent else None,
+            span_days=float((extent[1] - extent[0]) / DAY) if extent else 0.0,
             days_with_requests=len(self.days),
             methods=_top(self.methods), statuses=stat_top,
             get200=len(sizes), get200_no_size=self.no_size,

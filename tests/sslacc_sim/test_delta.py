@@ -54,6 +54,9 @@ def test_a_delta_refuses_another_base_and_damage() -> None:
         apply_delta(states[1], json.dumps(doc).encode())
     with pytest.raises(DeltaError, match="version"):
         apply_delta(states[1], json.dumps({**doc, "v": 99}).encode())
+    for style in (1.0, True, "1", None, -1):  # 1.0 passed `in range` and then raised TypeError
+        with pytest.raises(DeltaError, match="malformed"):
+            apply_delta(states[1], json.dumps({**doc, "style": style}).encode())
     with pytest.raises(DeltaError, match="not JSON"):
         make_delta(b"\xff", states[1])
     with pytest.raises(DeltaError, match="serialisation"):

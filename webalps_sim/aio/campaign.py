@@ -546,7 +546,7 @@ def _plot(path: Path, per_fault: dict[str, dict[str, Any]], config: dict[str, An
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m webalps_sim.campaign",
+        prog=cli.program_name("webalps_sim.campaign"),
         description="Fault campaign: kill, freeze or feed garbage to the guardian at random "
         "instants while clients download through a WebALPS host; counts per outcome.")
     parser.add_argument("--trials", type=cli.positive_int, help="trials (default 40, quick 6)")

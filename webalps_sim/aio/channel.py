@@ -70,7 +70,7 @@ class _Protocol(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = transport  # type: ignore[assignment]  # a stream connection's transport is a Transport
 
     def data_received(self, data: bytes) -> None:
         self.channel._received(self, data)
@@ -180,7 +180,7 @@ class GuardianChannel:
                 self._send(self.asker.message_for(request), future, request, None)
                 ready = await future
             except GuardianUnavailable as exc:
-                ready = exc  # type: ignore[assignment]
+                ready = exc  # type: ignore[assignment]  # from here on ready is the answer, the error included
         if then is not None:
             then(ready)
         return ready

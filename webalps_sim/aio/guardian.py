@@ -177,7 +177,7 @@ class GuardianServer:
                     elif sock is self._wake_r:
                         self._drain_wake()
                     else:
-                        self._ready(self._conns.get(sock), events)  # type: ignore[arg-type]
+                        self._ready(self._conns.get(sock), events)  # type: ignore[call-overload]  # registered objects are the listener, the wake pipe and our sockets
         finally:
             self._shutdown()
 
@@ -332,7 +332,10 @@ class GuardianServer:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m webalps_sim.guardian",
+    # named as testbed.cli.program_name does, without importing it (only measured modules load)
+    script = "webalps-guardian"  # its console script ([project.scripts] in pyproject.toml)
+    prog = script if Path(sys.argv[0]).name == script else "python -m webalps_sim.guardian"
+    parser = argparse.ArgumentParser(prog=prog,
                                      description="The WebALPS guardian (trusted co-server).")
     parser.add_argument("--state-dir", required=True, type=Path,
                         help="key, certificate request, certificate chain, application state")

@@ -73,7 +73,7 @@ from tls12.delegate import DelegateRequest, EphemeralKey, EventDelegate, FlightR
 from tls12.keylog import ENV_VAR, KeyLog
 from tls12.server_connection import ServerConnection
 from tls12.session import InMemorySessionStore, Session
-from tls12.suites import CipherSuite, parse_suite_list
+from tls12.suites import DEFAULT_SUITES, CipherSuite, parse_suite_list
 
 from ..questions import OPERATIONS, WEBALPS_SUITES, GuardianUnavailable, prepare
 from .channel import DEFAULT_TIMEOUT, GuardianChannel
@@ -272,20 +272,20 @@ async def start_http_server(root: str | Path, host: str, port: int, *,
 
     async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         stream = PlainStream(reader, writer)
-        the_stats.open(stream)  # type: ignore[arg-type]
+        the_stats.open(stream)  # type: ignore[arg-type]  # PlainStream has the TLSStream methods used
         try:
-            await HTTPFileHandler(stream, root_path, the_stats, idle_timeout).run()  # type: ignore[arg-type]
+            await HTTPFileHandler(stream, root_path, the_stats, idle_timeout).run()  # type: ignore[arg-type]  # PlainStream has the TLSStream methods used
         except (ConnectionError, OSError) as exc:
             stream.error = exc
         finally:
             writer.close()
-            the_stats.record(stream)  # type: ignore[arg-type]
+            the_stats.record(stream)  # type: ignore[arg-type]  # PlainStream has the TLSStream methods used
 
     return await asyncio.start_server(on_connect, host, port)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m webalps_sim.host",
+    parser = argparse.ArgumentParser(prog=cli.program_name("webalps_sim.host"),
                                      description="WebALPS host: HTTP, HTTPS or via a guardian.")
     parser.add_argument("--mode", required=True, choices=("http", "https", "webalps"))
     parser.add_argument("--port", type=cli.port, default=8443, help="TCP port (0 = any free)")
@@ -335,7 +335,7 @@ async def _tls_server(args: argparse.Namespace, stats: ServerStats,
         creds = (cli.load_credentials_arg(args.cert, args.key) if args.cert
                  else generate_self_signed())
         config = ServerConfig(
-            credentials=creds, **({"cipher_suites": suites} if suites else {}),
+            credentials=creds, cipher_suites=suites or DEFAULT_SUITES,
             session_store=InMemorySessionStore() if args.session_cache else None, keylog=keylog,
         )
         return await start_server(args.docroot, args.host, args.port, config, stats=stats)

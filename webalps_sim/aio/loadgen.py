@@ -280,7 +280,7 @@ def keepalive_loop(url: str, *, seconds: float = 2.0, clients: int = 1, cafile: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m webalps_sim.load",
+    parser = argparse.ArgumentParser(prog=cli.program_name("webalps_sim.load"),
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("urls", nargs="+", help="URL or URL=weight (a weighted mix)")
     parser.add_argument("--seconds", type=cli.positive_float, default=2.0,

@@ -165,7 +165,7 @@ class RemoteDelegate:
         self.close()
         return GuardianUnavailable(f"guardian channel lost: {why}")
 
-    def _send(self, message: object) -> int:
+    def _send(self, message: p.Message) -> int:
         """Send one request, behind any deferred ``RELEASE`` frames, in one write (lock held,
         socket open); its request id."""
         sock = self._sock
@@ -183,7 +183,7 @@ class RemoteDelegate:
             raise self._drop(repr(exc)) from None
         return request_id
 
-    def _exchange(self, message: object) -> object:
+    def _exchange(self, message: p.Message) -> object:
         """Send one request, wait for its reply (lock held, socket open).
 
         Replies to requests sent with :meth:`_post` (nobody waits for them) are read and
@@ -254,7 +254,7 @@ class RemoteDelegate:
     # -- SessionDelegate (each one exchange) --------------------------------------------------
 
     def derive(self, *args: Any, **kwargs: Any) -> KeyHandle:
-        return self._ask("derive", *args, **kwargs)  # type: ignore[no-any-return]
+        return self._ask("derive", *args, **kwargs)  # type: ignore[no-any-return]  # _ask is Any: the reply type depends on op
 
     def derive_finish(self, *args: Any, **kwargs: Any) -> Any:
         return self._ask("derive_finish", *args, **kwargs)
@@ -263,24 +263,24 @@ class RemoteDelegate:
         return self._ask("ephemeral", *args)
 
     def resume(self, *args: Any) -> KeyHandle:
-        return self._ask("resume", *args)  # type: ignore[no-any-return]
+        return self._ask("resume", *args)  # type: ignore[no-any-return]  # _ask is Any: the reply type depends on op
 
     def verify_data(self, *args: Any) -> bytes:
-        return self._ask("verify_data", *args)  # type: ignore[no-any-return]
+        return self._ask("verify_data", *args)  # type: ignore[no-any-return]  # _ask is Any: the reply type depends on op
 
     def check_finished(self, *args: Any) -> bool:
-        return self._ask("check_finished", *args)  # type: ignore[no-any-return]
+        return self._ask("check_finished", *args)  # type: ignore[no-any-return]  # _ask is Any: the reply type depends on op
 
     def finish(self, *args: Any) -> bytes | None:
-        return self._ask("finish", *args)  # type: ignore[no-any-return]
+        return self._ask("finish", *args)  # type: ignore[no-any-return]  # _ask is Any: the reply type depends on op
 
     def seal(self, *args: Any) -> bytes:
-        return self._ask("seal", *args)  # type: ignore[no-any-return]
+        return self._ask("seal", *args)  # type: ignore[no-any-return]  # _ask is Any: the reply type depends on op
 
     def open(self, *args: Any) -> list[bytes]:
         """Plaintexts (a :class:`webalps_sim.questions.OpenAnswer`: with the records the
         guardian sealed by itself, which the caller must queue first)."""
-        return self._ask("open", *args)  # type: ignore[no-any-return]
+        return self._ask("open", *args)  # type: ignore[no-any-return]  # _ask is Any: the reply type depends on op
 
     def release(self, handle: KeyHandle) -> None:
         """Forget ``handle`` here and in the guardian (best effort: a dead guardian forgot it).

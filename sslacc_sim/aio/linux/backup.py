@@ -41,7 +41,7 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from tls12 import ServerConfig, ServerConnection
 
@@ -50,6 +50,7 @@ from .claim import PortFence, StandbyAddress
 from .mirror import ACK, MirrorError, MirrorState, recv_frame, send_frame
 from .primary import DEAD_AFTER_S, Primary, normal_thread, realtime_thread
 from .service import Docroot, LeaseExpired, Service, write_leased
+from .sessions import SESSIONS, SharedSessionStore, read_sessions_frame, sessions_frame
 from .sniff import FlowTracker, Sniffer, packet_socket
 from .takeover import Restored, restore_flow, resume_all, tail
 
@@ -65,6 +66,9 @@ class Controls:
     fence: bool = True
     sniff_data: bool = True
     sniff_unaccepted: bool = True
+    share_sessions: bool = True
+    """Keep the sessions the owner's updates carry (off: resumption after a takeover falls
+    back to a full handshake)."""
 
 
 @dataclass
@@ -124,29 +128,69 @@ class Backup:
         if first[0]["type"] == "control":
             self._control(link)
             return
+        if first[0]["type"] == SESSIONS:
+            sessions = read_sessions_frame(*first)
+            if self.controls.share_sessions and self.sessions is not None:
+                self.sessions.put_all(sessions)
+            link.sendall(ACK)
+            return
         state = MirrorState()
         state.apply(*first)
-        key = tuple(state.tcp.remote) if state.tcp is not None else None
+        # a JSON list after apply() (the field says tuple): tuple() makes it a hashable key
+        key = (cast("tuple[str, int]", tuple(state.tcp.remote)) if state.tcp is not None
+               else None)
         if key is None:
             raise MirrorError("a connection link must start with its tcp frame")
+        self._keep_session(state)
         if first[0]["type"] == "adopt":
             link.sendall(ACK)  # the new owner writes nothing before this
         with self._lock:
-            self.states[key] = state  # type: ignore[index]
+            self.states[key] = state
         while (frame := recv_frame(link)) is not None:
             with self._lock:
                 if self.death.is_set():
                     return  # frozen: the takeover works from what was acknowledged
                 state.apply(*frame)
+                self._keep_session(state)
                 if frame[0]["type"] == "update":
                     link.sendall(ACK)
+            if self.tracker is not None and state.tcp is not None and frame[0]["type"] == "update":
+                # what the owner consumed and mirrored, the LAN record may forget: an upload
+                # is kept only as far as the owner lags behind it
+                self.tracker.consumed(key, repair.seq_add(state.tcp.rcv_nxt, state.rcv_pos))
             if state.done:
                 with self._lock:
-                    self.states.pop(key, None)  # type: ignore[arg-type]
+                    self.states.pop(key, None)
                 if self.tracker is not None:
-                    self.tracker.forget(key)  # type: ignore[arg-type]
+                    self.tracker.forget(key)
                 return
         self.die("cluster link closed without done")
+
+    @property
+    def sessions(self) -> SharedSessionStore | None:
+        """This node's session table (the one its connections resume from), if it keeps one."""
+        store = self.config.session_store if self.config is not None else None
+        return store if isinstance(store, SharedSessionStore) else None
+
+    def _keep_session(self, state: MirrorState) -> None:
+        """Store the session the frame just applied carried (before it is acknowledged)."""
+        if state.new_session and state.session is not None and self.controls.share_sessions:
+            if self.sessions is not None:
+                self.sessions.put(state.session)
+
+    def _hand_sessions(self) -> None:
+        """The whole session table to this node's own buddy, once it owns the address."""
+        assert self.chain is not None and self.sessions is not None
+        try:
+            with self.chain.link() as link:
+                table = self.sessions.snapshot()
+                send_frame(link, *sessions_frame(table))
+                link.settimeout(10.0)
+                if link.recv(1) != ACK:
+                    raise ConnectionError("the next buddy did not acknowledge the sessions")
+            print(f"SESSIONS {len(table)} handed to the next buddy", flush=True)
+        except OSError as exc:
+            print(f"ERROR sessions to the next buddy: {exc!r}", file=sys.stderr, flush=True)
 
     def _control(self, link: socket.socket) -> None:
         realtime_thread()  # answers keep the owner's lease: never starved
@@ -234,7 +278,7 @@ class Backup:
                 continue
             try:
                 rel = (repair.received_up_to(r.sock) - flow.rcv_base) & 0xFFFFFFFF
-                extra = bytes(flow.data[rel:]) if rel < len(flow.data) else b""
+                extra = flow.data_from(rel) if flow.base <= rel < flow.end else b""
                 repair.append_received(r.sock, extra)
             except OSError as exc:
                 print(f"ERROR catch up {r.key}: {exc!r}", file=sys.stderr, flush=True)
@@ -259,9 +303,9 @@ class Backup:
                 print(f"ERROR adopt {r.key}: {exc!r}", file=sys.stderr, flush=True)
         kept = []
         for r in restored:
-            link = links.get(r.key)
+            buddy = links.get(r.key)
             try:
-                if link is None or link.recv(1) != ACK:
+                if buddy is None or buddy.recv(1) != ACK:
                     raise ConnectionError("the next buddy did not acknowledge it")
                 kept.append(r)
             except OSError as exc:
@@ -360,6 +404,8 @@ class Backup:
                              daemon=True, name="heartbeat").start()  # fmt: skip
         print("RESTORED " + json.dumps(report), flush=True)
         restored, mirrors = self._adopt_all(restored)
+        if self.chain is not None and self.sessions is not None and self.controls.share_sessions:
+            threading.Thread(target=self._hand_sessions, daemon=True, name="sessions").start()
         resumed: list[dict[str, Any]] = []
         threads: list[threading.Thread] = []
         go = threading.Event()

@@ -44,6 +44,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -70,14 +71,16 @@ _DOWN_S = 20.0
 
 def start_nodes(topo: Topology, stack: ExitStack, *, nodes: int, docroot: Path, cert: Path,
                 key: Path, port: int = 443, suite: str = "AES128-SHA",
-                keylog: Path | None = None) -> dict[str, subprocess.Popen[str]]:  # fmt: skip
+                keylog: Path | None = None, node_args: Sequence[str] = (),
+                backup_args: Sequence[str] = ()) -> dict[str, subprocess.Popen[str]]:  # fmt: skip
     """Start the cluster's node processes in ``topo``, each once the one before said
     ``ready``: C (if ``nodes`` is 3), B, then the owner A. Their stderr goes to the terminal;
     ``stack`` stops them. ``keylog``: every node appends its connections' NSS key-log lines
-    there (:mod:`tls12.keylog`)."""
+    there (:mod:`tls12.keylog`). ``node_args`` go to every node, ``backup_args`` to B and C
+    (e.g. a negative control of :mod:`~sslacc_sim.aio.linux.node`)."""
     common = ["--docroot", str(docroot), "--vip", VIP, "--port", str(port), "--suite", suite,
               "--cert", str(cert), "--key", str(key),
-              *(["--keylog", str(keylog.resolve())] if keylog else [])]  # fmt: skip
+              *(["--keylog", str(keylog.resolve())] if keylog else []), *node_args]  # fmt: skip
     node = [sys.executable, "-m", "sslacc_sim.aio.linux.node"]
     procs: dict[str, subprocess.Popen[str]] = {}
 
@@ -90,10 +93,10 @@ def start_nodes(topo: Topology, stack: ExitStack, *, nodes: int, docroot: Path, 
     chain: list[str] = []
     if nodes == 3:
         start("c", ["backup", *common, "--mirror", NEXT_MIRROR_ADDRESSES["c"],
-                    *topo.fence_args("b")])  # fmt: skip
+                    *topo.fence_args("b"), *backup_args])  # fmt: skip
         chain = ["--next-mirror", NEXT_MIRROR_ADDRESSES["c"]]
     start("b", ["backup", *common, "--mirror", MIRROR_ADDRESSES["b"], *topo.fence_args("a"),
-                *chain])  # fmt: skip
+                *chain, *backup_args])  # fmt: skip
     start("a", ["primary", *common, "--mirror", MIRROR_ADDRESSES["b"]])
     return procs
 
@@ -217,7 +220,7 @@ def _tag(text: str) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m sslacc_sim.aio.linux.cluster",
+    p = argparse.ArgumentParser(prog=cli.program_name("sslacc_sim.aio.linux.cluster"),
                                 description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)

@@ -320,8 +320,8 @@ def _result(point: str | None, suite: str, site: _Site, curl: tuple[str, str, in
     record = died.get("record") or (None, None)
     return FailoverResult(**{
         **asdict(result), "next_segment_s": first, "next_new_byte_s": new,
-        "died_at": died["pos"], "cut_record_start": record[0],  # type: ignore[index]
-        "cut_record_end": record[1], "client_had": had,  # type: ignore[index]
+        "died_at": died["pos"], "cut_record_start": record[0],
+        "cut_record_end": record[1], "client_had": had,
         "client_lacked": takeover[2]["client_lacked"],
         "resumed_at_ack": takeover[2]["resumed_at_ack"]})  # fmt: skip
 

@@ -51,7 +51,7 @@ class FlowAtKill:
     server, held the next byte up. ``None``: no client segment was heard before the kill."""
 
 
-def flows_at(rows: Iterable[Sequence[object]], kill: float, victim_mac: str
+def flows_at(rows: Iterable[Sequence[str | float]], kill: float, victim_mac: str
              ) -> dict[int, FlowAtKill]:  # fmt: skip
     """Every connection seen, by client port, classified at ``kill`` (module docstring).
 
@@ -60,11 +60,11 @@ def flows_at(rows: Iterable[Sequence[object]], kill: float, victim_mac: str
     by_port: dict[int, list[tuple[float, str, int, int, int]]] = {}
     client: dict[int, tuple[int, int]] = {}  # port -> (ack, scaled window) last heard before the kill
     for row in rows:
-        t, mac, port, seq, n, flags = (float(row[0]), str(row[1]), int(row[2]), int(row[3]),  # type: ignore[call-overload]
-                                       int(row[4]), int(row[5]))  # type: ignore[call-overload]  # fmt: skip
+        t, mac, port, seq, n, flags = (float(row[0]), str(row[1]), int(row[2]), int(row[3]),
+                                       int(row[4]), int(row[5]))  # fmt: skip
         if mac == CLIENT:
             if t < kill and flags & _ACK:
-                client[port] = (seq, int(row[6]))  # type: ignore[call-overload]
+                client[port] = (seq, int(row[6]))
             continue
         by_port.setdefault(port, []).append((t, mac, seq, n, flags))
     out = {}
@@ -93,12 +93,12 @@ def flows_at(rows: Iterable[Sequence[object]], kill: float, victim_mac: str
     return out
 
 
-def zombie_frames(rows: Iterable[Sequence[object]], victim_mac: str, woke: float) -> int:
+def zombie_frames(rows: Iterable[Sequence[str | float]], victim_mac: str, woke: float) -> int:
     """Frames from ``victim_mac`` after ``woke`` carrying data, a FIN or a reset: anything
     of the fenced node's that could change what a client holds (a bare ACK cannot)."""
-    return sum(1 for t, mac, _, _, n, flags, *_ in rows  # type: ignore[misc]
+    return sum(1 for t, mac, _, _, n, flags, *_ in rows
                if float(t) >= woke and mac == victim_mac
-               and (int(n) or int(flags) & (_RST | _FIN)))  # type: ignore[call-overload]
+               and (int(n) or int(flags) & (_RST | _FIN)))
 
 
 def wilson_lower(successes: int, n: int, z: float = 1.959964) -> float:

@@ -33,13 +33,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tls12.buffer import Buffer, Writer
+from tls12.session import Session
 
 from ...errors import SslaccError
+from ...sessions import decode_session, encode_session
 from .repair import TcpSnapshot
 
 __all__ = [
     "ACK", "MirrorError", "Segment", "MirrorState", "send_frame", "recv_frame", "split_blob",
-    "join_blob",
+    "join_blob", "read_session",
 ]
 
 #: A frame starts with two 4-byte lengths: the JSON header's and the blob's.
@@ -47,7 +49,7 @@ _LENGTHS = 8
 _MAX_FRAME = 1 << 24
 #: The backup's one-byte acknowledgement of an update.
 ACK = b"\x06"
-_BLOB_PARTS = ("raw", "full", "keys", "progress")
+_BLOB_PARTS = ("raw", "full", "keys", "progress", "session")
 
 
 class MirrorError(SslaccError, RuntimeError):
@@ -119,6 +121,21 @@ def join_blob(parts: dict[str, bytes]) -> tuple[dict[str, int], bytes]:
     return lengths, b"".join(parts[name] for name in _BLOB_PARTS if parts.get(name))
 
 
+def read_session(data: bytes) -> Session:
+    """A mirrored session (:func:`sslacc_sim.sessions.decode_session`'s wire form), every
+    failure a :class:`MirrorError`."""
+    try:
+        session = decode_session(data)
+        valid = (isinstance(session.cipher_suite, int) and isinstance(session.extended_master_secret, bool)
+                 and (session.server_name is None or isinstance(session.server_name, str))
+                 and 0 < len(session.session_id) <= 32 and len(session.master_secret) == 48)  # fmt: skip
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise MirrorError(f"malformed session: {exc!r}"[:200]) from None
+    if not valid:
+        raise MirrorError("malformed session: a field out of range")
+    return session
+
+
 @dataclass(frozen=True)
 class Segment:
     """Server bytes ``[pos, pos + length)`` of the connection, as written by the primary.
@@ -155,6 +172,10 @@ class MirrorState:
     tls_full: bytes | None = None
     tls_keys: bytes | None = None
     progress: bytes | None = None
+    session: Session | None = None
+    """The session the connection's handshake made (or resumed), once an update carried it."""
+    new_session: bool = False
+    """The last frame applied carried :attr:`session` (the buddy stores it then)."""
     updates: int = 0
     done: bool = False
 
@@ -165,7 +186,8 @@ class MirrorState:
             raise MirrorError("nothing to hand over before the tcp frame")
         raws = [s.raw or b"" for s in self.segments]
         parts = {"raw": b"".join(raws), "full": self.tls_full or b"",
-                 "keys": self.tls_keys or b"", "progress": self.progress or b""}  # fmt: skip
+                 "keys": self.tls_keys or b"", "progress": self.progress or b"",
+                 "session": encode_session(self.session) if self.session else b""}  # fmt: skip
         lengths, blob = join_blob(parts)
         header = {"type": "adopt", "tcp": self.tcp.to_json(), "rcv_pos": self.rcv_pos,
                   "snd_pos": self.snd_pos, "una_pos": self.una_pos, "app": self.app,
@@ -193,6 +215,8 @@ class MirrorState:
         self.tls_full = parts["full"] or None
         self.tls_keys = parts["keys"] or None
         self.progress = parts["progress"] or None
+        if parts["session"]:
+            self.session, self.new_session = read_session(parts["session"]), True
 
     def apply(self, header: dict[str, Any], blob: bytes) -> None:
         """Take one frame from the primary (``tcp``, ``adopt``, ``update`` or ``done``); a
@@ -207,6 +231,7 @@ class MirrorState:
 
     def _apply(self, header: dict[str, Any], blob: bytes) -> None:
         kind = header["type"]
+        self.new_session = False
         if kind == "adopt":
             self._adopt(header, blob)
             return
@@ -242,6 +267,8 @@ class MirrorState:
             self.tls_full, self.progress = parts["full"], None
         if parts["progress"]:
             self.progress = parts["progress"]
+        if parts["session"]:
+            self.session, self.new_session = read_session(parts["session"]), True
         # segments the client has acknowledged are never needed again
         self.segments = [s for s in self.segments if s.end > self.una_pos]
         self.updates += 1

@@ -43,6 +43,7 @@ __all__ = [
     "NODES",
     "ADDRESSES",
     "VIP",
+    "SHARED_MAC",
     "MIRROR_ADDRESSES",
     "NEXT_MIRROR_ADDRESSES",
     "NamespacesUnavailable",
@@ -61,6 +62,9 @@ NODES = ("client", "a", "b", "c")
 ADDRESSES = {"client": "10.88.0.2", "a": "10.88.0.11", "b": "10.88.0.12", "c": "10.88.0.13"}
 #: The service address the client connects to; it starts on node A.
 VIP = "10.88.0.100"
+#: The MAC address every node's LAN interface carries in the bucket layout (``shared_vip``):
+#: locally administered, unicast; the flooding bridge delivers its frames to every node.
+SHARED_MAC = "02:00:5e:00:00:64"
 #: Addresses of the cluster link between A and B (a /30): ``MIRROR_ADDRESSES["b"]`` is where A's
 #: buddy listens.
 MIRROR_ADDRESSES = {"a": "10.89.0.1", "b": "10.89.0.2"}
@@ -85,6 +89,10 @@ class Topology(Namespaces):
                     f"testbed.linux.netns.sweep_leftovers({PREFIX!r})")
 
     tag: str = field(default_factory=lambda: str(os.getpid()))
+    shared_vip: bool = False
+    """Every node holds the virtual IP and one MAC address (:data:`SHARED_MAC`): the bucket
+    layout (:mod:`sslacc_sim.aio.linux.buckets`), where each node serves the buckets it owns.
+    Else the virtual IP starts on node A alone (one owner, its buddy claims it)."""
     _up: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -131,4 +139,9 @@ class Topology(Namespaces):
             self.ip(node, "link", "set", dev, "up")
         for node in ("a", "b", "c"):
             self.sysctl(node, "net.ipv4.tcp_timestamps", "0")
+        if self.shared_vip:
+            for node in ("a", "b", "c"):
+                self.ip(node, "link", "set", "eth0", "address", SHARED_MAC)
+                self.ip(node, "addr", "add", f"{VIP}/32", "dev", "eth0")
+            return
         self.ip("a", "addr", "add", f"{VIP}/24", "dev", "eth0")

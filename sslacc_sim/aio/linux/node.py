@@ -47,6 +47,7 @@ from tls12.suites import SUITES, suite_by_name
 from .backup import Backup, Controls
 from .primary import Primary, run_primary
 from .service import DiePoint, Docroot
+from .sessions import SharedSessionStore
 from .sniff import packet_socket, record_frames
 
 __all__ = ["POINTS", "main"]
@@ -63,8 +64,12 @@ def _config(args: argparse.Namespace) -> ServerConfig | None:
     suite = suite_by_name(args.suite)
     # a connection a buddy took over goes on from exported state and logs nothing again: its
     # line is in the log of the node that made its keys (every node may share one file)
+    # one session table per node, shared by its connection threads; the buddy fills its own
+    # from the owner's updates (sessions module), so a client resumes on whichever node owns
+    # the address
+    store = None if args.no_sessions else SharedSessionStore()
     return ServerConfig(credentials=load_credentials(args.cert, args.key), cipher_suites=(suite,),
-                        keylog=cli.keylog_arg(args.keylog))  # fmt: skip
+                        keylog=cli.keylog_arg(args.keylog), session_store=store)  # fmt: skip
 
 
 def _docroot(args: argparse.Namespace) -> Docroot:
@@ -88,7 +93,8 @@ def _backup(args: argparse.Namespace) -> int:
     controls = Controls(any_error_is_death=not args.only_eof_is_death,
                         keepalive=not args.no_keepalive, fence=not args.no_fence,
                         sniff_data=not args.no_sniff_data,
-                        sniff_unaccepted=not args.no_sniff_unaccepted)  # fmt: skip
+                        sniff_unaccepted=not args.no_sniff_unaccepted,
+                        share_sessions=not args.no_shared_sessions)  # fmt: skip
     node = Backup(args.vip, args.port, (args.mirror, args.mirror_port), args.dev,
                   _docroot(args), _config(args), fence_port=fence, controls=controls,
                   resume_at_ack=not args.no_resume_at_ack,
@@ -128,7 +134,7 @@ def _primary_arguments(r: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m sslacc_sim.aio.linux.node", description=__doc__,
+    p = argparse.ArgumentParser(prog=cli.program_name("sslacc_sim.aio.linux.node"), description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="Run by sslacc_sim.aio.linux.failover as root inside its "
                                 "network namespaces; the options name what each node needs.")
@@ -149,6 +155,8 @@ def _parser() -> argparse.ArgumentParser:
         r.add_argument("--cert", help="PEM certificate (TLS)")
         r.add_argument("--key", help="PEM RSA key (TLS)")
         cli.add_keylog_option(r)
+        r.add_argument("--no-sessions", action="store_true",
+                       help="no session table: no session IDs, every handshake is a full one")
         r.add_argument("--no-keepalive", action="store_true",
                        help="negative control: no keepalives, no lease (a hung owner is never "
                        "detected)")
@@ -171,7 +179,9 @@ def _parser() -> argparse.ArgumentParser:
                     ("--no-sniff-data", "client bytes the owner had not consumed are "
                      "forgotten"),
                     ("--no-sniff-unaccepted", "connections the owner never mirrored are not "
-                     "restored")):
+                     "restored"),
+                    ("--no-shared-sessions", "the sessions the owner's updates carry are "
+                     "dropped: a resumption after a takeover is a full handshake")):
                 r.add_argument(flag, action="store_true", help=f"negative control: {what_off}")
     s = sub.add_parser("sniff", help="record the server's data segments seen by the client")
     s.add_argument("--dev", default="eth0")

@@ -138,7 +138,8 @@ def _set(sock: socket.socket, option: int, value: int, step: str) -> None:
 
 def _queue_seq(sock: socket.socket, queue: int) -> int:
     _set(sock, TCP_REPAIR_QUEUE, queue, "select repair queue")
-    return struct.unpack("=I", sock.getsockopt(socket.IPPROTO_TCP, TCP_QUEUE_SEQ, 4))[0]
+    seq: int = struct.unpack("=I", sock.getsockopt(socket.IPPROTO_TCP, TCP_QUEUE_SEQ, 4))[0]
+    return seq
 
 
 def snapshot(sock: socket.socket) -> TcpSnapshot:
@@ -312,7 +313,8 @@ def answered(sock: socket.socket) -> int | None:
     info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _TCP_INFO_SEGS_IN + 4)
     if not struct.unpack_from("=I", info, _TCP_INFO_SEGS_IN)[0]:
         return None
-    return struct.unpack("i", fcntl.ioctl(sock.fileno(), _SIOCOUTQ, b"\0" * 4))[0]
+    unacked: int = struct.unpack("i", fcntl.ioctl(sock.fileno(), _SIOCOUTQ, b"\0" * 4))[0]
+    return unacked
 
 
 def old_byte_probe(local: tuple[str, int], remote: tuple[str, int], seq: int) -> None:
@@ -343,7 +345,8 @@ def _checksum(data: bytes) -> int:
     """The Internet checksum (RFC 1071) of ``data``."""
     if len(data) % 2:
         data += b"\0"
-    total = sum(struct.unpack(f">{len(data) // 2}H", data))
+    words: tuple[int, ...] = struct.unpack(f">{len(data) // 2}H", data)
+    total = sum(words)
     while total >> 16:
         total = (total & 0xFFFF) + (total >> 16)
     return ~total & 0xFFFF

@@ -35,6 +35,7 @@ from tls12.events import ApplicationData, ConnectionClosed
 from tls12.state import Progress
 
 from ...errors import SslaccError
+from ...sessions import encode_session
 from .mirror import ACK, MirrorState, Segment, join_blob, send_frame
 
 __all__ = [
@@ -86,7 +87,7 @@ def write_leased(sock: socket.socket, data: bytes, lease: Lease | None) -> None:
 def receipt(size: int, crc: int) -> bytes:
     """The body of the answer to an upload (``POST``): how many bytes arrived and their CRC-32
     (``zlib.crc32``: resumable from a mirrored integer, unlike a SHA-256 context), e.g.
-    ``b"1024 5f2a9c01\n"``. The client knows what it sent, so it checks the upload byte for
+    ``b"1024 5f2a9c01\\n"``. The client knows what it sent, so it checks the upload byte for
     byte (up to CRC-32's strength against accidents; this is no defence against an attacker)."""
     return b"%d %08x\n" % (size, crc)
 
@@ -209,6 +210,8 @@ class Service:
     rcv_pos: int = 0
     app: dict[str, Any] = field(default_factory=lambda: {"phase": "request", "offset": 0})
     keys_sent: bool = False
+    session_sent: bool = False
+    """The connection's session went out in an update (once: the buddy stores it)."""
     stream: Stream | None = None
     done_sent: bool = False
     stall: float = 0.0
@@ -447,6 +450,12 @@ class Service:
             length = len(parts["raw"])
         elif raw:
             parts.pop("raw", None)
+        if not self.session_sent and self.conn is not None and self.conn.session is not None:
+            # the update that commits the server's Finished: the buddy holds the session
+            # before the client can learn its ID (the shared session table, sessions module)
+            if self.conn.session.session_id and self.conn.session.handle is None:
+                parts["session"] = encode_session(self.conn.session)
+            self.session_sent = True
         lengths, blob = join_blob(parts)
         header = {"type": "update", "rcv_pos": self.rcv_pos, "snd_pos": self.snd_pos + length,
                   "una_pos": self.snd_pos - outq(self.sock), "app": self.app, "seg": seg,

@@ -44,7 +44,8 @@ _SO_RCVBUFFORCE = 33
 _ETH_P_IP = 0x0800
 _ETH_P_ALL = 0x0003
 _SO_TIMESTAMPNS = 35
-_MAX_FLOW_BYTES = 1 << 25  # a client that sends more than this is not tracked further
+_MAX_FLOW_BYTES = 1 << 25  # client bytes not yet consumed beyond this: not tracked further
+_TRIM_AT = 1 << 20  # consumed bytes the record forgets at once (one memmove per MiB)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +123,10 @@ class Flow:
     client_window: int = 0
     server_window: int = 0
     data: bytearray = field(default_factory=bytearray)
+    """The client's bytes heard and kept, from client byte :attr:`base` on."""
+    base: int = 0
+    """Client bytes before ``data`` (counted from the first byte after the SYN): the owner
+    consumed and mirrored them, so the record forgot them (:meth:`trim`)."""
     pending: dict[int, bytes] = field(default_factory=dict)
     acked: int | None = None
     """The highest server sequence number the client acknowledged."""
@@ -142,25 +147,51 @@ class Flow:
         """The sequence number of the client's first data byte."""
         return (self.client_isn + 1) & 0xFFFFFFFF
 
+    @property
+    def end(self) -> int:
+        """Client bytes heard contiguously (counted from the first byte after the SYN)."""
+        return self.base + len(self.data)
+
     def client_bytes(self, seq: int, payload: bytes) -> None:
-        """Client data at ``seq``: appended when contiguous, else held until the gap fills."""
+        """Client data at ``seq``: appended when contiguous, else held until the gap fills. A
+        record that would keep more than :data:`_MAX_FLOW_BYTES` not yet consumed stops
+        (``overflow``: such a connection cannot be restored from it)."""
         rel = (seq - self.rcv_base) & 0xFFFFFFFF
         if rel >= 1 << 31 or self.overflow:
             return
-        if rel + len(payload) > _MAX_FLOW_BYTES:
+        if rel + len(payload) - self.base > _MAX_FLOW_BYTES:
             self.overflow = True
             return
-        if rel > len(self.data):
+        if rel > self.end:
             self.pending[rel] = payload
             return
-        self.data += payload[len(self.data) - rel :]
+        self.data += payload[self.end - rel :]
         while self.pending:
-            ready = [r for r in self.pending if r <= len(self.data)]
+            ready = [r for r in self.pending if r <= self.end]
             if not ready:
                 break
             for r in sorted(ready):
                 chunk = self.pending.pop(r)
-                self.data += chunk[len(self.data) - r :]
+                self.data += chunk[self.end - r :]
+
+    def trim(self, consumed: int) -> int:
+        """Forget the client bytes before ``consumed`` (the owner read and mirrored them: a
+        takeover starts after them); returns how many were dropped."""
+        n = min(max(consumed - self.base, 0), len(self.data))
+        if n:
+            del self.data[:n]
+            self.base += n
+        return n
+
+    def data_from(self, rel: int) -> bytes:
+        """The kept client bytes from byte ``rel`` on; ``ValueError`` if they were trimmed,
+        never heard (``rel`` beyond :attr:`end`) or the record overflowed."""
+        if self.overflow:
+            raise ValueError(f"the LAN record overflowed ({_MAX_FLOW_BYTES} bytes not consumed)")
+        if rel < self.base or rel > self.end:
+            raise ValueError(f"the LAN record holds client bytes {self.base}..{self.end}, "
+                             f"not from {rel}")  # fmt: skip
+        return bytes(self.data[rel - self.base :])
 
 
 @dataclass
@@ -188,7 +219,7 @@ class FlowTracker:
                 wscale = seg.options.get(3)
                 mss = seg.options.get(2)
                 self.flows[seg.src] = Flow(
-                    seg.src, seg.seq, struct.unpack(">H", mss)[0] if len(mss or b"") == 2 else 536,
+                    seg.src, seg.seq, struct.unpack(">H", mss)[0] if mss is not None and len(mss) == 2 else 536,
                     wscale[0] if wscale else None, 4 in seg.options)  # fmt: skip
             return
         if flow is None:
@@ -229,6 +260,18 @@ class FlowTracker:
         with self.lock:
             return {key: replace(flow, data=bytearray(flow.data), pending=dict(flow.pending))
                     for key, flow in self.flows.items()}  # fmt: skip
+
+    def consumed(self, client: tuple[str, int], seq: int) -> None:
+        """The owner has consumed ``client``'s bytes before sequence number ``seq`` (a mirrored
+        update's ``rcv_pos``): the record forgets them once they make up :data:`_TRIM_AT`, so
+        that a long upload is held only as far as the owner lags behind it."""
+        with self.lock:
+            flow = self.flows.get(client)
+            if flow is None:
+                return
+            rel = (seq - flow.rcv_base) & 0xFFFFFFFF
+            if rel < 1 << 31 and rel - flow.base >= _TRIM_AT:
+                flow.trim(rel)
 
     def forget(self, client: tuple[str, int]) -> None:
         """Drop a finished connection's record."""

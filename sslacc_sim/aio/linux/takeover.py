@@ -120,10 +120,7 @@ def restore_flow(state: MirrorState | None, flow: Flow | None, docroot: Docroot,
     use_flow = flow is not None and (sniff_data or from_sniff)
     if use_flow:
         assert flow is not None
-        rel = (rcv_first - flow.rcv_base) & _MASK
-        if rel > len(flow.data):
-            raise ValueError(f"the LAN record ends at {len(flow.data)}, the owner consumed {rel}")
-        unread = bytes(flow.data[rel:])
+        unread = flow.data_from((rcv_first - flow.rcv_base) & _MASK)
     heard = _acked_position(flow, snap, start, state.snd_pos) if use_flow else None
     lacked = None if heard is None else state.snd_pos - heard
     # The socket stands at the mirrored end (``snd_pos``), never at the acknowledgement heard:
@@ -148,7 +145,7 @@ def restore_flow(state: MirrorState | None, flow: Flow | None, docroot: Docroot,
         window = flow.client_window << snap.snd_wscale
         at = replace(at, snd_wnd=window, max_window=max(snap.max_window, window))
     sock = repair.restore(at, queued, unread=unread)
-    return Restored(tuple(snap.remote), sock, state, at, from_sniff, queued=queued,  # type: ignore[arg-type]
+    return Restored(tuple(snap.remote), sock, state, at, from_sniff, queued=queued,  # type: ignore[arg-type]  # tuple() of the (host, port) pair loses its item types
                     queued_start=first, unread=len(unread), lacked=lacked, tail_from=cut)  # fmt: skip
 
 

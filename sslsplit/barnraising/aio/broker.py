@@ -1,7 +1,7 @@
 """The Barnraising broker on sockets: the join protocol over HTTP/1.1, leases, optional DNS.
 
 Paper §5.1, Figure 6: volunteers join a site through the broker, and the broker points
-clients at them through DNS.  The decisions are sans-IO (:mod:`.service`:
+clients at them through DNS.  The decisions are sans-IO (:mod:`~sslsplit.barnraising.service`:
 :class:`~.service.BrokerService` and one :class:`~.service.JoinConnection` per client);
 :class:`Broker` only puts them on the network:
 
@@ -126,7 +126,7 @@ class Broker:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m sslsplit.barnraising.broker",
+        prog=cli.program_name("sslsplit.barnraising.broker"),
         description="Barnraising broker: volunteers join sites by barnraising:// URI; the broker "
         "keeps them in SQLite, expires dead ones and (with --dns-port) points the sites' DNS "
         "names at them.",

@@ -2,7 +2,7 @@
 
 :class:`BrokerClient` sends one request at a time over a keep-alive HTTP/1.1 connection
 (h11) to the broker a ``barnraising://`` URI names, and returns the typed reply or raises the
-broker's typed error (:mod:`.protocol`).  :class:`Membership` is what a volunteer runs: join,
+broker's typed error (:mod:`~sslsplit.barnraising.protocol`).  :class:`Membership` is what a volunteer runs: join,
 renew every third of the lease (so two renewals may fail before the lease ends), join again if
 the broker forgot it (lease lost, broker database replaced), and leave when stopped.
 ``python -m sslsplit.volunteer URI`` (:mod:`sslsplit.volunteer`) runs it beside a

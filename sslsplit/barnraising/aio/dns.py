@@ -8,7 +8,7 @@ two-byte length prefix and a connection may carry several queries.  A malformed 
 answered with FORMERR or dropped, and the responder keeps answering everyone else; a TCP
 client that sends a broken frame or stays silent for ``tcp_idle`` seconds is disconnected.
 
-The broker starts one with ``--dns-port`` (:mod:`.broker`); :class:`DNSServer` also serves any
+The broker starts one with ``--dns-port`` (:mod:`~sslsplit.barnraising.broker`); :class:`DNSServer` also serves any
 other ``lookup`` function, which is how the tests and the benchmark use it.
 """
 
@@ -36,7 +36,7 @@ class _UDP(asyncio.DatagramProtocol):
         self.transport: asyncio.DatagramTransport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = transport  # type: ignore[assignment]  # a datagram endpoint's transport is a DatagramTransport
 
     def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
         reply = self.responder.respond(data, max_size=UDP_MAX)
@@ -72,7 +72,7 @@ class DNSServer:
                 if port:  # the caller asked for this port: report it
                     raise
                 continue  # UDP got a port whose TCP twin is taken: try another
-            self._udp = transport  # type: ignore[assignment]
+            self._udp = transport
             self.port = bound
             return
         raise OSError("no port free for both UDP and TCP")

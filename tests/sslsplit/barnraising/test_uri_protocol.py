@@ -204,6 +204,16 @@ def test_rate_limited_error_carries_retry_after() -> None:
     assert info.value.retry_after == 1.25 and info.value.message == "slow down"
 
 
+@pytest.mark.parametrize("code", [["rate_limited"], {"a": 1}, 7, None, "no-such-code"])
+def test_an_error_reply_with_a_strange_code_is_a_protocol_error(code: object) -> None:
+    """A hostile broker's error code may be any JSON value: never a TypeError (a list is
+    unhashable), always the base :class:`ProtocolError`."""
+    body = json.dumps({"protocol": p.VERSION, "error": {"code": code, "message": "x"}}).encode()
+    with pytest.raises(p.ProtocolError) as info:
+        p.parse_reply("join", 400, body)
+    assert type(info.value) is p.ProtocolError
+
+
 @given(_ops, st.integers(100, 599), st.binary(max_size=300) | _json.map(
     lambda v: json.dumps(v).encode()))
 @settings(max_examples=600, deadline=None)

@@ -1,0 +1,120 @@
+"""The real cluster's session table: a session made on one node resumes on the node that took over.
+
+"The SSL session cache must be shared across the entire cluster" (SSLACC §4.9). As in the
+paper's mirror (§5.2), the buddy derives each entry from the connection updates it already
+receives: the update that commits the server's Finished carries the session the handshake
+made (:func:`sslacc_sim.sessions.encode_session`, the model's wire form), so the buddy holds
+the session *before* the client can learn its ID -- cluster, then commit, for sessions too.
+A node that takes over serves new connections with the same store, and hands its whole table
+to its own buddy (one ``sessions`` frame, :func:`sessions_frame`) so that a chain
+A -> B -> C resumes sessions made on A after both A and B died.
+
+:class:`SharedSessionStore` is a :class:`tls12.session.SessionStore` that many connection
+threads of one node may use at once (the LRU of :class:`tls12.session.InMemorySessionStore`
+behind a lock). Its entries are master secrets: key material, kept in memory only, sent only
+on the cluster links (which carry every connection's keys anyway).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+
+from tls12.buffer import Buffer, Writer
+from tls12.errors import DecodeError
+from tls12.session import Session
+
+from ...sessions import encode_session
+from .mirror import MirrorError, read_session
+
+__all__ = ["SESSIONS", "SharedSessionStore", "read_sessions_frame", "sessions_frame"]
+
+#: The frame type that hands a whole session table to a node's buddy.
+SESSIONS = "sessions"
+#: Largest encoded session taken from a frame (an entry is about 200 bytes).
+_MAX_ENTRY = 1024
+
+
+class SharedSessionStore:
+    """A bounded LRU session store safe to share between a node's connection threads (the
+    policy of :class:`tls12.session.InMemorySessionStore`, behind a lock)."""
+
+    def __init__(self, max_entries: int = 10_000) -> None:
+        if max_entries < 1:
+            raise ValueError("max_entries must be positive")
+        self.max_entries = max_entries
+        self._sessions: OrderedDict[bytes, Session] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._sessions)
+
+    def get(self, session_id: bytes) -> Session | None:
+        with self._lock:
+            session = self._sessions.get(session_id)
+            if session is not None:
+                self._sessions.move_to_end(session_id)
+            return session
+
+    def put(self, session: Session) -> None:
+        if not session.session_id:
+            raise ValueError("a session without an ID cannot be resumed")
+        with self._lock:
+            self._sessions[session.session_id] = session
+            self._sessions.move_to_end(session.session_id)
+            while len(self._sessions) > self.max_entries:
+                self._sessions.popitem(last=False)
+
+    def remove(self, session_id: bytes) -> None:
+        with self._lock:
+            self._sessions.pop(session_id, None)
+
+    def put_all(self, sessions: Iterable[Session]) -> int:
+        """Store every session (oldest first, so the LRU order follows); returns how many."""
+        n = 0
+        for session in sessions:
+            self.put(session)
+            n += 1
+        return n
+
+    def snapshot(self) -> list[Session]:
+        """Every stored session, least recently used first."""
+        with self._lock:
+            return list(self._sessions.values())
+
+
+def sessions_frame(sessions: Iterable[Session]) -> tuple[dict[str, object], bytes]:
+    """One ``sessions`` frame (header, blob): each session's wire form behind a 2-byte length."""
+    out = Writer()
+    count = 0
+    for session in sessions:
+        data = encode_session(session)
+        out.push_uint(len(data), 2)
+        out.push_bytes(data)
+        count += 1
+    return {"type": SESSIONS, "count": count}, out.getvalue()
+
+
+def read_sessions_frame(header: dict[str, object], blob: bytes) -> list[Session]:
+    """Inverse of :func:`sessions_frame`; anything malformed is a :class:`MirrorError`."""
+    if header.get("type") != SESSIONS:
+        raise MirrorError(f"not a sessions frame: {str(header.get('type'))[:20]!r}")
+    count = header.get("count")
+    if not isinstance(count, int) or count < 0:
+        raise MirrorError("a sessions frame without a valid count")
+    buf = Buffer(blob)
+    sessions = []
+    try:
+        for _ in range(count):
+            n = buf.pull_uint(2)
+            if n > _MAX_ENTRY:
+                raise MirrorError(f"a session entry of {n} bytes")
+            sessions.append(read_session(buf.pull_bytes(n)))
+    except DecodeError:
+        raise MirrorError(f"a sessions frame cut short after {len(sessions)} of {count}") from None
+    if not buf.eof():
+        raise MirrorError("trailing bytes after the sessions")
+    return sessions
+

@@ -1,0 +1,1 @@
+"""Tests that execute notebooks headless and check what they show."""
