@@ -64,7 +64,7 @@ notebook: build  ## open the notebooks in JupyterLab from the project's venv (qu
 
 docs: build  ## build the documentation site into build/docs/html (Sphinx, warnings are errors; sources in docs/)
 	mkdir -p build/docs/src
-	$(PY) -m sphinx -q -W --keep-going -b html -c docs -d build/docs/doctrees build/docs/src build/docs/html
+	$(PY) -m sphinx -q -E -W --keep-going -b html -c docs -d build/docs/doctrees build/docs/src build/docs/html
 
 readme: venv  ## copy the result files the README quotes to docs/results/ and regenerate its tables
 	$(PY) notebooks/summarize.py --update

@@ -46,6 +46,8 @@ from .errors import (
 )
 from .format import ForwardAuthenticator, SeparateTag, Tag, TagInfo
 from .tag import SignedDocument, encode_stream, hash_chain, sign_document, stream_length
+from .tree import TreeHash, TreeTag, sign_tree, tree_overhead
+from .tree_verifier import SliceVerifier, TreeVerifier, VerifiedData
 from .verifier import (
     BlockVerified,
     DocumentVerified,
@@ -89,4 +91,16 @@ __all__ = [
     "ForwardAuthenticatorVerified",
     "DocumentVerified",
     "StreamVerifier",
+    "TreeHash",
+    "TreeTag",
+    "sign_tree",
+    "tree_overhead",
+    "TreeVerifier",
+    "SliceVerifier",
+    "VerifiedData",
 ]
+
+# MICE (sine.mice) and RFC 9421 signed heads (sine.httpsig): their typed errors
+from .errors import HttpSignatureError, MiceIntegrityError  # noqa: E402
+
+__all__ += ["MiceIntegrityError", "HttpSignatureError"]

@@ -26,6 +26,8 @@ __all__ = [
     "BadPadding",
     "TruncatedDocument",
     "TrailingData",
+    "MiceIntegrityError",
+    "HttpSignatureError",
 ]
 
 
@@ -92,3 +94,17 @@ class TruncatedDocument(RemoteProtocolError):
 
 class TrailingData(RemoteProtocolError):
     """Bytes arrived after the last signed block."""
+
+
+class MiceIntegrityError(RemoteProtocolError):
+    """MICE (``mi-sha256-03``): the encoded body or its top proof fails; ``record`` (= ``block``)
+    is the first bad record, 0 for the record-size header or the ``Digest`` value."""
+
+    @property
+    def record(self) -> int:
+        return self.block
+
+
+class HttpSignatureError(RemoteProtocolError):
+    """An RFC 9421 signature, or a digest field it covers, is malformed or does not verify
+    (``block`` 0: the signed head)."""

@@ -33,7 +33,9 @@ HTML = REPO / "build" / "docs" / "html"
 SCREENSHOTS = REPO / "results" / "docs"
 PACKAGES = ("tls12", "netsim", "testbed", "sslsplit", "sine", "reverse_ssl", "sslacc_sim",
             "webalps_sim")
-BUILD = [sys.executable, "-m", "sphinx", "-q", "-W", "--keep-going", "-b", "html", "-c", "docs",
+# -E: read every source again (an incremental build would not repeat the warnings of pages
+# that did not change, and a build that failed would pass the second time)
+BUILD = [sys.executable, "-m", "sphinx", "-q", "-E", "-W", "--keep-going", "-b", "html", "-c", "docs",
          "-d", "build/docs/doctrees", "build/docs/src", "build/docs/html"]
 CONSOLE = re.compile(r":CONSOLE[:(]\d+\)?\] (.*)")
 WIDTH, HEIGHT = 1280, 900
@@ -65,6 +67,8 @@ def site() -> Path:
         if not index.is_file() or index.stat().st_mtime < newest:
             (REPO / "build" / "docs" / "src").mkdir(parents=True, exist_ok=True)
             done = subprocess.run(BUILD, cwd=REPO, capture_output=True, text=True, timeout=600)
+            if done.returncode != 0:
+                index.unlink(missing_ok=True)  # the next run builds again, never trusts this one
             assert done.returncode == 0, f"make docs failed:\n{done.stdout}\n{done.stderr}"
             index.touch()  # Sphinx leaves unchanged pages alone; the index marks the build
     return HTML
