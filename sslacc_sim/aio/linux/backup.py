@@ -188,7 +188,7 @@ class Backup:
                 link.settimeout(10.0)
                 if link.recv(1) != ACK:
                     raise ConnectionError("the next buddy did not acknowledge the sessions")
-            print(f"SESSIONS {len(table)} handed to the next buddy", flush=True)
+            _say(f"SESSIONS {len(table)} handed to the next buddy")
         except OSError as exc:
             print(f"ERROR sessions to the next buddy: {exc!r}", file=sys.stderr, flush=True)
 
@@ -381,7 +381,7 @@ class Backup:
             self.tracker = FlowTracker((self.vip, self.port))
             sniffer = Sniffer(packet_socket(self.dev), self.tracker).start()
         threading.Thread(target=self._accept_links, args=(server,), daemon=True).start()
-        print("ready", flush=True)
+        _say("ready")
         realtime_thread()  # the takeover runs first when the death comes (undone below)
         self.death.wait()
         # no garbage collection pause (tens of ms with every connection's state in memory)
@@ -402,7 +402,7 @@ class Backup:
                                  lan_dev=self.dev)  # fmt: skip
             threading.Thread(target=self.chain.heartbeat, args=(self.chain.link(),),
                              daemon=True, name="heartbeat").start()  # fmt: skip
-        print("RESTORED " + json.dumps(report), flush=True)
+        _say("RESTORED " + json.dumps(report))
         restored, mirrors = self._adopt_all(restored)
         if self.chain is not None and self.sessions is not None and self.controls.share_sessions:
             threading.Thread(target=self._hand_sessions, daemon=True, name="sessions").start()
@@ -427,14 +427,26 @@ class Backup:
         gc.enable()
         normal_thread()
         go.set()
-        print("RESUMED " + json.dumps({
+        _say("RESUMED " + json.dumps({
             "resumed_at_ack": sum(c["resume"] == "rebased" for c in resumed),
-            "connections": resumed}), flush=True)  # fmt: skip
+            "connections": resumed}))  # fmt: skip
         threading.Thread(target=self._serve_new, args=(vip_listener,), daemon=True).start()
         for t in threads:
             t.join()
-        print("SERVED", flush=True)
+        _say("SERVED")
         threading.Event().wait()  # keep serving new connections until stopped
+
+
+_SAY = threading.Lock()
+
+
+def _say(line: str) -> None:
+    """One report line on stdout, whole: threads print reports too (``print`` writes the text
+    and the newline separately, so two threads' lines could interleave: the orchestrator
+    parses the JSON after ``RESTORED``/``RESUMED``)."""
+    with _SAY:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
 
 
 def _send_now(sock: socket.socket, data: bytes) -> int:
