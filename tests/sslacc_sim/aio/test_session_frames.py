@@ -144,3 +144,25 @@ def test_the_sessions_frame_parser_raises_only_mirror_errors(header: dict[str, o
         read_sessions_frame(header, blob)
     except MirrorError:
         pass
+
+
+def test_a_garbled_takeover_report_costs_the_trial_its_timings_not_the_campaign() -> None:
+    """Two report lines that interleaved (a ``SESSIONS`` line inside ``RESTORED {json}``, as
+    the full campaign once saw before the buddy wrote its lines whole) are skipped with a
+    warning; a whole report is read."""
+    import subprocess
+    import sys
+
+    from sslacc_sim.aio.linux.campaign import _report
+
+    def node(*lines: str) -> subprocess.Popen[str]:
+        script = "".join(f"print({line!r})\n" for line in lines)
+        return subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+    garbled = node('RESTORED {"reason": "x"}SESSIONS 3 handed', 'RESUMED {"connections": []}')
+    assert _report(garbled, 10) is None
+    whole = node('RESTORED {"reason": "x"}', 'SESSIONS 3 handed', 'RESUMED {"connections": [1]}')
+    assert _report(whole, 10) == {"reason": "x", "resumed": [1]}
+    for proc in (garbled, whole):
+        proc.wait(timeout=10)
