@@ -170,7 +170,11 @@ def _sslacc_campaign(src: Source) -> list[str]:
         f"95 % lower bound {100 * d['success_lower95']:.2f} %; {modes}"
         + (f"; by request: {kinds}" if kinds else "") + "); silently wrong "
         f"{d['silently_wrong']}; frames from a woken owner {d['zombie_frames']}; takeovers of a "
-        f"healthy owner {d.get('takeovers_before_fault', 0)}; hung owner "
+        f"healthy owner {d.get('takeovers_before_fault', 0)}; "
+        + (f"resumptions asked {d['resumptions']['asked']:,}, abbreviated handshakes "
+           f"{d['resumptions']['reused']:,} (the nodes' shared session table); "
+           if d.get("resumptions") else "")
+        + "hung owner "
         f"detected in {detect.get('hang') or float('nan'):.3f} s (median); fault to each "
         f"affected client's next byte {d['gap_p50_s']:.3f} s median, {d['gap_p99_s']:.3f} s p99"
         + "".join(f"; {phase} {g['p50_s']:.3f} / {g['p99_s']:.3f} s (n = {g['n']})"
