@@ -38,15 +38,12 @@ from .algorithms import SigAlg, SigningKey, VerifyingKey
 from .errors import (
     BlockMismatch,
     RemoteProtocolError,
-    SignatureInvalid,
-    TagExpired,
     TagFormatError,
-    TagNotYetValid,
     TrailingData,
     TruncatedDocument,
-    WrongResource,
 )
 from .format import MAGIC, MAX_PATH_BYTES, MAX_SIGNATURE, VERSION
+from .verifier import check_signature, check_signed_head
 
 __all__ = [
     "TreeHash",
@@ -301,16 +298,8 @@ def verify_tree_tag(
     """Check the head as :class:`sine.verifier.StreamVerifier` checks ``Y_0``: signature, path,
     then ``T - skew <= now < E``.  Raises the same typed errors, all for block 0."""
     head = tag.head
-    if public_key.alg != head.sig_alg:
-        raise SignatureInvalid("signature algorithm differs from the key's", 0)
-    if not public_key.verify(head.signed_message(), tag.signature):
-        raise SignatureInvalid("bad signature", 0)
-    if head.path != path:
-        raise WrongResource(f"tree head is for {head.path!r}, not {path!r}", 0)
-    if now >= head.expires:
-        raise TagExpired(f"expired at {head.expires}, now {now:.0f}", 0)
-    if head.timestamp > now + clock_skew:
-        raise TagNotYetValid(f"timestamp {head.timestamp} is in the future", 0)
+    check_signature(public_key, head.sig_alg, head.signed_message(), tag.signature)
+    check_signed_head("tree head", head.path, path, head.timestamp, head.expires, now, clock_skew)
     return head
 
 

@@ -29,6 +29,7 @@ nothing in a range is trusted before all of it is in).
 from __future__ import annotations
 
 import hmac
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum, auto
@@ -138,7 +139,7 @@ def _same_tree(head: TreeHead, alg: object, group_size: int, length: int, block:
         raise TreeFormatError("hash, group size or length differ from the signed head", block)
 
 
-class _Base:
+class _Base(ABC):
     """State machine, failure plumbing and the head check shared by both verifiers."""
 
     def __init__(self, path: str, now: float, public_key: VerifyingKey, tag: bytes | TreeTag,
@@ -172,11 +173,13 @@ class _Base:
         """Bytes held but not yet verified."""
         return len(self._buf)
 
-    def _process(self) -> None:  # pragma: no cover - overridden
-        raise NotImplementedError
+    @abstractmethod
+    def _process(self) -> None:
+        """Verify and release what the buffer holds (each verifier's own walk)."""
 
-    def _missing_block(self) -> int:  # pragma: no cover - overridden
-        raise NotImplementedError
+    @abstractmethod
+    def _missing_block(self) -> int:
+        """The block a truncated body lacks first (for :class:`TreeTruncated`)."""
 
     def _take(self) -> list[TreeEvent]:
         events, self._events = self._events, []

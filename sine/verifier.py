@@ -87,6 +87,28 @@ __all__ = [
 ]
 
 
+def check_signature(key: VerifyingKey, sig_alg: object, message: bytes, signature: bytes) -> None:
+    """Block 0's signature: made with ``key``'s algorithm and valid over ``message``
+    (:class:`SignatureInvalid` otherwise). The chain's tag and the tree's head share it."""
+    if key.alg != sig_alg:
+        raise SignatureInvalid("signature algorithm differs from the key's", 0)
+    if not key.verify(message, signature):
+        raise SignatureInvalid("bad signature", 0)
+
+
+def check_signed_head(what: str, path: str, wanted: str, timestamp: int, expires: int,
+                      now: float, clock_skew: float) -> None:  # fmt: skip
+    """Block 0 names the requested ``path`` and is valid now: ``T - skew <= now < E``
+    (:class:`WrongResource`, :class:`TagExpired`, :class:`TagNotYetValid`); ``what`` names
+    the signed object in the message ("tag", "tree head")."""
+    if path != wanted:
+        raise WrongResource(f"{what} is for {path!r}, not {wanted!r}", 0)
+    if now >= expires:
+        raise TagExpired(f"expired at {expires}, now {now:.0f}", 0)
+    if timestamp > now + clock_skew:
+        raise TagNotYetValid(f"timestamp {timestamp} is in the future", 0)
+
+
 @dataclass(frozen=True, slots=True)
 class Event:
     """Base class of verifier events."""
@@ -274,20 +296,13 @@ class StreamVerifier:
                 raise DigestMismatch("AT_sign differs from the trusted digest", 0)
             method = "digest"
         elif self.public_key is not None:
-            if self.public_key.alg != info.sig_alg:
-                raise SignatureInvalid("signature algorithm differs from the key's", 0)
-            if not self.public_key.verify(info.signed_message(), tag.signature):
-                raise SignatureInvalid("bad signature", 0)
+            check_signature(self.public_key, info.sig_alg, info.signed_message(), tag.signature)
             method = "signature"
             self.fa_trusted = True
         else:  # pragma: no cover - excluded by the constructor
             raise UntrustedTag("no trust anchor", 0)
-        if info.path != self.path:
-            raise WrongResource(f"tag is for {info.path!r}, not {self.path!r}", 0)
-        if self.now >= info.expires:
-            raise TagExpired(f"expired at {info.expires}, now {self.now:.0f}", 0)
-        if info.timestamp > self.now + self.clock_skew:
-            raise TagNotYetValid(f"timestamp {info.timestamp} is in the future", 0)
+        check_signed_head("tag", info.path, self.path, info.timestamp, info.expires, self.now,
+                          self.clock_skew)  # fmt: skip
         self.info = info
         if self._separate is not None:
             self._check_separate_fa()

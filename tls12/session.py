@@ -73,3 +73,7 @@ class InMemorySessionStore:
 
     def remove(self, session_id: bytes) -> None:
         self._sessions.pop(session_id, None)
+
+    def snapshot(self) -> list[Session]:
+        """Every stored session, least recently used first (e.g. to hand the table on)."""
+        return list(self._sessions.values())

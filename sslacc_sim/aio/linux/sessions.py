@@ -18,12 +18,11 @@ on the cluster links (which carry every connection's keys anyway).
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Iterable
 
 from tls12.buffer import Buffer, Writer
 from tls12.errors import DecodeError
-from tls12.session import Session
+from tls12.session import InMemorySessionStore, Session
 
 from ...sessions import encode_session
 from .mirror import MirrorError, read_session
@@ -37,39 +36,30 @@ _MAX_ENTRY = 1024
 
 
 class SharedSessionStore:
-    """A bounded LRU session store safe to share between a node's connection threads (the
-    policy of :class:`tls12.session.InMemorySessionStore`, behind a lock)."""
+    """A bounded LRU session store safe to share between a node's connection threads: a
+    :class:`tls12.session.InMemorySessionStore` behind a lock."""
 
     def __init__(self, max_entries: int = 10_000) -> None:
-        if max_entries < 1:
-            raise ValueError("max_entries must be positive")
-        self.max_entries = max_entries
-        self._sessions: OrderedDict[bytes, Session] = OrderedDict()
+        self._store = InMemorySessionStore(max_entries)
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         with self._lock:
-            return len(self._sessions)
+            return len(self._store)
 
     def get(self, session_id: bytes) -> Session | None:
         with self._lock:
-            session = self._sessions.get(session_id)
-            if session is not None:
-                self._sessions.move_to_end(session_id)
-            return session
+            return self._store.get(session_id)
 
     def put(self, session: Session) -> None:
         if not session.session_id:
             raise ValueError("a session without an ID cannot be resumed")
         with self._lock:
-            self._sessions[session.session_id] = session
-            self._sessions.move_to_end(session.session_id)
-            while len(self._sessions) > self.max_entries:
-                self._sessions.popitem(last=False)
+            self._store.put(session)
 
     def remove(self, session_id: bytes) -> None:
         with self._lock:
-            self._sessions.pop(session_id, None)
+            self._store.remove(session_id)
 
     def put_all(self, sessions: Iterable[Session]) -> int:
         """Store every session (oldest first, so the LRU order follows); returns how many."""
@@ -82,7 +72,7 @@ class SharedSessionStore:
     def snapshot(self) -> list[Session]:
         """Every stored session, least recently used first."""
         with self._lock:
-            return list(self._sessions.values())
+            return self._store.snapshot()
 
 
 def sessions_frame(sessions: Iterable[Session]) -> tuple[dict[str, object], bytes]:
