@@ -18,7 +18,13 @@ library only, one thread per connection) measures:
 
 Every response is checked (status 200 and its length); a round with an error stops the
 benchmark. Each figure is ``median (min–max)`` over ``--repeats`` rounds (default 5), and the
-ratios are formed round by round. Only one and two nodes: the pair has no third node yet.
+ratios are formed round by round.
+
+The same load runs against the **bucket layout** (:mod:`sslacc_sim.aio.linux.member`) with 1, 2
+and 3 members: every member serves the connections of its buckets, mirrored to the next member
+on the cluster LAN (replication: the bytes all members sent on ``cl0``). One member owns every
+bucket and mirrors nothing. The machine has two cores, which three members and the load
+generator share: the ratio says what the layout gains here, not what three machines would.
 Needs root and iproute2; without them it stops with one line and exit status 1.
 
 Usage::
@@ -34,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +59,9 @@ from benchmarks._common import (  # noqa: E402
 )
 
 BENCH = "bench_sslacc_cluster"
+#: What each round measures: the node alone, the pair (chain layout: one owner and its buddy),
+#: and the bucket layout with 1, 2 and 3 members (every member serves its buckets).
+WHO = ("standalone", "pair", "members1", "members2", "members3")
 BIG, SMALL = 16 << 20, 1 << 10
 
 #: The load generator: standard library only, run with ``python -I -c`` in the client's
@@ -123,6 +133,8 @@ class _Lab:
         (root / "small").write_bytes(file_bytes(SMALL))
         self.cert, key = site_credentials(work)
         self.topo = Topology(tag="bench")  # fresh namespaces for every measurement (measure)
+        self.ring = Topology(tag="benchb", shared_vip=True)  # the bucket layout's
+        self.root, self.key = root, key
         self.args = ["--docroot", str(root), "--vip", VIP, "--mirror", MIRROR_ADDRESSES["b"],
                      "--cert", str(self.cert), "--key", str(key)]  # fmt: skip
 
@@ -146,19 +158,36 @@ class _Lab:
         out = self.topo.run("a", ["cat", "/sys/class/net/mir0/statistics/tx_bytes"], check=True)
         return int(out.stdout)
 
-    def measure(self, pair: bool, mode: str, streams: int, seconds: float) -> dict[str, float]:
-        with self.topo:  # no socket of an earlier measurement holds the ports
-            return self._measure(pair, mode, streams, seconds)
+    def _cl_tx(self, members: int) -> int:
+        return sum(int(self.ring.run(n, ["cat", "/sys/class/net/cl0/statistics/tx_bytes"],
+                                     check=True).stdout)
+                   for n in ["a", "b", "c"][:members])  # fmt: skip
 
-    def _measure(self, pair: bool, mode: str, streams: int, seconds: float) -> dict[str, float]:
-        procs = self._nodes(pair)
+    def measure(self, who: str, mode: str, streams: int, seconds: float) -> dict[str, float]:
+        """One round: ``who`` is ``standalone``, ``pair`` or ``members<N>`` (the bucket
+        layout with N members, :mod:`sslacc_sim.aio.linux.member`)."""
+        if who.startswith("members"):
+            with self.ring, ExitStack() as stack:
+                from sslacc_sim.aio.linux.cluster import start_members
+
+                members = int(who.removeprefix("members"))
+                procs = list(start_members(self.ring, stack, members=members, docroot=self.root,
+                                           cert=self.cert, key=self.key).values())  # fmt: skip
+                return self._load(self.ring, procs, mode, streams, seconds,
+                                  lambda: self._cl_tx(members))  # fmt: skip
+        with self.topo:  # no socket of an earlier measurement holds the ports
+            procs = self._nodes(who == "pair")
+            return self._load(self.topo, procs, mode, streams, seconds, self._mir_tx)
+
+    def _load(self, topo: Any, procs: list[subprocess.Popen[str]], mode: str, streams: int,
+              seconds: float, cluster_tx: Any) -> dict[str, float]:  # fmt: skip
         try:
             path, length = ("/big", BIG) if mode == "download" else ("/small", SMALL)
-            tx0 = self._mir_tx()
-            run = self.topo.run("client", [sys.executable, "-I", "-c", LOADER, mode, self.host,
-                                           self.vip, str(self.cert), path, str(length),
-                                           str(streams), str(seconds)], timeout=300)  # fmt: skip
-            tx = self._mir_tx() - tx0
+            tx0 = cluster_tx()
+            run = topo.run("client", [sys.executable, "-I", "-c", LOADER, mode, self.host,
+                                      self.vip, str(self.cert), path, str(length),
+                                      str(streams), str(seconds)], timeout=300)  # fmt: skip
+            tx = cluster_tx() - tx0
         finally:
             for p in procs:
                 p.kill()
@@ -184,9 +213,9 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="sacc-bench-") as tmp:
         lab = _Lab(Path(tmp))
-        steps = {f"{who}/{mode}": (lambda p=(who == "pair"), m=mode:
-                                   lab.measure(p, m, args.streams, args.seconds))
-                 for mode in ("download", "handshakes") for who in ("standalone", "pair")}
+        steps = {f"{who}/{mode}": (lambda w=who, m=mode:
+                                   lab.measure(w, m, args.streams, args.seconds))
+                 for mode in ("download", "handshakes") for who in WHO}
         got = rounds(steps, args.repeats)
     out: dict[str, Any] = {"streams": args.streams, "seconds": args.seconds, "file_bytes": BIG}
     for mode, unit in (("download", "MB_per_s"), ("handshakes", "handshakes_per_s")):
@@ -203,6 +232,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{mode}: standalone {Repeated.of(solo).text('.1f')} / pair "
               f"{Repeated.of(pair).text('.1f')} {unit}; pair/standalone "
               f"{Repeated.of([p / s for p, s in zip(pair, solo, strict=True)]).text('.3f')}")
+        for n in (1, 2, 3):
+            ring = [r["rate"] for r in got[f"members{n}/{mode}"]]
+            ratio = [m / s for m, s in zip(ring, solo, strict=True)]
+            out[mode][f"members{n}_{unit}"] = Repeated.of(ring).to_json()
+            out[mode][f"members{n}_over_standalone"] = Repeated.of(ratio).to_json()
+            out[mode][f"members{n}_replication_bytes_per_payload_byte"] = Repeated.of(
+                [r["replication"] for r in got[f"members{n}/{mode}"]]).to_json()
+            print(f"{mode}: bucket layout, {n} member(s) {Repeated.of(ring).text('.1f')} {unit}; "
+                  f"/ standalone {Repeated.of(ratio).text('.3f')}")
     out["goodput_target"] = 0.9
     out["goodput_target_met"] = out["download"]["pair_over_standalone"]["median"] >= 0.9
     if args.json:

@@ -1,5 +1,6 @@
-"""The real SSLACC cluster's row of the performance table (``bench_sslacc_cluster.py``): the
-mirrored pair against the same node program alone, in the same run."""
+"""The real SSLACC cluster's rows of the performance table (``bench_sslacc_cluster.py``): the
+mirrored pair, and the bucket layout with 1, 2 and 3 members, against the same node program
+alone, in the same run."""
 
 from __future__ import annotations
 
@@ -24,5 +25,26 @@ def _sslacc_cluster(src: Source) -> list[str]:
         f"{med(hs['standalone_handshakes_per_s']):.0f} handshakes/s",
         f"goodput {rng(down['pair_over_standalone'])}; handshakes {rng(hs['pair_over_standalone'])}",
         verdict(f"goodput ≥ {d['goodput_target']:g}", d["goodput_target_met"]),
+        "measured",
+    ]
+
+
+@row("performance")
+def _sslacc_members(src: Source) -> list[str]:
+    d = load(src, "benchmarks/sslacc_cluster.json")
+    down, hs = d["download"], d["handshakes"]
+    n = (1, 2, 3)
+    return [
+        "SSLACC on Linux, the bucket layout (every member serves its buckets, mirrored to the "
+        "next) with 1 / 2 / 3 members, same load and run as above, two cores shared" + n_of(d),
+        cmd("python benchmarks/bench_sslacc_cluster.py", "sslacc_cluster.json"),
+        " / ".join(f"{med(down[f'members{i}_MB_per_s']):.0f}" for i in n) + " MB/s; "
+        + " / ".join(f"{med(hs[f'members{i}_handshakes_per_s']):.0f}" for i in n)
+        + " handshakes/s",
+        f"alone {med(down['standalone_MB_per_s']):.0f} MB/s, "
+        f"{med(hs['standalone_handshakes_per_s']):.0f} handshakes/s",
+        "goodput " + " / ".join(rng(down[f"members{i}_over_standalone"]) for i in n)
+        + "; handshakes " + " / ".join(rng(hs[f"members{i}_over_standalone"]) for i in n),
+        "report",
         "measured",
     ]

@@ -20,14 +20,17 @@ short or malformed, and no keepalive for :data:`~sslacc_sim.aio.linux.primary.DE
    listener) and announce it with gratuitous ARP;
 5. stop the sniffer and put the client bytes heard since step 2 into the receive queues (a
    segment that crossed the takeover would otherwise wait for the client's own timer);
-6. leave repair mode (each socket sends a window probe), read every client's answer in one
+6. leave repair mode (each socket sends a window probe) and replay into this node's own
+   stack the SYNs the owner never answered (:func:`~sslacc_sim.aio.linux.takeover.replay_syns`:
+   its listener answers them at once, where the clients would wait 1 s for their SYN timer);
+7. read every client's answer to the probes in one
    loop (:func:`~sslacc_sim.aio.linux.takeover.resume_all`), and serve each connection on in
    its own thread.
 
 Negative controls (flags of the program, for the campaign's tests): ``--only-eof-is-death``
 (a reset on a link crashes the buddy, as before), ``--no-fence``, ``--no-sniff-data`` (client
-bytes the owner had not consumed are forgotten) and ``--no-sniff-unaccepted`` (connections
-the owner had not mirrored are not restored).
+bytes the owner had not consumed are forgotten), ``--no-sniff-unaccepted`` (connections
+the owner had not mirrored are not restored) and ``--no-syn-replay``.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -52,7 +56,7 @@ from .primary import DEAD_AFTER_S, Primary, normal_thread, realtime_thread
 from .service import Docroot, LeaseExpired, Service, write_leased
 from .sessions import SESSIONS, SharedSessionStore, read_sessions_frame, sessions_frame
 from .sniff import FlowTracker, Sniffer, packet_socket
-from .takeover import Restored, restore_flow, resume_all, tail
+from .takeover import Restored, replay_syns, restore_flow, resume_all, tail
 
 __all__ = ["Controls", "Backup"]
 
@@ -69,6 +73,9 @@ class Controls:
     share_sessions: bool = True
     """Keep the sessions the owner's updates carry (off: resumption after a takeover falls
     back to a full handshake)."""
+    replay_syns: bool = True
+    """Replay the SYNs nobody answered into this node's listener after the claim (off: such
+    clients wait for their own SYN timer, 1 s)."""
 
 
 @dataclass
@@ -96,6 +103,10 @@ class Backup:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _fence: PortFence | None = None  # armed by run() (claim module)
     _standby: StandbyAddress | None = None
+    claim: Callable[[], None] | None = None
+    """How this node starts receiving the dead owner's connections; ``None``: claim the
+    virtual IP (the chain layout). A bucket-layout member adds the dead member's buckets to its
+    filter instead (:mod:`~sslacc_sim.aio.linux.member`)."""
 
     # -- mirroring --
 
@@ -244,8 +255,11 @@ class Backup:
             if r is not None:
                 restored.append(r)
         t_restored = time.monotonic()
-        assert self._standby is not None, "run() arms the standby address"
-        self._standby.claim()
+        if self.claim is not None:
+            self.claim()
+        else:
+            assert self._standby is not None, "run() arms the standby address"
+            self._standby.claim()
         caught_up = 0
         if sniffer is not None:
             sniffer.stop()  # now everything the clients sent before the claim has been heard
@@ -253,12 +267,16 @@ class Backup:
                 caught_up = self._catch_up(restored)
         for r in restored:
             repair.leave_repair(r.sock)
+        replayed = 0
+        if self.controls.replay_syns and self.tracker is not None:
+            with self.tracker.lock:  # the sniffer stopped: the record is final
+                replayed = replay_syns(self.tracker.flows, {r.key for r in restored})
         t_claimed = time.monotonic()
         report = {"reason": self.reason, "detected": t0, "fenced": t_fenced,
                   "drained": t_drained, "restored": t_restored, "claimed": t_claimed, "connections": len(restored),
                   "from_sniff": sum(r.from_sniff for r in restored), "failed": failed, "fence_error": fence_error,
                   "resent_bytes": sum(len(r.queued) for r in restored),
-                  "caught_up_bytes": caught_up,
+                  "caught_up_bytes": caught_up, "replayed_syns": replayed,
                   "updates": sum(r.state.updates for r in restored),
                   "client_lacked": (None if any(r.lacked is None for r in restored)
                                     else sum(r.lacked or 0 for r in restored)),
@@ -360,12 +378,18 @@ class Backup:
             threading.Thread(target=lambda s=sock, c=conn: _serve_quietly(s, self.docroot, c),
                              daemon=True).start()  # fmt: skip
 
-    def run(self) -> int:
-        """Mirror until the owner dies, take over, then serve every connection on."""
+    def start_links(self) -> None:
+        """Listen on :attr:`listen_on` and take the owner's cluster links (each in its own
+        thread) from now on: connection states, sessions, keepalives. A link's error or a
+        missed keepalive sets :attr:`death`."""
         server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         server.bind(self.listen_on)
         server.listen(256)
+        threading.Thread(target=self._accept_links, args=(server,), daemon=True).start()
+
+    def run(self) -> int:
+        """Mirror until the owner dies, take over, then serve every connection on."""
         # bound now, listening for the virtual IP before this node has it (no SYN meets a
         # node without a listener once the address moves)
         vip_listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -374,13 +398,12 @@ class Backup:
         vip_listener.bind((self.vip, self.port))
         vip_listener.listen(256)
         self._standby = StandbyAddress(self.vip, self.dev)
-        if self.controls.fence and self.fence_port is not None:
-            self._fence = PortFence(*self.fence_port)
+        self.arm_fence()
         sniffer = None
         if self.controls.sniff_data or self.controls.sniff_unaccepted:
             self.tracker = FlowTracker((self.vip, self.port))
             sniffer = Sniffer(packet_socket(self.dev), self.tracker).start()
-        threading.Thread(target=self._accept_links, args=(server,), daemon=True).start()
+        self.start_links()
         _say("ready")
         realtime_thread()  # the takeover runs first when the death comes (undone below)
         self.death.wait()
@@ -388,13 +411,19 @@ class Backup:
         # between the death and the last connection's resume
         gc.disable()
         restored, report = self.take_over(sniffer)
-        self._serve_taken_over(vip_listener, restored, report)
+        self.serve_taken_over(vip_listener, restored, report)
         return 0
 
-    def _serve_taken_over(self, vip_listener: socket.socket, restored: list[Restored],
+    def arm_fence(self) -> None:
+        """Open the fence of the owner's switch port now (one ioctl when it fires)."""
+        if self.controls.fence and self.fence_port is not None:
+            self._fence = PortFence(*self.fence_port)
+
+    def serve_taken_over(self, vip_listener: socket.socket | None, restored: list[Restored],
                           report: dict[str, Any]) -> None:  # fmt: skip
         """After the takeover: the own buddy, the report, every connection resumed and served
-        on, then new connections (forever)."""
+        on, then new connections (forever; ``vip_listener`` ``None``: another part of this
+        node accepts them, as a member's own listener does)."""
         if self.next_buddy is not None:
             # the new owner's own buddy, keepalives and lease first: nothing is written
             # before the adopted connections are there
@@ -430,7 +459,8 @@ class Backup:
         _say("RESUMED " + json.dumps({
             "resumed_at_ack": sum(c["resume"] == "rebased" for c in resumed),
             "connections": resumed}))  # fmt: skip
-        threading.Thread(target=self._serve_new, args=(vip_listener,), daemon=True).start()
+        if vip_listener is not None:
+            threading.Thread(target=self._serve_new, args=(vip_listener,), daemon=True).start()
         for t in threads:
             t.join()
         _say("SERVED")

@@ -62,16 +62,15 @@ import pandas as pd
 from tqdm import tqdm
 
 from testbed import cli
+from testbed.linux.capture import Capture
 
 from . import clients
 from .failover import HOSTNAME, file_bytes, lines_of, node_env, site_credentials, wait_line
 from .loadstats import (
-    by_request,
+    HIT,
+    campaign_summary,
     flows_at,
-    gaps_by,
     quantile,
-    wilson_lower,
-    window_at_fault,
     zombie_frames,
 )
 from .netns import (
@@ -94,6 +93,7 @@ CONTROLS: dict[str, tuple[list[str], list[str]]] = {
     "no-fence": (["--no-self-fence"], ["--no-fence"]),
     "no-sniff-data": ([], ["--no-sniff-data"]),
     "no-sniff-unaccepted": ([], ["--no-sniff-unaccepted"]),
+    "no-syn-replay": ([], ["--no-syn-replay"]),
 }
 #: The files served (bytes); each connection draws one.
 SIZES = (1 << 10, 1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22, 1 << 24)
@@ -125,6 +125,10 @@ class CampaignConfig:
     """The owner waits this long before each accept and each read (``--stall-ms`` of the
     node): queues fill, and a fault finds connections established but not accepted, and
     client bytes acknowledged but not consumed."""
+    pcap: Path | None = None
+    """A folder: each trial's traffic as the client's interface saw it goes to
+    ``t<N>.pcap`` there (tcpdump, headers only: :mod:`testbed.linux.capture`), to read with
+    Wireshark or ``tshark`` beside ``flows.csv``."""
 
     def __post_init__(self) -> None:
         if self.control not in CONTROLS:
@@ -323,7 +327,11 @@ def run_trial(site: _Site, cfg: CampaignConfig, trial: _Trial, rng: random.Rando
                                         "--out", str(sniff_out)],
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=node_env())  # fmt: skip
         wait_line(sniffer, "ready", _READY_S)
-        with _nodes(topo, site, cfg, work, trial.mode) as procs:
+        with ExitStack() as stack:
+            if cfg.pcap is not None:
+                stack.enter_context(Capture(topo, "client", "eth0",
+                                            cfg.pcap / f"t{trial.index}.pcap"))
+            procs = stack.enter_context(_nodes(topo, site, cfg, work, trial.mode))
             macs = {n: topo.mac(n) for n in procs}
             reqs = _plan(random.Random(rng.random()), cfg, site, work)
             trial.start = time.monotonic()
@@ -336,6 +344,11 @@ def run_trial(site: _Site, cfg: CampaignConfig, trial: _Trial, rng: random.Rando
             if waker is not None:
                 waker.join()
             trial.said = {n: _unread_lines(p) for n, p in procs.items()}
+        if cfg.pcap is not None:  # the capture's clock is the wall clock: the fault on it
+            to_wall = time.time() - time.monotonic()
+            (cfg.pcap / f"t{trial.index}.json").write_text(json.dumps(
+                {"mode": trial.mode, "kill_epoch": None if trial.kill is None else trial.kill + to_wall,
+                 "woke_epoch": None if trial.woke is None else trial.woke + to_wall}) + "\n")  # fmt: skip
         sniffer.send_signal(signal.SIGTERM)
         sniffer.wait(timeout=30)
         trial.capture = json.loads(sniff_out.read_text()) if sniff_out.exists() else []
@@ -381,8 +394,7 @@ def _trial_row(t: _Trial) -> tuple[dict[str, Any], list[dict[str, Any]]]:
                       for c in (t.report or {}).get("resumed", [])}  # fmt: skip
         flows = [{"trial": t.index, "mode": t.mode, **asdict(f),
                   "resumed_s": resumed_at.get(f.port)} for f in at.values()]  # fmt: skip
-        gaps = [f.gap_s for f in at.values()
-                if f.phase in ("handshake", "transfer") and f.gap_s is not None]  # fmt: skip
+        gaps = [f.gap_s for f in at.values() if f.phase in HIT and f.gap_s is not None]
         if t.woke is not None:
             zombies = zombie_frames(t.capture, t.victim, t.woke)
     report = t.report or {}
@@ -421,41 +433,9 @@ def _trial_row(t: _Trial) -> tuple[dict[str, Any], list[dict[str, Any]]]:
 
 def _summary(cfg: CampaignConfig, trials: pd.DataFrame, conns: pd.DataFrame,
              flows: pd.DataFrame) -> dict[str, Any]:  # fmt: skip
-    faults = trials[trials["mode"] != "none"]
-    fconns = conns[conns["mode"] != "none"] if len(conns) else conns
-    n, ok = len(fconns), int(fconns["ok"].sum()) if len(fconns) else 0
-    gaps = (flows[flows["phase"].isin(["handshake", "transfer"])]["gap_s"].dropna().tolist()
-            if len(flows) else [])  # fmt: skip
-    return {
-        "config": {**asdict(cfg), "modes": list(cfg.modes), "sizes": list(cfg.sizes)},
-        "kills": len(faults), "connections": n, "completed_exact": ok,
-        "success_fraction": ok / n if n else None,
-        "success_lower95": wilson_lower(ok, n) if n else None,
-        "silently_wrong": int(conns["silently_wrong"].sum()) if len(conns) else 0,
-        "control_trial_ok": bool(trials[trials["mode"] == "none"]["failed"].sum() == 0),
-        "took_over": int(faults["took_over"].fillna(False).sum()),
-        "takeovers_before_fault": int(faults.get("takeover_before_fault", pd.Series(dtype=bool))
-                                      .fillna(False).astype(bool).sum()),
-        "zombie_frames": int(faults["zombie_frames"].fillna(0).sum()),
-        "gap_p50_s": quantile(gaps, 0.5), "gap_p99_s": quantile(gaps, 0.99),
-        "gap_max_s": max(gaps, default=None),
-        "gap_by_phase": gaps_by(flows, "phase"), "gap_by_mode": gaps_by(flows, "mode"),
-        # the client's receive window at the fault: "closed" (no room for a byte) means the
-        # client's own reading, not the takeover, paced its next byte
-        "gap_by_window": gaps_by(flows.assign(window=window_at_fault(flows)), "window"),
-        "phase_at_fault": (flows["phase"].value_counts().to_dict() if len(flows) else {}),
-        "detect_p50_s": {m: quantile(faults[faults["mode"] == m]["detect_s"].dropna().tolist(),
-                                     0.5) for m in cfg.modes},
-        "by_mode": {m: {"connections": int((fconns["mode"] == m).sum()),
-                        "completed_exact": int(fconns[fconns["mode"] == m]["ok"].sum())}
-                    for m in cfg.modes} if n else {},
-        "by_request": by_request(fconns) if n else {},
-        # resumptions the clients asked for and the abbreviated handshakes they got (the
-        # shared session table: a session made on the dead owner resumes on the new one)
-        "resumptions": {"asked": int(fconns["resume"].astype(bool).sum()) if n else 0,
-                        "reused": int(fconns["resumed"].fillna(False).astype(bool).sum())
-                        if n else 0},
-    }  # fmt: skip
+    config = {**asdict(cfg), "modes": list(cfg.modes), "sizes": list(cfg.sizes),
+              "pcap": None if cfg.pcap is None else str(cfg.pcap)}
+    return campaign_summary(config, trials, conns, flows)
 
 
 def summarize(cfg: CampaignConfig, out: Path) -> dict[str, Any]:
@@ -536,6 +516,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="a negative control: turn one mechanism off")
     p.add_argument("--out", default="results/sslacc_campaign", help="results folder")
     p.add_argument("--json", help="also write the summary here")
+    p.add_argument("--pcap", metavar="DIR",
+                   help="write each trial's client-side packet capture (headers only) to "
+                   "DIR/t<N>.pcap (needs tcpdump)")
     p.add_argument("--tag-prefix",
                    help="namespaces are sacc-<prefix><trial>-* (default cp)")
     p.add_argument("--cleanup", action="store_true",
@@ -568,7 +551,8 @@ def main(argv: list[str] | None = None) -> int:
                                  modes=modes, wake_after=args.wake_after,
                                  client_timeout=args.client_timeout, control=args.control,
                                  stall_ms=args.stall_ms, window=(lo, hi),
-                                 tag_prefix=args.tag_prefix or "cp")  # fmt: skip
+                                 tag_prefix=args.tag_prefix or "cp",
+                                 pcap=Path(args.pcap) if args.pcap else None)  # fmt: skip
         except ValueError as exc:
             raise cli.UsageError(str(exc)) from None
         if Path(args.out).exists() and not Path(args.out).is_dir():

@@ -29,9 +29,12 @@ A session, with ``/srv/files`` holding ``big``::
     python -m sslacc_sim.aio.linux.cluster kill --tag demo     # the download goes on, from B
     python -m sslacc_sim.aio.linux.cluster down --tag demo
 
-(``up`` prints the exact command with the certificate's path.) What the cluster does not do yet
-is said in ``docs/sslacc-cluster.md``: no master or buckets (A owns every connection, B and C are
-a chain of buddies), no joins or leaves.
+(``up`` prints the exact command with the certificate's path.) Two layouts: ``--layout chain``
+(the default: A owns every connection, B and C are a chain of buddies; survives a kill, a hang
+and a second kill) and ``--layout buckets`` (:mod:`~sslacc_sim.aio.linux.member`: every member
+serves the connections of its buckets, mirrored to the next; with two members either survives
+the other's death). What the cluster does not do yet is said in ``docs/sslacc-cluster.md``:
+takeovers with three members in the bucket layout (a master's table), joins and leaves.
 """
 
 from __future__ import annotations
@@ -51,8 +54,10 @@ from pathlib import Path
 from testbed import cli
 from testbed.linux.netns import OWNERS, delete_namespace, sh
 
+from .buckets import BucketFilter, NftCommand
 from .failover import HOSTNAME, lines_of, node_env, site_credentials, wait_line
 from .netns import (
+    CLUSTER_ADDRESSES,
     MIRROR_ADDRESSES,
     NEXT_MIRROR_ADDRESSES,
     PREFIX,
@@ -63,7 +68,7 @@ from .netns import (
     sweep_leftovers,
 )
 
-__all__ = ["main", "start_nodes"]
+__all__ = ["main", "start_nodes", "start_members"]
 
 _READY_S = 30.0
 _DOWN_S = 20.0
@@ -101,6 +106,44 @@ def start_nodes(topo: Topology, stack: ExitStack, *, nodes: int, docroot: Path, 
     return procs
 
 
+def start_members(topo: Topology, stack: ExitStack, *, members: int, docroot: Path, cert: Path,
+                  key: Path, port: int = 443, suite: str = "AES128-SHA", buckets: int = 64,
+                  keylog: Path | None = None, member_args: Sequence[str] = ()
+                  ) -> dict[str, subprocess.Popen[str]]:  # fmt: skip
+    """Start the bucket layout (:mod:`~sslacc_sim.aio.linux.member`) in ``topo``, which must
+    be built with ``shared_vip=True``: ``members`` (1 to 3) member processes on nodes A, B, C,
+    all started at once (each waits for its mirror's listener), then every one's ``ready``
+    awaited. ``stack`` stops them."""
+    if not topo.shared_vip:
+        raise ValueError("the bucket layout needs Topology(shared_vip=True)")
+    if not 1 <= members <= 3:
+        raise ValueError(f"1 to 3 members, got {members}")
+    names = ["a", "b", "c"][:members]
+    for idle in ["a", "b", "c"][members:]:
+        # it holds the virtual IP too (the topology gives it to every node): without a filter
+        # that owns nothing, its kernel would reset every connection it hears
+        BucketFilter(NftCommand(topo.ns(idle)), VIP, port, buckets).install([])
+    common = ["--docroot", str(docroot), "--vip", VIP, "--port", str(port), "--suite", suite,
+              "--cert", str(cert), "--key", str(key), "--members", str(members),
+              "--buckets", str(buckets),
+              *(["--keylog", str(keylog.resolve())] if keylog else [])]  # fmt: skip
+    procs: dict[str, subprocess.Popen[str]] = {}
+    for i, name in enumerate(names):
+        ring = []
+        if members > 1:
+            ring = ["--listen", CLUSTER_ADDRESSES[name],
+                    "--mirror", CLUSTER_ADDRESSES[names[(i + 1) % members]],
+                    *topo.fence_args(names[i - 1]), *member_args]
+        proc = topo.popen(name, [sys.executable, "-m", "sslacc_sim.aio.linux.node", "member",
+                                 *common, "--index", str(i), *ring],
+                          stdout=subprocess.PIPE, env=node_env())  # fmt: skip
+        stack.callback(_stop, proc)
+        procs[name] = proc
+    for proc in procs.values():
+        wait_line(proc, "ready", _READY_S)
+    return procs
+
+
 def _stop(proc: subprocess.Popen[str]) -> None:
     if proc.poll() is None:
         proc.send_signal(signal.SIGCONT)  # a node stopped by `kill --hang` must see the TERM
@@ -121,6 +164,8 @@ def _echo(name: str, proc: subprocess.Popen[str]) -> None:
 
 
 def _up(args: argparse.Namespace) -> int:
+    if args.layout == "chain" and args.nodes == 1:
+        raise cli.UsageError("--nodes 1 needs --layout buckets: a chain has an owner and a buddy")
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # `down` unwinds like Ctrl-C
     with ExitStack() as stack:
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sacc-cluster-")))
@@ -129,17 +174,24 @@ def _up(args: argparse.Namespace) -> int:
             cert, key = Path(args.cert).resolve(), Path(args.key).resolve()
         else:
             cert, key = site_credentials(work)
-        topo = stack.enter_context(Topology(tag=args.tag))
+        buckets = args.layout == "buckets"
+        topo = stack.enter_context(Topology(tag=args.tag, shared_vip=buckets))
         try:
-            procs = start_nodes(topo, stack, nodes=args.nodes, docroot=args.docroot.resolve(),
-                                cert=cert, key=key, port=args.port, suite=args.suite,
-                                keylog=args.keylog)  # fmt: skip
+            if buckets:
+                procs = start_members(topo, stack, members=args.nodes,
+                                      docroot=args.docroot.resolve(), cert=cert, key=key,
+                                      port=args.port, suite=args.suite, keylog=args.keylog)  # fmt: skip
+            else:
+                procs = start_nodes(topo, stack, nodes=args.nodes, docroot=args.docroot.resolve(),
+                                    cert=cert, key=key, port=args.port, suite=args.suite,
+                                    keylog=args.keylog)  # fmt: skip
         except RuntimeError as exc:
             raise cli.CLIError(f"a node did not start: {exc}") from None
         for name, proc in procs.items():
             threading.Thread(target=_echo, args=(name, proc), daemon=True).start()
         host = HOSTNAME if args.port == 443 else f"{HOSTNAME}:{args.port}"
-        print(f"cluster {args.tag} up: {args.nodes} nodes, https://{host}/NAME serves "
+        print(f"cluster {args.tag} up: {args.nodes} nodes ({args.layout} layout), "
+              f"https://{host}/NAME serves "
               f"{args.docroot}/NAME at {VIP}\n"
               f"  fetch:  ip netns exec {topo.ns('client')} curl --cacert {cert} "
               f"--resolve {HOSTNAME}:{args.port}:{VIP} https://{host}/NAME\n"
@@ -227,8 +279,14 @@ def _parser() -> argparse.ArgumentParser:
     up = sub.add_parser("up", help="start a cluster and serve until stopped")
     up.add_argument("--docroot", type=cli.existing_directory, required=True,
                     help="a directory: https://sacc.test/NAME serves its file NAME")
-    up.add_argument("--nodes", type=int, choices=(2, 3), default=3,
-                    help="2: owner A and buddy B; 3: also C, B's buddy (default 3)")
+    up.add_argument("--nodes", type=int, choices=(1, 2, 3), default=3,
+                    help="chain layout: 2 (owner A and buddy B) or 3 (also C, B's buddy); "
+                    "bucket layout: 1 to 3 members (default 3)")
+    up.add_argument("--layout", choices=("chain", "buckets"), default="chain",
+                    help="chain: A owns every connection, B and C are a chain of buddies "
+                    "(survives kills and hangs); buckets: every member serves its buckets, "
+                    "mirrored to the next (with 2 members either survives the other's death) "
+                    "(default chain)")
     up.add_argument("--tag", type=_tag, default="cl", help="namespaces are sacc-TAG-* (default cl)")
     up.add_argument("--port", type=cli.port, default=443)
     up.add_argument("--suite", default="AES128-SHA", help="one TLS 1.2 suite (OpenSSL name)")

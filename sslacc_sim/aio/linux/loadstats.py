@@ -6,9 +6,12 @@ segments have :data:`CLIENT` for a MAC, their acknowledgement for ``seq`` and th
 window) and the clients' outcomes, so that they can be tested on hand-made rows.
 
 * :func:`flows_at` classifies every client connection by what it had received when the node
-  died (``no-syn-ack``, ``handshake``: fewer than :data:`EARLY_BYTES` server bytes, the flights
-  before the first application record; ``transfer``; ``finished``: the server's FIN was in)
-  and finds its *gap*: from the kill to the first data segment from another node;
+  died (``no-syn-ack``: its SYN was out, unanswered; ``handshake``: fewer than
+  :data:`EARLY_BYTES` server bytes, the flights before the first application record;
+  ``transfer``; ``finished``: the server's FIN was in; ``after``: its SYN left after the fault,
+  so the fault did not hit it)
+  and finds its *gap*: from the kill to the first segment from another node that moves the
+  client on (new server bytes, or an acknowledgement of client bytes it accepts);
 * :func:`zombie_frames` counts frames from the fenced node after it woke (data, FIN or reset);
 * :func:`wilson_lower` is the 95 % lower confidence bound on a success fraction;
 * :func:`gaps_by`, :func:`window_at_fault` and :func:`by_request` cut a campaign's tables
@@ -20,17 +23,20 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
-__all__ = ["EARLY_BYTES", "CLIENT", "FlowAtKill", "flows_at", "zombie_frames", "wilson_lower",
-           "quantile", "gaps_by", "window_at_fault", "by_request"]
+__all__ = ["EARLY_BYTES", "HIT", "CLIENT", "FlowAtKill", "flows_at", "zombie_frames", "wilson_lower",
+           "quantile", "gaps_by", "window_at_fault", "by_request", "campaign_summary"]
 
 #: Server bytes below which a connection counts as still in its handshake: the ServerHello
 #: flight (about 1 KB with one 2048-bit certificate), the server's Finished and the first
 #: record of the response head fit in it.
 EARLY_BYTES = 4096
 _FIN, _SYN, _RST, _ACK = 0x01, 0x02, 0x04, 0x10
+#: The phases of a connection the fault hit: its next server byte waits for the takeover.
+HIT = ("no-syn-ack", "handshake", "transfer")
 #: The source of the client's own segments in a capture row (``mac`` column).
 CLIENT = "client"
 
@@ -44,7 +50,8 @@ class FlowAtKill:
     had: int
     """Server bytes received before the kill."""
     gap_s: float | None
-    """Kill to the first data segment from another node's MAC; ``None``: none came."""
+    """Kill to the first segment from another node's MAC that moves the client on (new
+    server bytes, or an accepted acknowledgement of new client bytes); ``None``: none came."""
     room: int | None = None
     """Bytes the client's receive window still allowed at the kill (its last acknowledgement
     plus its window, less the server bytes sent): under a segment, the client, not the
@@ -55,27 +62,45 @@ def flows_at(rows: Iterable[Sequence[str | float]], kill: float, victim_mac: str
              ) -> dict[int, FlowAtKill]:  # fmt: skip
     """Every connection seen, by client port, classified at ``kill`` (module docstring).
 
-    Segments from the victim after the kill do not end a gap: they were on their way when the
-    link went down, or they are a zombie's (:func:`zombie_frames`)."""
-    by_port: dict[int, list[tuple[float, str, int, int, int]]] = {}
+    The gap ends at the first segment from another node that moves the client on: one that
+    carries server bytes the client has not acknowledged yet, or (rows with an ``ack`` column)
+    one the client accepts -- its sequence number not below the client's last
+    acknowledgement -- whose acknowledgement covers client bytes no server segment had
+    acknowledged before (an uploading client waits for that, not for data). A window probe
+    (its sequence number one below) or a retransmission of what the client holds is not it.
+    Segments from the victim after the kill do not end a gap either: they were on their way
+    when the link went down, or they are a zombie's (:func:`zombie_frames`)."""
+    by_port: dict[int, list[tuple[float, str, int, int, int, int | None]]] = {}
     client: dict[int, tuple[int, int]] = {}  # port -> (ack, scaled window) last heard before the kill
+    acks: dict[int, list[tuple[float, int]]] = {}  # port -> the client's acknowledgements, in time
+    first_syn: dict[int, float] = {}  # port -> when the client first sent its SYN
     for row in rows:
         t, mac, port, seq, n, flags = (float(row[0]), str(row[1]), int(row[2]), int(row[3]),
                                        int(row[4]), int(row[5]))  # fmt: skip
         if mac == CLIENT:
-            if t < kill and flags & _ACK:
-                client[port] = (seq, int(row[6]))
+            if flags & _SYN:
+                first_syn[port] = min(t, first_syn.get(port, t))
+            elif flags & _ACK:
+                acks.setdefault(port, []).append((t, seq))
+                if t < kill:
+                    client[port] = (seq, int(row[6]))
             continue
-        by_port.setdefault(port, []).append((t, mac, seq, n, flags))
+        ack = int(row[7]) if len(row) > 7 and flags & _ACK else None
+        by_port.setdefault(port, []).append((t, mac, seq, n, flags, ack))
     out = {}
+    for port in first_syn.keys() - by_port.keys():
+        by_port[port] = []  # a SYN never answered at all
     for port, segs in by_port.items():
+        segs.sort(key=lambda s: s[0])
         synack = [s for s in segs if s[4] & _SYN]
         base = (synack[0][2] + 1) if synack else None
         before = [s for s in segs if s[0] < kill]
         had = 0
         if base is not None:
             had = max((((s[2] - base) & 0xFFFFFFFF) + s[3] for s in before if s[3]), default=0)
-        if not any(s[4] & _SYN for s in before):
+        if port in first_syn and first_syn[port] >= kill:
+            phase = "after"
+        elif not any(s[4] & _SYN for s in before):
             phase = "no-syn-ack"
         elif any(s[4] & _FIN for s in before):
             phase = "finished"
@@ -83,14 +108,44 @@ def flows_at(rows: Iterable[Sequence[str | float]], kill: float, victim_mac: str
             phase = "handshake"
         else:
             phase = "transfer"
-        gap = next((s[0] - kill for s in segs
-                    if s[0] >= kill and s[3] and s[1] != victim_mac), None)  # fmt: skip
+        gap = _gap(segs, sorted(acks.get(port, [])), kill, victim_mac)
         room = None
         if base is not None and port in client:
             ack, window = client[port]
             room = ((ack - base) & 0xFFFFFFFF) + window - had
         out[port] = FlowAtKill(port, phase, had, gap, room)
     return out
+
+
+def _after(a: int, b: int) -> bool:
+    """``a`` is after ``b`` in 32-bit sequence space."""
+    return 0 < (a - b) & 0xFFFFFFFF < 1 << 31
+
+
+def _gap(segs: Sequence[tuple[float, str, int, int, int, int | None]],
+         client_acks: Sequence[tuple[float, int]], kill: float, victim_mac: str
+         ) -> float | None:  # fmt: skip
+    """Kill to the first server segment that moves the client on (:func:`flows_at`)."""
+    acked: int | None = None  # the client's last acknowledgement so far
+    server_ack: int | None = None  # the highest acknowledgement a server segment carried
+    i = 0
+    for t, mac, seq, n, flags, ack in segs:
+        while i < len(client_acks) and client_acks[i][0] <= t:
+            acked = client_acks[i][1]
+            i += 1
+        if flags & _SYN:
+            server_ack = ack
+            continue
+        accepted = acked is None or not _after(acked, seq)
+        if t >= kill and mac != victim_mac:
+            news = n > 0 and (acked is None or _after((seq + n) & 0xFFFFFFFF, acked))
+            moves = (ack is not None and accepted
+                     and (server_ack is None or _after(ack, server_ack)))  # fmt: skip
+            if news or moves:
+                return t - kill
+        if ack is not None and accepted and (server_ack is None or _after(ack, server_ack)):
+            server_ack = ack
+    return None
 
 
 def zombie_frames(rows: Iterable[Sequence[str | float]], victim_mac: str, woke: float) -> int:
@@ -142,11 +197,12 @@ def window_at_fault(flows: pd.DataFrame) -> pd.Series:
 
 
 def gaps_by(flows: pd.DataFrame, column: str) -> dict[str, dict[str, float | int | None]]:
-    """Fault-to-next-byte gaps of the affected connections (in the handshake or the transfer
-    at the fault), per value of ``column``: count, median, p99, largest."""
+    """Fault-to-next-byte gaps of the affected connections (:data:`HIT`: a SYN out and
+    unanswered, in the handshake or in the transfer at the fault), per value of ``column``:
+    count, median, p99, largest."""
     if not len(flows):
         return {}
-    hit = flows[flows["phase"].isin(["handshake", "transfer"])]
+    hit = flows[flows["phase"].isin(HIT)]
     out = {}
     for key, group in hit.groupby(column):
         gaps = group["gap_s"].dropna().tolist()
@@ -154,3 +210,45 @@ def gaps_by(flows: pd.DataFrame, column: str) -> dict[str, dict[str, float | int
                          "p50_s": quantile(gaps, 0.5), "p99_s": quantile(gaps, 0.99),
                          "max_s": max(gaps, default=None)}  # fmt: skip
     return out
+
+
+def campaign_summary(config: dict[str, Any], trials: pd.DataFrame, conns: pd.DataFrame,
+                     flows: pd.DataFrame) -> dict[str, Any]:  # fmt: skip
+    """The campaign's ``summary.json`` from its three tables (``config``: its settings, with
+    ``modes``): success fraction and its 95 % lower bound, faults answered, zombies, the gaps
+    of the connections the faults hit (:data:`HIT`) by phase, mode and window, resumptions."""
+    faults = trials[trials["mode"] != "none"]
+    fconns = conns[conns["mode"] != "none"] if len(conns) else conns
+    n, ok = len(fconns), int(fconns["ok"].sum()) if len(fconns) else 0
+    gaps = (flows[flows["phase"].isin(HIT)]["gap_s"].dropna().tolist()
+            if len(flows) else [])  # fmt: skip
+    return {
+        "config": config,
+        "kills": len(faults), "connections": n, "completed_exact": ok,
+        "success_fraction": ok / n if n else None,
+        "success_lower95": wilson_lower(ok, n) if n else None,
+        "silently_wrong": int(conns["silently_wrong"].sum()) if len(conns) else 0,
+        "control_trial_ok": bool(trials[trials["mode"] == "none"]["failed"].sum() == 0),
+        "took_over": int(faults["took_over"].fillna(False).sum()),
+        "takeovers_before_fault": int(faults.get("takeover_before_fault", pd.Series(dtype=bool))
+                                      .fillna(False).astype(bool).sum()),
+        "zombie_frames": int(faults["zombie_frames"].fillna(0).sum()),
+        "gap_p50_s": quantile(gaps, 0.5), "gap_p99_s": quantile(gaps, 0.99),
+        "gap_max_s": max(gaps, default=None),
+        "gap_by_phase": gaps_by(flows, "phase"), "gap_by_mode": gaps_by(flows, "mode"),
+        # the client's receive window at the fault: "closed" (no room for a byte) means the
+        # client's own reading, not the takeover, paced its next byte
+        "gap_by_window": gaps_by(flows.assign(window=window_at_fault(flows)), "window"),
+        "phase_at_fault": (flows["phase"].value_counts().to_dict() if len(flows) else {}),
+        "detect_p50_s": {m: quantile(faults[faults["mode"] == m]["detect_s"].dropna().tolist(),
+                                     0.5) for m in config["modes"]},
+        "by_mode": {m: {"connections": int((fconns["mode"] == m).sum()),
+                        "completed_exact": int(fconns[fconns["mode"] == m]["ok"].sum())}
+                    for m in config["modes"]} if n else {},
+        "by_request": by_request(fconns) if n else {},
+        # resumptions the clients asked for and the abbreviated handshakes they got (the
+        # shared session table: a session made on the dead owner resumes on the new one)
+        "resumptions": {"asked": int(fconns["resume"].astype(bool).sum()) if n else 0,
+                        "reused": int(fconns["resumed"].fillna(False).astype(bool).sum())
+                        if n else 0},
+    }  # fmt: skip

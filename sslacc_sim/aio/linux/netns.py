@@ -11,6 +11,9 @@
      node A mir0 10.89.0.1 ──────── 10.89.0.2 mir0 node B    (the cluster links, direct veths:
      node B mir1 10.89.1.1 ──────── 10.89.1.2 mir0 node C     A's buddy is B, B's buddy is C)
 
+     nodes A, B, C cl0 10.90.0.11 / .12 / .13 ── bridge cl0    (the cluster LAN: the bucket
+                                                                layout's ring of mirrors)
+
 Five namespaces named ``sacc-<tag>-client``, ``-a``, ``-b``, ``-c`` and ``-lan``; every node's LAN
 interface is ``eth0`` (its peer is a port of the bridge). The nodes run with
 ``net.ipv4.tcp_timestamps=0`` so that a restored connection needs no timestamp offset
@@ -46,6 +49,7 @@ __all__ = [
     "SHARED_MAC",
     "MIRROR_ADDRESSES",
     "NEXT_MIRROR_ADDRESSES",
+    "CLUSTER_ADDRESSES",
     "NamespacesUnavailable",
     "CommandFailed",
     "TestbedError",
@@ -70,6 +74,10 @@ SHARED_MAC = "02:00:5e:00:00:64"
 MIRROR_ADDRESSES = {"a": "10.89.0.1", "b": "10.89.0.2"}
 #: The cluster link between B and C: ``NEXT_MIRROR_ADDRESSES["c"]`` is where B's buddy listens.
 NEXT_MIRROR_ADDRESSES = {"b": "10.89.1.1", "c": "10.89.1.2"}
+#: Each node's address on the cluster LAN (a /24 on a second, learning bridge, ``cl0``): any
+#: node reaches any other, as the bucket layout's ring of mirrors needs
+#: (:mod:`sslacc_sim.aio.linux.member`).
+CLUSTER_ADDRESSES = {"a": "10.90.0.11", "b": "10.90.0.12", "c": "10.90.0.13"}
 _LAN = "lan"
 
 
@@ -137,6 +145,16 @@ class Topology(Namespaces):
                                    ("c", "mir0", NEXT_MIRROR_ADDRESSES["c"])):  # fmt: skip
             self.ip(node, "addr", "add", f"{address}/30", "dev", dev)
             self.ip(node, "link", "set", dev, "up")
+        # the cluster LAN: an ordinary (learning) bridge, cluster traffic only
+        self.ip(lan, "link", "add", "cl0", "type", "bridge")
+        self.ip(lan, "link", "set", "cl0", "up")
+        for node, address in CLUSTER_ADDRESSES.items():
+            port = f"c{node}"
+            self.veth(node, "cl0", lan, port)
+            self.ip(lan, "link", "set", port, "master", "cl0")
+            self.ip(lan, "link", "set", port, "up")
+            self.ip(node, "addr", "add", f"{address}/24", "dev", "cl0")
+            self.ip(node, "link", "set", "cl0", "up")
         for node in ("a", "b", "c"):
             self.sysctl(node, "net.ipv4.tcp_timestamps", "0")
         if self.shared_vip:

@@ -1,4 +1,4 @@
-"""A node of the accelerator pair: ``python -m sslacc_sim.aio.linux.node {primary,backup,sniff}``.
+"""A node of the accelerator: ``python -m sslacc_sim.aio.linux.node {primary,backup,member,sniff}``.
 
 ``primary`` (the owner of the virtual IP, :mod:`~sslacc_sim.aio.linux.primary`) serves many
 concurrent connections from ``--docroot`` (or one ``--file`` for every path), inside
@@ -24,6 +24,10 @@ link or a missed keepalive, fences it (``--fence-netns``/``--fence-port``: the s
 goes down), restores every connection before it claims the address, and serves on. It prints
 ``RESTORED {json}`` with its timings (``time.monotonic()``, one clock for every namespace).
 
+``member`` is one node of the bucket layout (:mod:`~sslacc_sim.aio.linux.member`): it serves
+the buckets the table gives member ``--index`` of ``--members``, each connection mirrored to
+the next member (``--mirror``), and mirrors the previous one's (``--listen``).
+
 ``sniff`` records, in the client's namespace, every TCP segment from the service (arrival
 time, source MAC, client port, sequence number, length, flags) and writes them as JSON when
 stopped with SIGTERM: the orchestrator finds each client's first byte after a kill there, and
@@ -45,6 +49,7 @@ from tls12.certs import load_credentials
 from tls12.suites import SUITES, suite_by_name
 
 from .backup import Backup, Controls
+from .member import Member, run_member
 from .primary import Primary, run_primary
 from .service import DiePoint, Docroot
 from .sessions import SharedSessionStore
@@ -94,7 +99,8 @@ def _backup(args: argparse.Namespace) -> int:
                         keepalive=not args.no_keepalive, fence=not args.no_fence,
                         sniff_data=not args.no_sniff_data,
                         sniff_unaccepted=not args.no_sniff_unaccepted,
-                        share_sessions=not args.no_shared_sessions)  # fmt: skip
+                        share_sessions=not args.no_shared_sessions,
+                        replay_syns=not args.no_syn_replay)  # fmt: skip
     node = Backup(args.vip, args.port, (args.mirror, args.mirror_port), args.dev,
                   _docroot(args), _config(args), fence_port=fence, controls=controls,
                   resume_at_ack=not args.no_resume_at_ack,
@@ -133,30 +139,73 @@ def _primary_arguments(r: argparse.ArgumentParser) -> None:
                    help="negative control: a node whose lease ran out writes on")
 
 
+def _service_arguments(r: argparse.ArgumentParser) -> None:
+    """What every serving node takes: the files, the address, TLS."""
+    what = r.add_mutually_exclusive_group(required=True)
+    what.add_argument("--file", help="one file, served for every path")
+    what.add_argument("--docroot", help="a directory: /NAME serves its file NAME")
+    r.add_argument("--vip", required=True, help="the virtual IP")
+    r.add_argument("--port", type=cli.port, default=443)
+    r.add_argument("--plain", action="store_true", help="HTTP over plain TCP, no TLS")
+    r.add_argument("--suite", default="AES128-SHA",
+                   help="one suite (OpenSSL name), e.g. " + ", ".join(
+                       s.openssl_name for s in list(SUITES.values())[:3]))
+    r.add_argument("--cert", help="PEM certificate (TLS)")
+    r.add_argument("--key", help="PEM RSA key (TLS)")
+    cli.add_keylog_option(r)
+    r.add_argument("--no-sessions", action="store_true",
+                   help="no session table: no session IDs, every handshake is a full one")
+
+
+def _member(args: argparse.Namespace) -> int:
+    if args.index >= args.members:
+        raise cli.UsageError(f"--index {args.index}: must be below --members {args.members}")
+    if args.members > 1 and not (args.listen and args.mirror):
+        raise cli.UsageError("--listen and --mirror are needed with more than one member")
+    member = Member(args.index, args.members, args.buckets, args.vip, args.port,
+                    (args.listen or "0.0.0.0", args.mirror_port),
+                    (args.mirror, args.mirror_port) if args.members > 1 else None,
+                    _docroot(args), _config(args), dev=args.dev,
+                    fence_port=(args.fence_netns, args.fence_port)
+                    if args.fence_netns and args.fence_port else None,
+                    takeover=not args.no_takeover)  # fmt: skip
+    return run_member(member)
+
+
+def _member_arguments(m: argparse.ArgumentParser) -> None:
+    """The options of a bucket-layout member."""
+    _service_arguments(m)
+    m.add_argument("--index", type=cli.non_negative_int, required=True,
+                   help="this member's number, 0 .. --members - 1")
+    m.add_argument("--members", type=cli.positive_int, required=True, help="how many members")
+    m.add_argument("--buckets", type=cli.positive_int, default=64,
+                   help="buckets of the table (default 64)")
+    m.add_argument("--listen", help="this member's cluster-LAN address (its predecessor's "
+                   "links arrive there; needed with more than one member)")
+    m.add_argument("--mirror", help="the next member's cluster-LAN address (the mirror of "
+                   "this member's buckets; needed with more than one member)")
+    m.add_argument("--mirror-port", type=cli.remote_port, default=7400)
+    m.add_argument("--dev", default="eth0", help="the LAN interface (taken down on a fence)")
+    m.add_argument("--fence-netns", help="the switch's namespace (for the fence)")
+    m.add_argument("--fence-port", help="the previous member's port on the switch: taken down "
+                   "before its buckets are taken over")
+    m.add_argument("--no-takeover", action="store_true",
+                   help="negative control: a dead member's buckets are not taken over")
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=cli.program_name("sslacc_sim.aio.linux.node"), description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="Run by sslacc_sim.aio.linux.failover as root inside its "
                                 "network namespaces; the options name what each node needs.")
     sub = p.add_subparsers(dest="role", required=True)
+    _member_arguments(sub.add_parser("member", help="run one member of the bucket layout (every "
+                                      "node serves its buckets, mirrored to the next member)"))
     for role in ("primary", "backup"):
         r = sub.add_parser(role, help=f"run node {'A' if role == 'primary' else 'B'}")
-        what = r.add_mutually_exclusive_group(required=True)
-        what.add_argument("--file", help="one file, served for every path")
-        what.add_argument("--docroot", help="a directory: /NAME serves its file NAME")
-        r.add_argument("--vip", required=True, help="the virtual IP")
-        r.add_argument("--port", type=cli.port, default=443)
+        _service_arguments(r)
         r.add_argument("--mirror", required=True, help="the backup's cluster-link address")
         r.add_argument("--mirror-port", type=cli.remote_port, default=7400)
-        r.add_argument("--plain", action="store_true", help="HTTP over plain TCP, no TLS")
-        r.add_argument("--suite", default="AES128-SHA",
-                       help="one suite (OpenSSL name), e.g. " + ", ".join(
-                           s.openssl_name for s in list(SUITES.values())[:3]))
-        r.add_argument("--cert", help="PEM certificate (TLS)")
-        r.add_argument("--key", help="PEM RSA key (TLS)")
-        cli.add_keylog_option(r)
-        r.add_argument("--no-sessions", action="store_true",
-                       help="no session table: no session IDs, every handshake is a full one")
         r.add_argument("--no-keepalive", action="store_true",
                        help="negative control: no keepalives, no lease (a hung owner is never "
                        "detected)")
@@ -181,7 +230,9 @@ def _parser() -> argparse.ArgumentParser:
                     ("--no-sniff-unaccepted", "connections the owner never mirrored are not "
                      "restored"),
                     ("--no-shared-sessions", "the sessions the owner's updates carry are "
-                     "dropped: a resumption after a takeover is a full handshake")):
+                     "dropped: a resumption after a takeover is a full handshake"),
+                    ("--no-syn-replay", "SYNs the owner never answered are not replayed "
+                     "after the claim: their clients wait for their own SYN timer (1 s)")):
                 r.add_argument(flag, action="store_true", help=f"negative control: {what_off}")
     s = sub.add_parser("sniff", help="record the server's data segments seen by the client")
     s.add_argument("--dev", default="eth0")
@@ -198,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     def body(args: argparse.Namespace) -> int:
         # what the node needs is checked before it binds, connects or opens a raw socket, so
         # that a wrong command line is one line naming the option (status 2), never a traceback
-        if args.role in ("primary", "backup"):
+        if args.role in ("primary", "backup", "member"):
             if not args.plain and not (args.cert and args.key):
                 raise cli.UsageError("--cert and --key are needed unless --plain")
             if not args.plain:
@@ -217,13 +268,14 @@ def main(argv: list[str] | None = None) -> int:
                 socket.if_nametoindex(args.dev)
             except OSError:
                 raise cli.UsageError(f"--dev {args.dev}: no such network interface") from None
-        if args.role in ("primary", "backup"):
+        if args.role in ("primary", "backup", "member"):
             # The keepalive thread must run within tens of milliseconds however many
             # connection threads want the interpreter lock: with the default 5 ms switch
             # interval, thirty busy threads can hold it from the keepalive for 150 ms, the
             # owner's whole lease (seen in campaign trials: a healthy owner fenced itself).
             sys.setswitchinterval(_SWITCH_INTERVAL_S)
-        handler = {"primary": _primary, "backup": _backup, "sniff": _sniff}[args.role]
+        handler = {"primary": _primary, "backup": _backup, "member": _member,
+                   "sniff": _sniff}[args.role]
         try:
             return handler(args)
         except RuntimeError as exc:  # MirrorError, a takeover without a connection: one line

@@ -22,6 +22,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tls12 import ServerConfig, ServerConnection
@@ -29,7 +30,7 @@ from tls12 import ServerConfig, ServerConnection
 from . import repair
 from .claim import link_down
 from .mirror import ACK, recv_frame, send_frame
-from .service import DiePoint, Docroot, Lease, LeaseExpired, Service
+from .service import ALONE_WAIT_S, DiePoint, Docroot, Lease, LeaseExpired, Service
 
 __all__ = [
     "BEAT_S", "LEASE_S", "DEAD_AFTER_S", "SNDBUF", "Primary", "run_primary", "realtime_thread",
@@ -68,7 +69,16 @@ class Primary:
     lease: Lease = field(default_factory=lambda: Lease(LEASE_S))
     lan_dev: str | None = None
     """The LAN interface :meth:`fence_self` takes down first (``None``: left up)."""
+    stand_down: Callable[[], bool] | None = None
+    """Asked when the lease has run out: fence now (``True``) or wait for the cluster's verdict
+    (``False``: writes wait meanwhile, :attr:`Lease.grace
+    <sslacc_sim.aio.linux.service.Lease.grace>`). ``None``: fence at once (the chain layout)."""
+    alone: threading.Event | None = None
+    """The bucket layout's member sets it when the cluster declares this node's mirror dead
+    (:meth:`go_alone`); ``None`` in the chain layout, where losing the buddy means the lease
+    runs out."""
     _socks: set[socket.socket] = field(default_factory=set)
+    _links: set[socket.socket] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def link(self) -> socket.socket:
@@ -77,6 +87,21 @@ class Primary:
         s = socket.create_connection(self.buddy, timeout=_LINK_TIMEOUT_S)
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return s
+
+    def go_alone(self) -> None:
+        """The mirror is dead, declared so by the cluster: keep the lease for good, serve new
+        connections unmirrored, and let the running ones go on without their links
+        (:attr:`Service.alone <sslacc_sim.aio.linux.service.Service.alone>`)."""
+        assert self.alone is not None, "only a member may go on alone"
+        self.lease.forever()
+        self.alone.set()
+        with self._lock:
+            links = list(self._links)
+        for link in links:  # a thread waiting for a hung mirror's acknowledgement wakes now
+            try:
+                link.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def hold(self, sock: socket.socket) -> None:
         """Count ``sock`` among the client sockets :meth:`fence_self` silences."""
@@ -117,7 +142,10 @@ class Primary:
                 pass
             except OSError:
                 return  # the buddy is gone: nothing left to renew the lease; it runs out
-            if self.self_fence and not self.lease.valid():
+            if self.alone is not None and self.alone.is_set():
+                return  # no mirror left to beat for (go_alone)
+            if self.self_fence and not self.lease.valid() and (
+                    self.stand_down is None or self.stand_down()):
                 self.fence_self("the lease ran out")
             time.sleep(max(0.0, BEAT_S - (time.monotonic() - sent)))
 
@@ -125,21 +153,31 @@ class Primary:
         """One accepted connection, mirrored on its own link, from snapshot to ``done``."""
         self.hold(sock)
         try:
-            if self.buddy is None:
+            if self.buddy is None or (self.alone is not None and self.alone.is_set()):
                 conn = ServerConnection(self.config) if self.config is not None else None
                 Service(sock, self.docroot, conn, stall=self.stall).serve()
                 return
             snap = repair.snapshot(sock)
-            with self.link() as mirror:
+            conn = ServerConnection(self.config) if self.config is not None else None
+            lease = self.lease if self.keepalive and self.self_fence else None
+            try:
+                mirror = self.link()
+                with self._lock:
+                    self._links.add(mirror)
                 send_frame(mirror, {"type": "tcp", "tcp": snap.to_json()})
-                conn = ServerConnection(self.config) if self.config is not None else None
-                lease = self.lease if self.keepalive and self.self_fence else None
+            except OSError:
+                if self.alone is None or not self.alone.wait(ALONE_WAIT_S):
+                    raise
+                Service(sock, self.docroot, conn, stall=self.stall).serve()  # the mirror is dead
+                return
+            with mirror:
                 service = Service(sock, self.docroot, conn, mirror=mirror, die=self.die,
-                                  lease=lease, stall=self.stall)  # fmt: skip
+                                  lease=lease, stall=self.stall, alone=self.alone)  # fmt: skip
                 service.serve_to_end()
-                # wait for the buddy to close: it has read ``done`` then
-                mirror.settimeout(_LINK_TIMEOUT_S)
-                recv_frame(mirror)
+                if service.mirror is not None:
+                    # wait for the buddy to close: it has read ``done`` then
+                    mirror.settimeout(_LINK_TIMEOUT_S)
+                    recv_frame(mirror)
         except LeaseExpired:
             self.fence_self("the lease ran out during a write")
         except Exception as exc:  # noqa: BLE001 - one connection's error ends it alone
@@ -147,6 +185,7 @@ class Primary:
         finally:
             with self._lock:
                 self._socks.discard(sock)
+                self._links = {link for link in self._links if link.fileno() != -1}
             sock.close()
 
     def listen(self) -> socket.socket:

@@ -62,6 +62,8 @@ __all__ = [
     "answered",
     "rebase",
     "old_byte_probe",
+    "send_ack",
+    "replay_packet",
     "append_received",
     "received_up_to",
     "unread",
@@ -328,10 +330,32 @@ def old_byte_probe(local: tuple[str, int], remote: tuple[str, int], seq: int) ->
     path; data segments are exempt from the ACK-loop limit), and drops the byte unread, so its
     value does not matter. Sent from a raw socket (``IPPROTO_RAW``: header written here,
     nothing received), from ``local``, which must be an address of this host."""
+    _send_segment(local, remote, seq, 0, 0, b"\0")
+
+
+def send_ack(local: tuple[str, int], remote: tuple[str, int], seq: int, ack: int,
+             window: int) -> None:
+    """Send the peer a bare ACK it accepts: ``seq`` is where the peer's receive side stands
+    (its last acknowledgement), ``ack`` this host's ``rcv_nxt``, ``window`` the unscaled
+    field.
+
+    A restored socket leaving repair mode sends a window probe, whose sequence number is one
+    below the peer's acknowledgement on purpose (so that it is answered): the peer drops it
+    as old *before it reads its acknowledgement*. Client bytes put into the receive queue
+    on takeover are then acknowledged only by the next segment the kernel sends, and an
+    uploading client, with nothing else to come, waits for its retransmission timer (200 ms
+    or more) first. This segment is in the window: the peer processes its ACK at once."""
+    if not 0 <= window <= 0xFFFF:
+        raise ValueError(f"window field must be 0..65535, got {window}")
+    _send_segment(local, remote, seq, ack, window, b"")
+
+
+def _send_segment(local: tuple[str, int], remote: tuple[str, int], seq: int, ack: int,
+                  window: int, payload: bytes) -> None:  # fmt: skip
+    """One TCP segment with the ACK flag (Linux drops one without it) from a raw socket."""
     src, dst = socket.inet_aton(local[0]), socket.inet_aton(remote[0])
-    payload = b"\0"
-    tcp = struct.pack(">HHIIBBHHH", local[1], remote[1], seq & 0xFFFFFFFF, 0, 5 << 4, 0x10,
-                      0, 0, 0)  # fmt: skip  (ACK flag: Linux drops a segment without it)
+    tcp = struct.pack(">HHIIBBHHH", local[1], remote[1], seq & 0xFFFFFFFF, ack & 0xFFFFFFFF,
+                      5 << 4, 0x10, window, 0, 0)  # fmt: skip
     pseudo = src + dst + struct.pack(">BBH", 0, socket.IPPROTO_TCP, len(tcp) + len(payload))
     tcp = tcp[:16] + struct.pack(">H", _checksum(pseudo + tcp + payload)) + tcp[18:]
     total = 20 + len(tcp) + len(payload)
@@ -339,6 +363,26 @@ def old_byte_probe(local: tuple[str, int], remote: tuple[str, int], seq: int) ->
                      src, dst)  # fmt: skip  (the kernel fills in the header checksum)
     with socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW) as raw:
         raw.sendto(ip + tcp + payload, (remote[0], 0))
+
+
+def replay_packet(packet: bytes) -> None:
+    """Hand the IPv4 ``packet`` (header included, as heard on the wire) to this host's own
+    stack, as if it had just arrived: sent from a raw socket to its destination, which must
+    be an address of this host, it loops back through ``lo`` and is received with its
+    original source. The kernel fills in the IP header checksum; the TCP checksum is computed
+    again here: a frame heard on a veth carries only the partial sum the sender's kernel left
+    for offload (``CHECKSUM_PARTIAL``), which the receiving stack counts as an error
+    (``TcpInCsumErrors``) and drops."""
+    ihl = (packet[0] & 0x0F) * 4 if packet else 0
+    if len(packet) < 40 or packet[0] >> 4 != 4 or ihl < 20 or packet[9] != socket.IPPROTO_TCP \
+            or len(packet) < ihl + 20:
+        raise ValueError("not an IPv4 TCP packet")
+    tcp = bytearray(packet[ihl:])
+    tcp[16:18] = b"\0\0"
+    pseudo = packet[12:20] + struct.pack(">BBH", 0, socket.IPPROTO_TCP, len(tcp))
+    tcp[16:18] = struct.pack(">H", _checksum(pseudo + bytes(tcp)))
+    with socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW) as raw:
+        raw.sendto(packet[:ihl] + bytes(tcp), (socket.inet_ntoa(packet[16:20]), 0))
 
 
 def _checksum(data: bytes) -> int:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import math
 import socket
 import struct
 import threading
@@ -43,6 +44,10 @@ __all__ = [
     "response_head", "receipt", "outq", "write_leased",
 ]
 
+#: Seconds a connection whose mirror link failed waits for the cluster's verdict on the mirror
+#: (the member's death watch, which hears of it by the same link's end or the keepalive
+#: timeout, 0.2 s) before it ends (:attr:`Service.alone`).
+ALONE_WAIT_S = 1.0
 #: Plaintext bytes of the response per mirrored segment (16 records of 16 KiB).
 BATCH = 1 << 18
 _SIOCOUTQ = 0x5411
@@ -77,7 +82,7 @@ def write_leased(sock: socket.socket, data: bytes, lease: Lease | None) -> None:
     (:class:`LeaseExpired` if not; ``None``: no lease to hold)."""
     view = memoryview(data)
     while view:
-        if lease is not None and not lease.valid():
+        if lease is not None and not lease.valid() and not lease.wait_valid():
             raise LeaseExpired("the lease ran out before a write")
         chunk = view[:_WRITE_CHUNK]
         sock.sendall(chunk)
@@ -163,6 +168,11 @@ class Lease:
 
     duration: float
     renewed: float = field(default_factory=time.monotonic)
+    grace: float = 0.0
+    """Seconds a writer waits for an expired lease to come back (renewed, or held for good
+    once the node goes on alone) before :class:`LeaseExpired`; 0 in the chain layout. A
+    bucket-layout member waits: its lease runs out *before* the cluster has decided whether
+    its mirror died (then it goes on alone) or it was cut off itself (then it fences itself)."""
 
     def renew(self, sent_at: float) -> None:
         """A keepalive sent at ``sent_at`` was answered."""
@@ -171,6 +181,20 @@ class Lease:
     def valid(self) -> bool:
         """The node may still send."""
         return time.monotonic() - self.renewed < self.duration
+
+    def wait_valid(self) -> bool:
+        """Wait up to :attr:`grace` seconds for the lease to be valid again; whether it is."""
+        deadline = time.monotonic() + self.grace
+        while not self.valid():
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.002)
+        return True
+
+    def forever(self) -> None:
+        """Valid from now on: the node has no buddy left to renew it (its mirror was declared
+        dead and it serves alone, :attr:`Service.alone`)."""
+        self.renewed = math.inf
 
 
 @dataclass
@@ -217,6 +241,11 @@ class Service:
     stall: float = 0.0
     """Seconds to wait before each read (a loaded server: the client's bytes wait in the
     kernel, acknowledged and not yet consumed; the campaign's ``--stall-ms``)."""
+    alone: threading.Event | None = None
+    """Set once this node's mirror has been declared dead by the cluster (the bucket layout's
+    member: :mod:`~sslacc_sim.aio.linux.member`). A mirror link that fails then, or within
+    :data:`ALONE_WAIT_S` after, leaves the connection unmirrored instead of ending it; without
+    the event (the chain layout) a failing link ends the connection, as before."""
 
     def __post_init__(self) -> None:
         if self.stream is None and self.app["phase"] == "response":
@@ -434,7 +463,11 @@ class Service:
         if self.mirror is None or self.done_sent:
             return
         self.done_sent = True
-        send_frame(self.mirror, {"type": "done", **({"why": why} if why else {})})
+        try:
+            send_frame(self.mirror, {"type": "done", **({"why": why} if why else {})})
+        except OSError:
+            if not self._go_alone():
+                raise
 
     def _write(self, data: bytes) -> None:
         write_leased(self.sock, data, self.lease)
@@ -460,14 +493,32 @@ class Service:
         header = {"type": "update", "rcv_pos": self.rcv_pos, "snd_pos": self.snd_pos + length,
                   "una_pos": self.snd_pos - outq(self.sock), "app": self.app, "seg": seg,
                   "parts": lengths}  # fmt: skip
-        send_frame(self.mirror, header, blob)
         try:
+            send_frame(self.mirror, header, blob)
             answer = self.mirror.recv(1)
         except TimeoutError:
             answer = b""
+        except OSError:
+            if self._go_alone():
+                return
+            raise
         if answer != ACK:
+            if self._go_alone():
+                return
             raise ConnectionError(
                 f"the buddy did not acknowledge an update within {_ACK_TIMEOUT_S} s")
+
+    def _go_alone(self) -> bool:
+        """The mirror link failed: if the cluster declares the mirror dead (now or within
+        :data:`ALONE_WAIT_S`), go on unmirrored and say so; else ``False`` (the caller raises).
+        An update the dead mirror never acknowledged is not committed anywhere, and no byte
+        it describes has left: the node, the only one left for it, writes it now."""
+        if self.alone is None or not self.alone.wait(ALONE_WAIT_S):
+            return False
+        if self.mirror is not None:
+            self.mirror.close()
+        self.mirror = None
+        return True
 
 
 # --- rebuilding on the buddy ----------------------------------------------------------------

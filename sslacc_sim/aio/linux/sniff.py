@@ -61,6 +61,8 @@ class TcpFrame:
     window: int
     options: dict[int, bytes]
     payload: bytes
+    packet: bytes = b""
+    """The whole IP packet, kept for a client's SYN only (:attr:`Flow.syn`); empty otherwise."""
 
 
 def _options(raw: bytes) -> dict[int, bytes]:
@@ -97,9 +99,11 @@ def parse_frame(frame: bytes) -> TcpFrame | None:
         return None
     sport, dport, seq, ack = struct.unpack(">HHII", tcp[:12])
     window = struct.unpack(">H", tcp[14:16])[0]
+    flags = tcp[13]
+    packet = bytes(ip[:total]) if flags & (SYN | ACK) == SYN else b""
     return TcpFrame(frame[6:12], (socket.inet_ntoa(ip[12:16]), sport),
-                    (socket.inet_ntoa(ip[16:20]), dport), seq, ack, tcp[13], window,
-                    _options(tcp[20:off]), bytes(tcp[off:]))  # fmt: skip
+                    (socket.inet_ntoa(ip[16:20]), dport), seq, ack, flags, window,
+                    _options(tcp[20:off]), bytes(tcp[off:]), packet)  # fmt: skip
 
 
 def _after(a: int, b: int) -> bool:
@@ -136,6 +140,9 @@ class Flow:
     server_fin: bool = False
     reset: bool = False
     overflow: bool = False
+    syn: bytes = b""
+    """The client's SYN as heard (the IP packet), to replay into the new owner's own stack
+    when no SYN-ACK was heard (:func:`~sslacc_sim.aio.linux.takeover.replay_syns`)."""
 
     @property
     def established(self) -> bool:
@@ -202,6 +209,9 @@ class FlowTracker:
     flows: dict[tuple[str, int], Flow] = field(default_factory=dict)
     frames: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    keep: Callable[[tuple[str, int]], bool] | None = None
+    """Which clients to record (``None``: all): a bucket-layout member records only the
+    connections of the buckets it mirrors (its own it serves, and would hold for ever)."""
 
     def feed(self, seg: TcpFrame) -> None:
         """Take one heard segment (either direction; others are ignored)."""
@@ -215,12 +225,14 @@ class FlowTracker:
     def _from_client(self, seg: TcpFrame) -> None:
         flow = self.flows.get(seg.src)
         if seg.flags & SYN and not seg.flags & ACK:
+            if self.keep is not None and not self.keep(seg.src):
+                return
             if flow is None or flow.client_isn != seg.seq:
                 wscale = seg.options.get(3)
                 mss = seg.options.get(2)
                 self.flows[seg.src] = Flow(
                     seg.src, seg.seq, struct.unpack(">H", mss)[0] if mss is not None and len(mss) == 2 else 536,
-                    wscale[0] if wscale else None, 4 in seg.options)  # fmt: skip
+                    wscale[0] if wscale else None, 4 in seg.options, syn=seg.packet)  # fmt: skip
             return
         if flow is None:
             return
@@ -341,19 +353,22 @@ class Sniffer:
                     return
                 except InterruptedError:
                     continue
+                except OSError:
+                    return  # the interface went down (ENETDOWN: this node's link was cut)
                 seg = parse_frame(frame)
                 if seg is not None:
                     self.tracker.feed(seg)
 
 
 def record_frames(sock: socket.socket, service: tuple[str, int], stop: Callable[[], bool]
-                  ) -> list[tuple[float, str, int, int, int, int, int]]:  # fmt: skip
+                  ) -> list[tuple[float, str, int, int, int, int, int, int]]:  # fmt: skip
     """Every segment between clients and ``service`` heard on ``sock`` until ``stop()`` (checked
     every 0.2 s), as rows ``(time, source MAC hex, client port, seq, payload length, flags,
-    window)``; a client's own segments have ``"client"`` for a MAC, their acknowledgement for
-    ``seq`` and their window scaled by the shift their SYN announced. ``time.monotonic()``:
-    one clock for every namespace."""
-    seen: list[tuple[float, str, int, int, int, int, int]] = []
+    window, ack)``; a client's own segments have ``"client"`` for a MAC, their acknowledgement
+    for ``seq``, their window scaled by the shift their SYN announced and their own sequence
+    number for ``ack`` (the columns swap: ``seq`` is what a client row is read for).
+    ``time.monotonic()``: one clock for every namespace."""
+    seen: list[tuple[float, str, int, int, int, int, int, int]] = []
     shift: dict[int, int] = {}
     # the kernel's receive time of each frame, not when this loop got to it (it lags under
     # load): SO_TIMESTAMPNS gives the wall clock, turned into time.monotonic() by the offset
@@ -375,13 +390,16 @@ def record_frames(sock: socket.socket, service: tuple[str, int], stop: Callable[
             continue
         if seg.src == service:
             seen.append((now, seg.src_mac.hex(), seg.dst[1], seg.seq, len(seg.payload),
-                         seg.flags, seg.window))  # fmt: skip
+                         seg.flags, seg.window, seg.ack))  # fmt: skip
         elif seg.dst == service:
             port = seg.src[1]
             if seg.flags & SYN:
                 wscale = seg.options.get(3)
                 shift[port] = wscale[0] if wscale else 0
-                continue  # a SYN's window is never scaled; it acknowledges nothing
+                # a SYN's window is never scaled and it acknowledges nothing: only when it
+                # was sent (a connection begun after a fault is not one the fault hit)
+                seen.append((now, "client", port, 0, 0, seg.flags, 0, seg.seq))
+                continue
             seen.append((now, "client", port, seg.ack, len(seg.payload), seg.flags,
-                         seg.window << shift.get(port, 0)))  # fmt: skip
+                         seg.window << shift.get(port, 0), seg.seq))  # fmt: skip
     return seen

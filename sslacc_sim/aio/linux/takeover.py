@@ -10,8 +10,11 @@
 * a connection the owner's kernel **established but its server never mirrored** (the SYN and
   SYN-ACK were heard, no ``tcp`` frame arrived): a fresh connection at the first byte after the
   SYN exchange, the client's bytes (its ClientHello, say) in the receive queue;
-* a connection the client reset, or whose SYN was never answered, is left alone (the client's
-  next SYN reaches the new owner's listener).
+* a connection the client reset is left alone;
+* a connection whose SYN was heard but no SYN-ACK (the owner died before answering, or its
+  answer never left): :func:`replay_syns` hands the client's SYN, as heard, to the new owner's
+  own stack once the address is claimed, and its listener answers at once. Left alone, the
+  client would send the SYN again only when its timer fires (1 s, RFC 6298's initial RTO).
 
 The server bytes the client may lack go into the send queue as already sent: from the client's
 last acknowledgement heard on the LAN (or, without it, from the first mirrored segment not
@@ -38,7 +41,8 @@ from .mirror import MirrorState
 from .service import Docroot, rebuild
 from .sniff import Flow
 
-__all__ = ["Restored", "restore_flow", "resume_all", "tail", "snapshot_from_flow", "RESTORE_MARGIN"]
+__all__ = ["Restored", "restore_flow", "resume_all", "acknowledge", "replay_syns", "tail", "snapshot_from_flow",
+           "RESTORE_MARGIN"]
 
 _REPROBE_S = 0.005  # no answer to a probe within this: probe again (old_byte_probe)
 _ANSWER_WITHIN_S = 1.0  # no answer at all within this: leave it to the retransmission timer
@@ -179,6 +183,28 @@ def _acked_position(flow: Flow | None, snap: repair.TcpSnapshot, start: int, end
     return pos if start <= pos <= end else None
 
 
+def replay_syns(flows: dict[tuple[str, int], Flow], skip: set[tuple[str, int]]) -> int:
+    """Replay the SYN of every connection heard that nobody answered (no SYN-ACK, no reset,
+    not among ``skip``, the restored ones) into this host's stack; returns how many.
+
+    Call it after the address is claimed: the listener then answers each with a SYN-ACK of its
+    own, and the client, still in ``SYN-SENT``, takes it. A SYN whose SYN-ACK the owner sent
+    but the sniffer missed would meet a client already established on the owner's sequence
+    numbers: its ACK would not fit the new SYN-ACK and the listener would reset it. The
+    sniffer's record is complete up to the claim (it is drained first), so that takes a frame
+    lost on the LAN itself."""
+    replayed = 0
+    for key, flow in flows.items():
+        if key in skip or flow.established or flow.reset or not flow.syn or flow.end:
+            continue
+        try:
+            repair.replay_packet(flow.syn)
+        except (OSError, ValueError):
+            continue  # the client's own timer will send the SYN again
+        replayed += 1
+    return replayed
+
+
 def resume_all(restored: list[Restored], on_resumed: Callable[[Restored, socket.socket, str], None],
                resume_at_ack: bool = True) -> None:  # fmt: skip
     """Ready every restored, already running socket to send what its client lacks, all at
@@ -194,6 +220,7 @@ def resume_all(restored: list[Restored], on_resumed: Callable[[Restored, socket.
     start = time.monotonic()
     for i, r in enumerate(restored):
         if not r.queued:
+            acknowledge(r, r.snap.snd_nxt)  # the client holds every server byte
             on_resumed(r, r.sock, "nothing-queued")
         elif not resume_at_ack:
             on_resumed(r, r.sock, "off")
@@ -216,6 +243,7 @@ def resume_all(restored: list[Restored], on_resumed: Callable[[Restored, socket.
                 continue
             del waiting[i]
             if not missing:
+                acknowledge(r, r.snap.snd_nxt)
                 on_resumed(r, r.sock, "client-has-all")
                 continue
             try:
@@ -227,6 +255,19 @@ def resume_all(restored: list[Restored], on_resumed: Callable[[Restored, socket.
             on_resumed(r, sock, "rebased")
         if waiting:
             time.sleep(0.0002)
+
+
+def acknowledge(r: Restored, seq: int) -> None:
+    """Tell the client at once which of its bytes the restored socket holds (its ``rcv_nxt``:
+    the receive queue's end), in a bare ACK at ``seq``, the client's own acknowledgement
+    (:func:`~sslacc_sim.aio.linux.repair.send_ack`: the window probe's ACK is ignored). A
+    rebased connection needs none: the bytes it writes carry the acknowledgement."""
+    rcv_nxt = repair.seq_add(r.snap.rcv_nxt, r.unread)
+    window = min(r.snap.rcv_wnd >> r.snap.rcv_wscale, 0xFFFF)
+    try:
+        repair.send_ack(r.snap.local, r.snap.remote, seq, rcv_nxt, window)
+    except OSError:
+        pass  # the kernel's next segment carries the acknowledgement anyway
 
 
 def _rebase(r: Restored, missing: int) -> socket.socket:

@@ -126,6 +126,30 @@ def test_a_written_response_is_handed_off_only_once_the_client_has_it(tmp_path: 
     assert list_leftovers(f"{PREFIX}tcs-") == []
 
 
+def test_up_with_the_bucket_layout_serves_from_every_member(tmp_path: Path) -> None:
+    """``--layout buckets``: three members, each serving its buckets; twelve downloads on
+    new connections all arrive whole, and ``down`` removes everything."""
+    docroot = tmp_path / "www"
+    docroot.mkdir()
+    body = file_bytes(100_000)
+    (docroot / "f").write_bytes(body)
+    proc, cert = _up(docroot, "tcb", "--layout", "buckets", "--nodes", "3")
+    try:
+        for i in range(12):
+            out = tmp_path / f"out{i}"
+            curl = _curl("tcb", cert, "f", out)
+            assert curl.wait(timeout=30) == 0, curl.stderr and curl.stderr.read()
+            assert out.read_bytes() == body
+        down = _cli("down", "--tag", "tcb")
+        assert down.returncode == 0, down.stderr
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(timeout=30)
+    assert list_leftovers(f"{PREFIX}tcb-") == []
+
+
 def test_cleanup_removes_what_a_killed_up_left(tmp_path: Path) -> None:
     proc, _ = _up(tmp_path, "tck")
     proc.send_signal(signal.SIGKILL)
@@ -142,9 +166,11 @@ def test_commands_fail_in_one_line_without_a_cluster(tmp_path: Path) -> None:
         assert out.returncode == 1 and "no cluster 'nosuch'" in out.stderr
         assert "Traceback" not in out.stderr
     for bad in (["--docroot", str(tmp_path / "absent")], ["--docroot", str(tmp_path), "--tag",
-                "bad-tag"], ["--docroot", str(tmp_path), "--nodes", "4"]):  # fmt: skip
+                "bad-tag"], ["--docroot", str(tmp_path), "--nodes", "4"],
+                ["--docroot", str(tmp_path), "--layout", "ring"]):  # fmt: skip
         with pytest.raises(SystemExit) as exit_:
             main(["up", *bad])
         assert exit_.value.code == 2
     assert main(["up", "--docroot", str(tmp_path), "--cert", "x.pem"]) == 2
+    assert main(["up", "--docroot", str(tmp_path), "--nodes", "1"]) == 2  # a chain of one
     assert os.geteuid() == 0  # the namespace commands above ran as root (the fixture checks)

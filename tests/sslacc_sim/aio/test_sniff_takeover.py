@@ -22,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sslacc_sim.aio.linux.backup import Backup, Controls
+from sslacc_sim.aio.linux.loadstats import CLIENT as CLIENT_ROW
 from sslacc_sim.aio.linux.loadstats import (
     by_request,
     flows_at,
@@ -198,6 +199,48 @@ def test_flows_are_classified_and_gaps_measured_from_another_node() -> None:
     assert at[4].phase == "no-syn-ack"
     late = [(2.0, a, 1, 1, 0, RST), (2.1, a, 1, 1, 0, ACK), (2.2, a, 1, 1, 0, FIN | ACK)]
     assert zombie_frames([*rows, *late], a, 1.5) == 2  # the reset and the FIN, not the ACK
+
+
+def test_an_uploads_gap_ends_at_an_acknowledgement_the_client_accepts() -> None:
+    """Rows with the ack column (what record_frames writes): an uploading client waits for
+    an acknowledgement, not for data. The new owner's window probe (sequence number one below
+    the client's acknowledgement: the client drops it unread) does not end the gap, nor does a
+    retransmission of server bytes the client holds; an acceptable ACK of new client bytes does.
+    Seen in a campaign capture: the probe's ACK was ignored and the client waited 200 ms."""
+    a, b = "aa", "bb"
+    rows = [
+        (0.0, a, 1, 1000, 0, SYN | ACK, 0, 501), (0.1, a, 1, 1001, 935, ACK, 0, 501),
+        (0.2, CLIENT_ROW, 1, 1936, 0, ACK, 60000, 501),  # the client has the 935 bytes ...
+        (0.3, a, 1, 1936, 0, ACK, 0, 90000),  # ... and uploads: A acknowledged up to 90000
+        (1.02, b, 1, 1935, 0, ACK, 0, 120000),  # B's window probe: one below, dropped
+        (1.03, CLIENT_ROW, 1, 1936, 0, ACK, 60000, 120000),  # the client's answer
+        (1.04, b, 1, 1001, 935, ACK, 0, 120000),  # a retransmission of what it holds
+        (1.25, b, 1, 1936, 0, ACK, 0, 120000),  # an acceptable ACK of new client bytes
+        (0.0, a, 2, 5000, 0, SYN | ACK, 0, 1), (0.1, a, 2, 5001, 100, ACK, 0, 1),
+        (1.5, b, 2, 5101, 0, ACK, 0, 1),  # accepted, but acknowledges nothing new
+        (1.6, b, 2, 5101, 50, ACK, 0, 1),  # new server bytes
+    ]  # fmt: skip
+    at = flows_at(rows, 1.0, a)
+    assert at[1].gap_s == pytest.approx(0.25)
+    assert at[2].gap_s == pytest.approx(0.6)
+
+
+def test_a_connection_begun_after_the_fault_is_not_one_it_hit() -> None:
+    """Client SYN rows (what record_frames writes) tell when each connection began: one whose
+    SYN left after the kill is ``after`` (its first byte measures no takeover), one whose SYN
+    was out and unanswered is ``no-syn-ack``, also when no SYN-ACK ever came."""
+    a, b = "aa", "bb"
+    rows = [
+        (0.9, CLIENT_ROW, 1, 0, 0, SYN, 0, 700),  # out before the kill, unanswered
+        (1.02, b, 1, 100, 0, SYN | ACK, 0, 701), (1.03, b, 1, 101, 900, ACK, 0, 701),
+        (2.0, CLIENT_ROW, 2, 0, 0, SYN, 0, 800),  # a new connection, a second later
+        (2.001, b, 2, 300, 0, SYN | ACK, 0, 801), (2.002, b, 2, 301, 900, ACK, 0, 801),
+        (0.95, CLIENT_ROW, 3, 0, 0, SYN, 0, 900),  # never answered at all
+    ]  # fmt: skip
+    at = flows_at(rows, 1.0, a)
+    assert at[1].phase == "no-syn-ack" and at[1].gap_s == pytest.approx(0.03)
+    assert at[2].phase == "after"
+    assert at[3].phase == "no-syn-ack" and at[3].gap_s is None
 
 
 def test_wilson_bound_and_quantile() -> None:
