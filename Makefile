@@ -70,4 +70,4 @@ readme: venv  ## copy the result files the README quotes to docs/results/ and re
 	$(PY) notebooks/summarize.py --update
 
 clean:
-	rm -rf $(VENV) build *.egg-info results tls12/*.so
+	rm -rf $(VENV) build *.egg-info results tls12/*.so sine/*.so

@@ -10,6 +10,12 @@ setup(
             depends=["tls12/_recordcrypto.h"],
             libraries=["crypto"],
             extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
-        )
+        ),
+        Extension(
+            "sine._chaincrypto",
+            sources=["sine/_chaincrypto.c"],
+            libraries=["crypto"],
+            extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+        ),
     ]
 )

@@ -16,12 +16,19 @@ download is measured too (Linux ``/proc``: user + system time of the server
 process tree) and its ratio printed -- the figure that shows what our record
 path costs compared with nginx's.
 
+Two more servers are measured in the same rounds: a **Python ``ssl`` asyncio server**
+(``asyncio.start_server(..., ssl=context)``, what a Python user would pick instead:
+``pyssl_server.py`` beside this script, encrypt-then-MAC off as for nginx) and, with
+``--loop both`` (the default when uvloop is installed, the ``fast`` extra), ours on uvloop's
+event loop (``--loop uvloop`` of the server).  Their ratios are ours / theirs, pair by pair.
+
 ``--small`` mode -- **small-file requests/s**: keep-alive GETs of a 30-byte
 and a 1 KiB file, over Python's ``ssl`` from ``--clients`` load processes,
 against three servers measured alternately in the same run: ours with the
 response head coalesced into the body's record (the default), ours with
 ``--no-coalesce`` (head in a record of its own, as SSL splitting needs) and
-nginx.  Printed per server and size: requests per wall second, server CPU
+nginx (and ours on uvloop with ``--loop both``).  Printed per server and size: requests per
+wall second, server CPU
 microseconds per request (from ``/proc``, independent of the load
 generator), and the TLS records and bytes one response takes on the wire
 (counted by a relay on the server->client path).
@@ -39,6 +46,7 @@ Usage::
     python benchmarks/bench_https.py                 # 256 MiB, AES128-SHA, 5 repeats
     python benchmarks/bench_https.py --size 64M --cipher ECDHE-RSA-AES128-SHA256 --repeats 7
     python benchmarks/bench_https.py --small --seconds 2 --repeats 5
+    python benchmarks/bench_https.py --loop asyncio     # ours on asyncio's loop only
 
 Requires curl and nginx (``apt-get install curl nginx-light``) on ``PATH`` and
 the built C extension; without them it exits with status 1 and one line
@@ -49,6 +57,7 @@ temporary prefix (``daemon off;``) and killed at the end.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import multiprocessing
 import os
 import socket
@@ -59,8 +68,9 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (  # noqa: E402
@@ -125,6 +135,25 @@ http {{
 def ours(root: Path, cert: Path, key: Path, cipher: str, *extra: str) -> Iterator[tuple[int, int]]:
     """Run ``python -m testbed.https_server`` in its own process; yields ``(port, pid)``."""
     with start_and_read_port(tls12_server(root, cert, key, cipher, *extra), LISTENING, env=repo_env()) as running:
+        yield running
+
+
+def loops(choice: str) -> tuple[str, ...]:
+    """The event loops ``--loop`` asks ours to be measured on (``both``: uvloop only if installed)."""
+    if choice == "both":
+        if importlib.util.find_spec("uvloop") is None:
+            print("uvloop is not installed (pip install '.[fast]'): ours is measured on asyncio's loop only")
+            return ("asyncio",)
+        return ("asyncio", "uvloop")
+    return (choice,)
+
+
+@contextmanager
+def pyssl(root: Path, cert: Path, key: Path, cipher: str) -> Iterator[tuple[int, int]]:
+    """The Python ``ssl`` asyncio server (``pyssl_server.py`` beside this script); yields ``(port, pid)``."""
+    cmd = [sys.executable, str(Path(__file__).with_name("pyssl_server.py")), str(root), str(cert), str(key),
+           cipher]
+    with start_and_read_port(cmd, LISTENING, env=repo_env()) as running:
         yield running
 
 
@@ -203,8 +232,8 @@ def _download_rounds(
     seconds per download and the server's CPU seconds per download (missing
     where ``/proc`` could not be read).
     """
-    times: dict[str, list[float]] = {"tls12": [], "nginx": []}
-    cpu: dict[str, list[float]] = {"tls12": [], "nginx": []}
+    times: dict[str, list[float]] = {server: [] for server, _, _ in servers}
+    cpu: dict[str, list[float]] = {server: [] for server, _, _ in servers}
     for _, port, _ in servers:
         curl_download(curl, port, name, cipher, size, timeout)  # warm-up: page cache, imports
     for i in range(repeats):
@@ -217,25 +246,33 @@ def _download_rounds(
             if used is not None:
                 cpu[server].append(used)
             cpu_text = "" if used is None else f"  server CPU {used:6.3f} s"
-            print(f"  round {i + 1}: {server:<6} {seconds:7.3f} s  {size / seconds / 1e6:8.1f} MB/s{cpu_text}", flush=True)
+            print(f"  round {i + 1}: {server:<12} {seconds:7.3f} s  {size / seconds / 1e6:8.1f} MB/s{cpu_text}", flush=True)
     return times, cpu
 
 
 def _report_throughput(args: argparse.Namespace, size: int, suite_name: str, times: dict[str, list[float]],
                        cpu: dict[str, list[float]], began: float) -> None:
-    """Print MB/s and server CPU s/GB per server and their tls12 / nginx ratios; write the JSON."""
+    """Print MB/s and server CPU s/GB per server and the ratios of ours to each reference; write the JSON."""
     rates = {k: Repeated.of(size / t / 1e6 for t in v) for k, v in times.items()}
     ratio = rates["tls12"].over(rates["nginx"])
     have_cpu = all(len(cpu[k]) == args.repeats for k in cpu)
     cpu_per_gb = {k: Repeated.of(c / size * 1e9 for c in v) for k, v in cpu.items()} if have_cpu else None
     cpu_ratio = cpu_per_gb["tls12"].over(cpu_per_gb["nginx"]) if cpu_per_gb else None
     print(f"\nmedian (min–max, n) of {args.repeats} interleaved repeats (measured)")
-    for k in ("tls12", "nginx"):
+    for k in rates:
         per_gb = "(no /proc)" if cpu_per_gb is None else cpu_per_gb[k].text(".2f")
-        print(f"{k:<8} {rates[k].text('.1f')} MB/s, server CPU {per_gb} s/GB")
+        print(f"{k:<12} {rates[k].text('.1f')} MB/s, server CPU {per_gb} s/GB")
     print(f"throughput ratio tls12 / nginx (pairwise): {ratio.text()}")
     if cpu_ratio is not None:
         print(f"server CPU ratio tls12 / nginx (pairwise): {cpu_ratio.text()}  (> 1: we spend more CPU per byte)")
+    versus: dict[str, dict[str, Any]] = {}
+    for ours_name, ref in (("tls12", "pyssl"), ("tls12-uvloop", "nginx"), ("tls12-uvloop", "pyssl")):
+        if ours_name in rates and ref in rates:
+            r = rates[ours_name].over(rates[ref])
+            c = cpu_per_gb[ours_name].over(cpu_per_gb[ref]) if cpu_per_gb else None
+            versus[f"{ours_name}/{ref}"] = {"ratio": r.to_json(), "server_cpu_ratio": None if c is None else c.to_json()}
+            cpu_text = "" if c is None else f", server CPU {c.text()}"
+            print(f"{ours_name} / {ref} (pairwise): throughput {r.text()}{cpu_text}")
     wall = time.perf_counter() - began
     print(f"MB = 10^6 bytes; loopback, curl to /dev/null, times from curl's time_total; wall time {wall:.0f} s")
     if args.json:
@@ -246,6 +283,7 @@ def _report_throughput(args: argparse.Namespace, size: int, suite_name: str, tim
             "ratio": ratio.to_json(),
             "server_cpu_s_per_gb": None if cpu_per_gb is None else {k: v.to_json() for k, v in cpu_per_gb.items()},
             "server_cpu_ratio": None if cpu_ratio is None else cpu_ratio.to_json(),
+            "versus": versus,
         }, repeats=args.repeats, wall_s=wall)  # fmt: skip
 
 
@@ -259,10 +297,13 @@ def throughput(args: argparse.Namespace, tools: dict[str, str], suite_name: str,
         name = f"file_{size}.bin"
         write_file(root / name, size)
         print(f"{size} bytes ({size / 2**20:.0f} MiB), suite {suite_name}, {args.repeats} interleaved repeats")
-        with ours(root, cert, key, suite_name) as (our_port, our_pid), nginx(
-            tools["nginx"], root, cert, key, cipher, prefix
-        ) as (nginx_port, nginx_pid):
-            servers = (("tls12", our_port, our_pid), ("nginx", nginx_port, nginx_pid))
+        with ExitStack() as stack:
+            running = [("tls12", *stack.enter_context(ours(root, cert, key, suite_name)))]
+            if "uvloop" in loops(args.loop):
+                running.append(("tls12-uvloop", *stack.enter_context(ours(root, cert, key, suite_name, "--loop", "uvloop"))))
+            running.append(("nginx", *stack.enter_context(nginx(tools["nginx"], root, cert, key, cipher, prefix))))
+            running.append(("pyssl", *stack.enter_context(pyssl(root, cert, key, cipher))))
+            servers = tuple(running)
             times, cpu = _download_rounds(tools["curl"], servers, name, cipher, size, timeout, args.repeats)
     _report_throughput(args, size, suite_name, times, cpu, began)
     return 0
@@ -450,10 +491,12 @@ def small(args: argparse.Namespace, tools: dict[str, str], suite_name: str, ciph
         content = {n: write_file(root / f"f{n}.bin", n) or b"" for n in SMALL_SIZES}
         print(f"keep-alive GETs over Python ssl, suite {suite_name}, {args.clients} clients x {args.seconds:g} s,"
               f" {args.repeats} interleaved repeats", flush=True)
-        with ours(root, cert, key, suite_name) as (p1, pid1), ours(root, cert, key, suite_name, "--no-coalesce") as (
-            p2, pid2,
-        ), nginx(tools["nginx"], root, cert, key, cipher, prefix) as (p3, pid3):  # fmt: skip
-            running = {"tls12": (p1, pid1), "tls12-separate": (p2, pid2), "nginx": (p3, pid3)}
+        with ExitStack() as stack:
+            running = {"tls12": stack.enter_context(ours(root, cert, key, suite_name)),
+                       "tls12-separate": stack.enter_context(ours(root, cert, key, suite_name, "--no-coalesce"))}
+            if "uvloop" in loops(args.loop):
+                running["tls12-uvloop"] = stack.enter_context(ours(root, cert, key, suite_name, "--loop", "uvloop"))
+            running["nginx"] = stack.enter_context(nginx(tools["nginx"], root, cert, key, cipher, prefix))
             wire = _wire_and_warm(running, content, cipher)
             results = _small_rounds(running, content, cipher, args, pool)
 
@@ -484,6 +527,8 @@ def main(argv: list[str] | None = None) -> int:
     add_repeats_option(parser)
     parser.add_argument("--seconds", type=float, default=2.0, help="--small: seconds per measurement (default %(default)s)")
     parser.add_argument("--clients", type=int, default=2, help="--small: load processes at once (default %(default)s)")
+    parser.add_argument("--loop", choices=("asyncio", "both"), default="both",
+                        help="both: ours on uvloop too, if installed (default %(default)s); asyncio: only on asyncio's loop")
     parser.add_argument("--json", type=Path, help="also write the results as JSON to this file")
     args = parser.parse_args(argv)
     if not args.seconds > 0 or args.clients < 1:

@@ -15,7 +15,9 @@ ticks).  Two proxies:
 * *warm* -- its memory cache holds every payload.  The ids were checked with
   SHA-256 when the cache was filled; the memory level is trusted on read, so a
   warm download hashes nothing: per record the proxy parses a stub, looks the
-  payload up, encrypts payload + MAC (AES-128-CBC, C extension) and writes it.
+  payload up, encrypts payload + MAC (AES-128-CBC, C extension) and writes it --
+  in runs of ``sslsplit.aio.proxy.BATCH`` stubs: one cut of the buffered stubs, one
+  cache call and one socket write per run.
 * *verify-on-fill* -- ``--memory-mb 0``: it keeps nothing, so every payload
   comes from the origin's record store over HTTP (the cache-miss protocol) and
   its SHA-256 id is checked before use -- a cold proxy's work on every record.
@@ -24,13 +26,19 @@ The download's wall-clock MB/s is shown too; it includes curl's decryption and
 the origin, which share the same cores.
 
 **2. The proxy's per-record code in this process**, on a stub stream captured
-from a real splitting-server connection: ``SplittingProxy.payload_for`` (the
-cache hierarchy) and ``record_for`` (``Splicer.rebuild``), without sockets,
-in CPU seconds of this process.  Three cases: *warm memory* (as deployed: no
-hash in the loop); *warm memory, verify on read* (``MemoryCache(verify_on_read=
-True)``: SHA-256 of every payload in the loop); *verify-on-fill* (every
-payload comes from an untrusted source -- a dict standing in for the origin's
-store -- is checked with SHA-256, put into the memory cache, then encrypted).
+from a real splitting-server connection, as ``SplittingProxy._server_to_client``
+runs it without sockets: the splicer in batch mode (``SplittingProxy.new_splicer``,
+runs of ``sslsplit.aio.proxy.BATCH`` messages), each run's payloads from
+``SplittingProxy.payloads_for`` (one batch lookup in the cache hierarchy) and its
+records from ``Splicer.supply_many``, in CPU seconds of this process.  Three
+cases: *warm memory* (as deployed: no hash in the loop); *warm memory, verify on
+read* (``MemoryCache(verify_on_read=True)``: SHA-256 of every payload in the
+loop); *verify-on-fill* (every payload comes from an untrusted source -- a dict
+standing in for the origin's store -- is checked with SHA-256, put into the
+memory cache, then encrypted).  A fourth row, *per-record path, warm memory*, is
+the same work one stub at a time (``Splicer.next_message`` / ``handle``,
+``SplittingProxy.payload_for`` / ``record_for``: what the proxy ran before its
+batch mode, and still runs for a subclass that overrides a per-stub hook).
 
 **3. The origin's CPU per warm 1 MiB download** through the proxy, against
 ``testbed.https_server`` serving the same file directly (``/proc`` of both,
@@ -85,7 +93,7 @@ from _common import (  # noqa: E402
 
 from sslsplit.aio.proxy import SplittingProxy  # noqa: E402
 from sslsplit.cache import CacheHierarchy, MemoryCache  # noqa: E402
-from sslsplit.splicer import Splicer  # noqa: E402
+from sslsplit.splicer import PayloadsNeeded, Splicer  # noqa: E402
 from sslsplit.store import RecordStore  # noqa: E402
 from sslsplit.wire import IDEncoding, KeyExpose, Stub  # noqa: E402
 from sslsplit.writer import SplittingRecordWriter  # noqa: E402
@@ -162,7 +170,25 @@ def captured_stream(mib: int) -> tuple[bytes, RecordStore]:
 
 
 async def _splice(proxy: SplittingProxy, stream: bytes, key: bytes) -> int:
-    """The proxy's work on ``stream`` (as in ``SplittingProxy._server_to_client``); returns payload bytes."""
+    """The proxy's work on ``stream`` as ``SplittingProxy._server_to_client`` does it (batch mode),
+    without sockets; returns payload bytes."""
+    splicer = proxy.new_splicer()
+    splicer.expose(KeyExpose(0x0303, key, os.urandom(16)))
+    payload = 0
+    events = splicer.receive_data(stream)
+    while events:
+        event = events.pop(0)
+        assert isinstance(event, PayloadsNeeded)
+        splicer.data_to_send_view()  # the runs before: here the proxy writes them to the client
+        payloads = await proxy.payloads_for(event.keys)
+        payload += sum(map(len, payloads))
+        events += splicer.supply_many(event.keys, payloads, checked=True)
+    splicer.data_to_send_view()
+    return payload
+
+
+async def _splice_per_record(proxy: SplittingProxy, stream: bytes, key: bytes) -> int:
+    """The per-record path: one stub at a time through ``payload_for`` and ``record_for``."""
     splicer = Splicer(os.urandom)
     splicer.expose(KeyExpose(0x0303, key, os.urandom(16)))
     splicer.feed(stream)
@@ -178,13 +204,15 @@ async def _splice(proxy: SplittingProxy, stream: bytes, key: bytes) -> int:
 
 
 def in_process(case: str, stream: bytes, store: RecordStore, mib: int, seconds: float) -> float:
-    """MB of payload per CPU second of this process for ``case`` (see the module docstring)."""
+    """MB of payload per CPU second of this process for ``case`` (see the module docstring):
+    ``warm``, ``verify-on-read``, ``verify-on-fill`` or ``per-record warm``."""
     source = _StoreSource(store)
+    splice = _splice_per_record if case == "per-record warm" else _splice
     key = os.urandom(16)
 
     def hierarchy() -> CacheHierarchy:
         memory = MemoryCache((mib + 1) << 20, verify_on_read=case == "verify-on-read")
-        return CacheHierarchy([memory], [source])  # type: ignore[list-item]
+        return CacheHierarchy([memory], [source])
 
     async def run() -> float:
         proxy = SplittingProxy(("127.0.0.1", 9), hierarchy())  # never started: its per-record methods only
@@ -196,7 +224,7 @@ def in_process(case: str, stream: bytes, store: RecordStore, mib: int, seconds: 
             if case == "verify-on-fill":
                 proxy.hierarchy = hierarchy()  # empty again: every payload is fetched and checked
             t0 = time.process_time()
-            total += await _splice(proxy, stream, key)
+            total += await splice(proxy, stream, key)
             cpu += time.process_time() - t0
         return total / cpu / 1e6
 
@@ -299,7 +327,7 @@ def one_round(got: Rounds, dep: Deployment, openssl: str, args: argparse.Namespa
     size = args.mib << 20
     for algorithm in got.refs:
         got.refs[algorithm].append(openssl_speed(openssl, algorithm, args.seconds))
-    for case in ("warm", "verify-on-read", "verify-on-fill"):
+    for case in ("warm", "verify-on-read", "verify-on-fill", "per-record warm"):
         got.cpu_rate.setdefault(f"in-process {case}", []).append(
             in_process(case, stream, store, args.stream_mib, args.seconds))
     for name, port, pid in (("deployed warm", dep.warm_port, dep.warm_pid),
@@ -330,6 +358,7 @@ LABELS = {
     "in-process warm": "in-process splice, warm memory (no hash)",
     "in-process verify-on-read": "in-process splice, warm memory, verify on read",
     "in-process verify-on-fill": "in-process splice, verify-on-fill",
+    "in-process per-record warm": "in-process, per-record path, warm memory",
 }
 """The cases in table order (deployed first) and their printed names."""
 

@@ -107,8 +107,9 @@ def _tree_files() -> list[str]:
             str(p.relative_to(ROOT)) for p in ROOT.rglob("*")
             if p.is_file() and not skip.intersection(p.relative_to(ROOT).parts)
         ]
-    # The built C extension is ignored by git but the tests import it.
+    # The built C extensions are ignored by git but the tests import them.
     files += [str(p.relative_to(ROOT)) for p in (ROOT / "tls12").glob("_recordcrypto*.so")]
+    files += [str(p.relative_to(ROOT)) for p in (ROOT / "sine").glob("_chaincrypto*.so")]
     return files
 
 

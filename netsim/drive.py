@@ -90,7 +90,7 @@ from tls12.record import split_records
 
 from .cpu import CpuModel, NoCpu
 from .host import Host
-from .link import LAN, Duplex, LinkParams
+from .link import LAN, Duplex, LinkParams, now_event
 from .tcp import HalfConnection, TcpConnection, TcpParams
 
 if TYPE_CHECKING:
@@ -116,6 +116,9 @@ class SansIO(Protocol):
 @dataclass(frozen=True, slots=True)
 class Started:
     """Driver event, passed to each side's application once TCP is open (not logged)."""
+
+
+_STARTED = Started()
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,13 +177,27 @@ class Side:
         self.tx.abort()
         self.finished = True
 
+    def deliver(self, item: object) -> None:
+        """Put ``item`` in the inbox: what ``inbox.put(item)`` does, without its bookkeeping.
+
+        The same event is scheduled at the same point (the put, whose processing hands the
+        item to a waiting ``get``), so the side steps exactly when it would have; the put
+        event is not returned (the driver never waits on one).
+        """
+        inbox = self.inbox
+        if inbox.put_queue or len(inbox.items) >= inbox.capacity:   # a full store: its way
+            inbox.put(item)
+            return
+        inbox.items.append(item)
+        now_event(self.env, inbox._trigger_get)
+
     def wake(self) -> None:
         """Step this side soon with no bytes received: its object has bytes to send.
 
         For objects fed from outside the connection (a relay's halves, a client whose
         request is queued by another process); a wake with nothing to send costs nothing.
         """
-        self.inbox.put(_WAKE)
+        self.deliver(_WAKE)
 
     @property
     def _done(self) -> bool:
@@ -229,10 +246,10 @@ class Driver:
         self.wall_seconds: float | None = None   #: set by :func:`run_pair`
         if capture is not None:
             capture.attach(conn, self.client.host.name, self.server.host.name, port)
-        conn.a.on_data = self.server.inbox.put
-        conn.b.on_data = self.client.inbox.put
-        conn.a.on_reset = lambda: self.server.inbox.put(None)
-        conn.b.on_reset = lambda: self.client.inbox.put(None)
+        conn.a.on_data = self.server.deliver
+        conn.b.on_data = self.client.deliver
+        conn.a.on_reset = lambda: self.server.deliver(None)
+        conn.b.on_reset = lambda: self.client.deliver(None)
         self._open = open
         self._start = start
         self.process = env.process(self._run())
@@ -265,7 +282,7 @@ class Driver:
 
     def _step(self, side: Side, chunk: bytes | None, wake: bool = False
               ) -> ProcessGenerator:
-        events: list[Any] = [Started()] if chunk is None and not wake else []
+        events: list[Any] = [_STARTED] if chunk is None and not wake else []
         received = chunk or b""
         if chunk is not None and not side.finished:
             side.bytes_received += len(chunk)
@@ -287,11 +304,15 @@ class Driver:
                 side.app(side, event)
         out = side.obj.data_to_send()
         ops = side.cpu.charge(received, out)
-        seconds = sum(s for _, s in ops)
+        seconds: float = 0
+        top = ops[0] if ops else ("", 0.0)
+        for op in ops:                     # the sum, and the first of the largest (its label)
+            seconds += op[1]
+            if op[1] > top[1]:
+                top = op
         if seconds > 0:
-            label = max(ops, key=lambda op: op[1])[0]
             side.cpu_seconds += seconds
-            yield side.host.compute(seconds, f"{side.name}:{label}")
+            yield side.host.compute(seconds, f"{side.name}:{top[0]}")
         tx = side.tx
         if out and not tx.seq.reset and not tx.seq.fin_sent and not side.reset:
             tx.send(out)

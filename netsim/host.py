@@ -23,7 +23,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 import simpy
-from simpy.events import ProcessGenerator
+from simpy.events import URGENT, Timeout
+
+from .link import now_event
 
 __all__ = ["HostParams", "Host"]
 
@@ -57,23 +59,19 @@ class Host:
         self.job_started: list[float] = []
         self.job_finished: list[float] = []
 
-    def compute(self, seconds: float, label: str = "job") -> simpy.Process:
-        """Start a job of ``seconds`` reference CPU time; the process ends when it is done."""
+    def compute(self, seconds: float, label: str = "job") -> simpy.Event:
+        """Start a job of ``seconds`` reference CPU time; the event fires when it is done.
+
+        The job is a chain of callbacks that schedules what a process with
+        ``with host.cpu.request() as req: yield req; yield env.timeout(t)`` would (its
+        start, the request, the service time, the release, its end), at the same instants and
+        in the same order, so jobs share the cores with such processes exactly as before.
+        """
         if seconds < 0:
             raise ValueError(f"service time must be >= 0 s, got {seconds}")
-        return self.env.process(self._run(seconds / self.params.speed, label))
-
-    def _run(self, seconds: float, label: str) -> ProcessGenerator:
-        queued = self.env.now
-        with self.cpu.request() as req:
-            yield req
-            started = self.env.now
-            yield self.env.timeout(seconds)
-        self.busy_time += seconds
-        self.job_label.append(label)
-        self.job_queued.append(queued)
-        self.job_started.append(started)
-        self.job_finished.append(self.env.now)
+        done = simpy.Event(self.env)
+        _Job(self, seconds / self.params.speed, label, done)
+        return done
 
     def utilisation(self) -> float:
         """Busy core-seconds / (cores × elapsed simulated time)."""
@@ -85,3 +83,34 @@ class Host:
                            "started": self.job_started, "finished": self.job_finished})
         df["wait"] = df["started"] - df["queued"]
         return df
+
+
+class _Job:
+    """One :meth:`Host.compute` job: queue for a core, hold it ``seconds``, log, fire ``done``."""
+
+    __slots__ = ("host", "seconds", "label", "done", "queued", "started", "request")
+
+    def __init__(self, host: Host, seconds: float, label: str, done: simpy.Event) -> None:
+        self.host, self.seconds, self.label, self.done = host, seconds, label, done
+        self.queued = self.started = 0.0
+        now_event(host.env, self._begin, URGENT)     # where the process's Initialize was
+
+    def _begin(self, _: simpy.Event) -> None:
+        self.queued = self.host.env.now
+        self.request = self.host.cpu.request()
+        self.request.callbacks.append(self._granted)
+
+    def _granted(self, _: simpy.Event) -> None:
+        env = self.host.env
+        self.started = env.now
+        Timeout(env, self.seconds).callbacks.append(self._served)
+
+    def _served(self, _: simpy.Event) -> None:
+        host = self.host
+        host.cpu.release(self.request)
+        host.busy_time += self.seconds
+        host.job_label.append(self.label)
+        host.job_queued.append(self.queued)
+        host.job_started.append(self.started)
+        host.job_finished.append(host.env.now)
+        self.done.succeed()

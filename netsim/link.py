@@ -5,8 +5,16 @@ a full queue drops the arriving packet, i.e. drop-tail), are serialised at ``ban
 per second, then arrive ``delay`` seconds later. With ``loss > 0`` each packet is dropped with
 that probability after serialisation, using the link's own ``random.Random``.
 
-:meth:`Link.fail` injects an outage (the transmitter process is interrupted; queued packets are
+:meth:`Link.fail` injects an outage (the transmitter is interrupted; queued packets are
 lost), from which TCP recovers by retransmission timeout.
+
+**Cost per packet.** The transmitter is a chain of event callbacks rather than a generator
+process, and :func:`now_event` stands in for a process's start and interrupt: per packet the
+link schedules exactly the SimPy events a process would (a wake-up when idle, the end of
+serialisation, the arrival), at the same instants and in the same order -- so simultaneous
+events keep their order and every simulated time is unchanged (``tests/netsim/test_golden.py``)
+-- with less Python around each. :class:`~netsim.tcp.HalfConnection` and
+:meth:`~netsim.host.Host.compute` follow the same rule.
 
 Packets follow a *route* (a tuple of links): when a packet reaches the end of one link it is
 handed to the next; at the end of the route its ``on_arrive`` callback runs. This is all the
@@ -28,9 +36,9 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import simpy
-from simpy.events import ProcessGenerator
+from simpy.events import NORMAL, PENDING, URGENT, EventPriority, ProcessGenerator, Timeout
 
-__all__ = ["LinkParams", "Packet", "Link", "Duplex", "LAN", "send_on"]
+__all__ = ["LinkParams", "Packet", "Link", "Duplex", "LAN", "send_on", "now_event"]
 
 
 @dataclass(frozen=True)
@@ -84,7 +92,8 @@ class Link:
         self.env = env
         self.params = params
         self.name = name
-        self.rng = random.Random(seed)
+        self._seed = seed
+        self._rng: random.Random | None = None
         self._queue: deque[Packet] = deque()
         self._wakeup: simpy.Event = env.event()
         self.busy = False
@@ -97,7 +106,26 @@ class Link:
         self.up = True
         self._in_service: Packet | None = None
         self._restored: simpy.Event = env.event()
-        self._process = env.process(self._transmitter())
+        # the transmitter (see the module docstring) waits on one event at a time:
+        # ``_waiting``, with ``_then`` among its callbacks (an outage removes it)
+        self._waiting: simpy.Event | None = None
+        self._then: Callable[[simpy.Event], None] | None = None
+        now_event(env, self._next, URGENT)         # where the process's Initialize was
+
+    @property
+    def rng(self) -> random.Random:
+        """The link's own generator (seeded with ``seed``): it draws the losses.
+
+        Made on first use: a lossless link never draws, and seeding costs microseconds per
+        link (one per direction of every simulated connection).
+        """
+        if self._rng is None:
+            self._rng = random.Random(self._seed)
+        return self._rng
+
+    @rng.setter
+    def rng(self, rng: random.Random) -> None:
+        self._rng = rng
 
     def _record(self, event: str, size: int) -> None:
         self.log_time.append(self.env.now)
@@ -117,47 +145,59 @@ class Link:
             self._record("drop_queue", packet.size)
             return False
         self._queue.append(packet)
-        if not self._wakeup.triggered:
+        if self._wakeup._value is PENDING:         # not triggered
             self._wakeup.succeed()
         return True
 
-    def _transmitter(self) -> ProcessGenerator:
-        env = self.env
-        while True:
-            try:
-                if not self._queue:
-                    self._wakeup = env.event()
-                    yield self._wakeup
-                    continue
-                pkt = self._queue.popleft()
-                self._in_service = pkt
-                self.busy = True
-                yield env.timeout(self.params.serialisation(pkt.size))
-                self.busy = False
-                self._in_service = None
-                self.bytes_sent += pkt.size
-                if self.params.loss and self.rng.random() < self.params.loss:
-                    self.drops += 1
-                    self._record("drop_loss", pkt.size)
-                    continue
-                self._record("sent", pkt.size)
-                arrival = env.timeout(self.params.delay, value=pkt)
-                arrival.callbacks.append(_arrive)
-            except simpy.Interrupt:
-                # the link went down: the packet being sent and the queue are lost
-                self.busy = False
-                lost = ([self._in_service] if self._in_service else []) + list(self._queue)
-                self._in_service = None
-                self._queue.clear()
-                for p in lost:
-                    self.drops += 1
-                    self._record("drop_down", p.size)
-                yield self._restored
+    # -- the transmitter --------------------------------------------------------------------
+    def _wait(self, event: simpy.Event, then: Callable[[simpy.Event], None]) -> None:
+        event.callbacks.append(then)
+        self._waiting, self._then = event, then
+
+    def _next(self, _: simpy.Event | None = None) -> None:
+        """Serve the head of the queue, or wait for a packet."""
+        if not self._queue:
+            self._wakeup = self.env.event()
+            self._wait(self._wakeup, self._next)
+            return
+        pkt = self._queue.popleft()
+        self._in_service = pkt
+        self.busy = True
+        self._wait(Timeout(self.env, pkt.size * 8.0 / self.params.bandwidth), self._serialised)
+
+    def _serialised(self, _: simpy.Event) -> None:
+        pkt = self._in_service
+        assert pkt is not None
+        self.busy = False
+        self._in_service = None
+        self.bytes_sent += pkt.size
+        p = self.params
+        if p.loss and self.rng.random() < p.loss:
+            self.drops += 1
+            self._record("drop_loss", pkt.size)
+        else:
+            self._record("sent", pkt.size)
+            Timeout(self.env, p.delay, pkt).callbacks.append(_arrive)
+        self._next()
+
+    def _interrupted(self, _: simpy.Event) -> None:
+        # the link went down: the packet being sent and the queue are lost
+        waiting, then = self._waiting, self._then
+        assert waiting is not None and then is not None and waiting.callbacks is not None
+        waiting.callbacks.remove(then)
+        self.busy = False
+        lost = ([self._in_service] if self._in_service else []) + list(self._queue)
+        self._in_service = None
+        self._queue.clear()
+        for p in lost:
+            self.drops += 1
+            self._record("drop_down", p.size)
+        self._wait(self._restored, self._next)
 
     def fail(self, duration: float) -> simpy.Process:
         """Take the link down for ``duration`` seconds (failure injection).
 
-        The transmitter process is interrupted: the packet being serialised and every queued
+        The transmitter is interrupted: the packet being serialised and every queued
         packet are dropped, and packets offered while down are dropped too. Packets already
         propagating still arrive. Returns the outage process (it ends when the link is back).
         """
@@ -171,7 +211,7 @@ class Link:
         self.up = False
         self._restored = self.env.event()
         self._record("down", 0)
-        self._process.interrupt("link down")
+        now_event(self.env, self._interrupted, URGENT)   # where the process's Interruption was
         yield self.env.timeout(duration)
         self.up = True
         self._record("up", 0)
@@ -180,6 +220,21 @@ class Link:
     def queue_length(self) -> int:
         """Packets waiting (not counting the one being serialised)."""
         return len(self._queue)
+
+
+def now_event(env: simpy.Environment, callback: Callable[[simpy.Event], None],
+              priority: EventPriority = NORMAL) -> simpy.Event:
+    """Schedule an event for now that runs ``callback`` (``URGENT``: before the ``NORMAL`` ones).
+
+    What :class:`simpy.events.Initialize` does for a process and
+    :class:`simpy.events.Interruption` for an interrupt, for callback-driven model code.
+    """
+    event = simpy.Event(env)
+    event._ok = True
+    event._value = None
+    event.callbacks.append(callback)
+    env.schedule(event, priority)
+    return event
 
 
 def _arrive(event: simpy.Event) -> None:

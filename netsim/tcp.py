@@ -58,7 +58,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import simpy
-from simpy.events import ProcessGenerator
+from simpy.events import ProcessGenerator, Timeout
 
 from .link import Link, Packet, send_on
 
@@ -218,6 +218,7 @@ class HalfConnection:
         self._deliveries: deque[tuple[int, simpy.Event]] = deque()
         self._ack_event: simpy.Event = env.event()
         self._data_event: simpy.Event = env.event()
+        self._woken: simpy.Event = env.event()   # an ACK or the retransmission timer fired
         self.retransmits = 0
         self.timeouts = 0
         self._snd_max = self.seq.snd_nxt   # one past the highest sequence number ever sent
@@ -331,16 +332,31 @@ class HalfConnection:
                 self._data_event = env.event()
                 yield self._data_event
                 continue
-            self._ack_event = env.event()
+            # wait for an ACK or the retransmission timeout, whichever is processed first:
+            # the events ``ack | timeout`` would schedule (the ACK's, the timer's and one of
+            # its own when the first of them is processed), without a Condition's bookkeeping
+            ack = self._ack_event = env.event()
+            timer = Timeout(env, self.p.rto)
+            woken = self._woken = env.event()
+            ack.callbacks.append(self._wake)
+            timer.callbacks.append(self._wake)
             before = st.snd_una
-            result = yield self._ack_event | env.timeout(self.p.rto)
-            if self._ack_event not in result and st.snd_una == before and not st.reset:
+            yield woken
+            acked = ack.callbacks is None          # processed: it was in the condition's value
+            for ev in (ack, timer):                # the condition forgets the other event
+                if ev.callbacks is not None:
+                    ev.callbacks.remove(self._wake)
+            if not acked and st.snd_una == before and not st.reset:
                 # retransmission timeout: go back N
                 self.timeouts += 1
                 self.ssthresh = max(st.in_flight / 2, 2.0 * self.p.mss)
                 self.cwnd = float(self.p.mss)
                 self._nxt = self._una
                 st.snd_nxt = st.snd_una
+
+    def _wake(self, _: simpy.Event) -> None:
+        if not self._woken.triggered:
+            self._woken.succeed()
 
     def _on_ack(self, pkt: Packet) -> None:
         ackno: int = pkt.payload.ack

@@ -31,20 +31,30 @@ for that block; the first failing block raises a typed :class:`RemoteProtocolErr
 same :meth:`~StreamVerifier.receive_data` call travel on the exception as ``exc.events``.
 The verifier changes state only through the transition table of :mod:`sine.state`; a call
 out of order (any call after an error) raises :class:`LocalProtocolError`.  Memory is bounded by one record plus the
-chunk being fed (plus, in separate mode, the tag's link list).
+chunk being fed (plus, in separate mode, the tag's link list, held once more joined).
+
+Speed: every run of whole records a chunk holds before a chain's last record is checked in
+one call of :func:`sine.chaincrypto.verify_run` (the C extension, OpenSSL EVP, or its Python
+twin with ``SINE_PURE_PYTHON=1``), which returns the verified blocks, the next trusted value
+and whether the record after them failed; events, errors and blame are the same as record by
+record (``tests/sine/test_verifier_runs.py``).  A record split across chunks, and each
+chain's last record (padding, terminator), take the record-by-record path.
 """
 
 from __future__ import annotations
 
 import hmac
 import struct
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any, NoReturn, TypeVar
 
 from tls12.buffer import Buffer
 
 from .algorithms import VerifyingKey, hash_constructor
+from .chaincrypto import verify_run
 from .errors import (
     BadPadding,
     BlockMismatch,
@@ -131,6 +141,25 @@ class BlockVerified(Event):
     data: bytes
 
 
+_new_event = object.__new__
+_set_index = vars(BlockVerified)["index"].__set__  # the slots' member descriptors
+_set_data = vars(BlockVerified)["data"].__set__
+
+
+def _block_events(first: int, blocks: list[bytes]) -> list[BlockVerified]:
+    """``[BlockVerified(first, blocks[0]), BlockVerified(first + 1, blocks[1]), ...]``.
+
+    The same objects as the constructor makes (``BlockVerified`` has no ``__post_init__``),
+    built by three C-level loops that fill the slots instead of one call of the frozen
+    dataclass's ``__init__`` per event, which costs about twice as much (some 0.2 µs, where
+    the hash of a 1 KiB record costs some 0.55 µs; ``benchmarks/bench_sine.py``).
+    """
+    events: list[BlockVerified] = list(map(_new_event, repeat(BlockVerified, len(blocks))))
+    deque(map(_set_index, events, range(first, first + len(blocks))), maxlen=0)
+    deque(map(_set_data, events, blocks), maxlen=0)
+    return events
+
+
 @dataclass(frozen=True, slots=True)
 class ForwardAuthenticatorVerified(Event):
     """SINEX: the page's Forward Authenticator, covered by a verified signature."""
@@ -157,6 +186,7 @@ class _Chain:
     last_data: int  # document bytes in the last block
     tail_pad: bytes  # hashed after the last record's bytes: padding (separate) + terminator
     new: Any  # hashlib constructor
+    hash_name: str  # the same hash for :func:`sine.chaincrypto.verify_run` ("sha256", ...)
 
     @classmethod
     def for_info(cls, info: TagInfo, offset: int, separate: bool) -> _Chain:
@@ -167,8 +197,9 @@ class _Chain:
         last_data = length - (count - 1) * bs if count else 0
         last_size = last_data if separate else bs
         pad = bytes(bs - last_data) if separate else b""
-        return cls(offset, count, bs, hlen, last_size, last_data, pad + bytes(hlen),
-                   hash_constructor(info.hash_alg))
+        new = hash_constructor(info.hash_alg)
+        return cls(offset, count, bs, hlen, last_size, last_data, pad + bytes(hlen), new,
+                   new().name)
 
 
 class StreamVerifier:
@@ -198,6 +229,7 @@ class StreamVerifier:
         self.blocks_verified = 0
         self._buf = bytearray()
         self._separate: SeparateTag | None = None
+        self._links = b""  # separate form: h_2..h_n concatenated, for verify_run
         self._index = 0  # index (1-based) of the last verified block of the current chain
         self._expected = b""
         self._chain: _Chain | None = None
@@ -209,6 +241,7 @@ class StreamVerifier:
                 raw = at
                 at = self._fail_safe(lambda: pull_separate_tag(Buffer(raw)))
             self._separate = at
+            self._links = b"".join(at.links)
             self._fail_safe(lambda: self._accept_tag(at.tag))
 
     # -- public API ------------------------------------------------------------------------
@@ -362,6 +395,7 @@ class StreamVerifier:
                     self._one_record(pending, 0)
                 self._buf.clear()
             while self.state in (State.CONTENT, State.FORWARD):
+                pos = self._run(view, pos)
                 after = self._one_record(view, pos)
                 if after < 0:
                     break
@@ -401,6 +435,41 @@ class StreamVerifier:
         if index == c.count:
             return c.last_size
         return c.block_size if self._separate is not None else c.block_size + c.hlen
+
+    def _run(self, view: memoryview, pos: int) -> int:
+        """Verify the whole records at ``pos`` before the chain's last one in one
+        :func:`~sine.chaincrypto.verify_run` call; return the position after them.
+
+        Same checks, events and first failing block as :meth:`_one_record` record by record.
+        """
+        c = self._chain
+        assert c is not None  # called only while a chain is being verified
+        todo = c.count - 1 - self._index  # records before the last one
+        separate = self._separate is not None
+        size = c.block_size if separate else c.block_size + c.hlen
+        if todo <= 0 or len(view) - pos < size:
+            return pos
+        with view[pos:] as rest:
+            if separate:
+                with memoryview(self._links)[self._index * c.hlen :] as links:
+                    blocks, trusted, mismatch = verify_run(c.hash_name, c.block_size,
+                                                           self._expected, rest, todo, links)
+            else:
+                blocks, trusted, mismatch = verify_run(c.hash_name, c.block_size,
+                                                       self._expected, rest, todo)
+        done = len(blocks)
+        first = self._index + 1
+        self._index += done
+        self._expected = trusted
+        if c.offset == 0:
+            self.blocks_verified += done
+            self.released_bytes += done * c.block_size
+            self._events += _block_events(first, blocks)
+        else:
+            self._fa += b"".join(blocks)
+        if mismatch:
+            raise BlockMismatch("hash chain broken", c.offset + self._index + 1)
+        return pos + done * size
 
     def _one_record(self, view: memoryview, pos: int) -> int:
         """Verify one record at ``pos``; return the new position or -1 if incomplete."""

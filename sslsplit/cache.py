@@ -29,7 +29,8 @@ from typing import Protocol
 from .errors import CacheMiss
 from .wire import IDEncoding, check_payload
 
-__all__ = ["LocalCache", "PayloadSource", "MemoryCache", "DiskCache", "CacheHierarchy", "CacheMiss", "HierarchyStats"]
+__all__ = ["LocalCache", "PayloadSource", "PayloadKey", "MemoryCache", "DiskCache", "CacheHierarchy", "CacheMiss",
+           "HierarchyStats"]
 
 
 class PayloadSource(Protocol):
@@ -40,6 +41,10 @@ class PayloadSource(Protocol):
     async def fetch(self, encoding: IDEncoding, ident: bytes) -> bytes | None: ...
 
     async def close(self) -> None: ...
+
+
+PayloadKey = tuple[IDEncoding, bytes]
+"""What names a payload: ``(encoding, id)`` (:class:`~sslsplit.splicer.PayloadsNeeded` gives these)."""
 
 
 class LocalCache(Protocol):
@@ -75,6 +80,19 @@ class MemoryCache:
         if payload is not None:
             self._data.move_to_end(key)
         return payload
+
+    def get_many(self, keys: Sequence[PayloadKey]) -> list[bytes | None]:
+        """:meth:`get` of each key, in order (the LRU order moves as with one call per key)."""
+        data = self._data
+        get, to_end = data.get, data.move_to_end
+        out: list[bytes | None] = []
+        append = out.append
+        for key in keys:  # (IDEncoding, id) finds (int, id): an IntEnum hashes and compares as its int
+            payload = get(key)
+            if payload is not None:
+                to_end(key)
+            append(payload)
+        return out
 
     def put(self, encoding: IDEncoding, ident: bytes, payload: bytes) -> None:
         key = (int(encoding), ident)
@@ -169,6 +187,32 @@ class CacheHierarchy:
             cache.discard(encoding, ident)
         return None
 
+    def lookup_local_many(self, keys: Sequence[PayloadKey], *, count: bool = False) -> list[bytes | None]:
+        """:meth:`lookup_local` of each key, in order, in one call: the proxy's batch path.
+
+        The first level answers for all keys at once when it can (:meth:`MemoryCache.get_many`);
+        from the first key it misses, or whose payload fails its check, on, the keys go through
+        :meth:`lookup_local` one by one -- so the payloads, the stats and (short of an eviction
+        inside the run) the LRU order are those of one call per key.
+        """
+        if not self.local:
+            return [None] * len(keys)
+        first = self.local[0]
+        get_many = getattr(first, "get_many", None)
+        found: list[bytes | None] = (get_many(keys) if get_many is not None
+                                     else [first.get(*key) for key in keys])
+        verify = first.verify_on_read
+        hits = 0
+        for i, payload in enumerate(found):
+            if payload is None or (verify and not check_payload(*keys[i], payload)):
+                # a miss, or a payload that failed its check: from here on the per-key way
+                found[i:] = [self.lookup_local(*key, count=count) for key in keys[i:]]
+                break
+            hits += 1
+        if count and hits:
+            self.stats.hits[first.name] = self.stats.hits.get(first.name, 0) + hits
+        return found
+
     def put(self, encoding: IDEncoding, ident: bytes, payload: bytes) -> None:
         for cache in self.local:
             cache.put(encoding, ident, payload)
@@ -178,6 +222,11 @@ class CacheHierarchy:
         payload = self.lookup_local(encoding, ident, count=True)
         if payload is not None:
             return payload
+        return await self.get_remote(encoding, ident)
+
+    async def get_remote(self, encoding: IDEncoding, ident: bytes) -> bytes:
+        """:meth:`get` without the local levels (the caller looked there already): the remote
+        sources in order, the first valid payload put into every local level; CacheMiss if none."""
         for source in self.remote:
             try:
                 payload = await source.fetch(encoding, ident)

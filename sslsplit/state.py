@@ -12,8 +12,10 @@ waits for the payload, and whether the server's stream has ended.  Five states c
 
 The inputs (:class:`SplicerInput`) come from three places: the server (``DATA``, ``EOF``:
 :meth:`~sslsplit.splicer.Splicer.receive_data` with bytes or with ``b""``), the caller
-(``PAYLOAD``: :meth:`~sslsplit.splicer.Splicer.supply` or ``resume``) and the splicer itself
-(``STUB``: it reached a digest stub and returns :class:`~sslsplit.splicer.PayloadNeeded`;
+(``PAYLOAD``: :meth:`~sslsplit.splicer.Splicer.supply` or ``resume``; in batch mode
+``supply_many``) and the splicer itself (``STUB``: it reached a digest stub and returns
+:class:`~sslsplit.splicer.PayloadNeeded` -- in batch mode a run with digest stubs, and
+:class:`~sslsplit.splicer.PayloadsNeeded`;
 ``END``: every record is out after the end of stream, it returns
 :class:`~sslsplit.splicer.StreamEnded`).
 

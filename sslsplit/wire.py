@@ -26,12 +26,16 @@ TLS records (one type byte, a two-byte version, a two-byte length):
   right after the server's ChangeCipherSpec so the proxy can encrypt the
   records it rebuilds.  Never a MAC key, never a client-write key.
 
-This module is the codec and a streaming reader; it does no I/O.
+This module is the codec and a streaming reader; it does no I/O.  :func:`cut_messages` cuts a
+whole buffer into messages in one call (the proxy's batch path, stubs as plain tuples);
+:func:`pull_messages` is the same with :class:`Stub` objects.  Both accept and reject exactly
+what :class:`MessageReader` does one message at a time.
 """
 
 from __future__ import annotations
 
 import hashlib
+import struct
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -54,6 +58,11 @@ __all__ = [
     "check_payload",
     "push_message",
     "pull_message",
+    "pull_messages",
+    "cut_messages",
+    "RawStub",
+    "CutMessage",
+    "stub_of",
     "MessageReader",
 ]
 
@@ -185,6 +194,99 @@ def pull_message(msg_type: int, version: int, body: bytes) -> Message:
     raise DecodeError(f"unknown message type 0x{msg_type:02x}")
 
 
+RawStub = tuple[IDEncoding, bytes, int, int, bytes]
+"""A stub as a plain tuple, ``(encoding, ident, content_type, version, mac)`` -- what the batch
+path carries instead of a :class:`Stub` (a tuple costs a twentieth of a frozen dataclass);
+``raw[:2]`` is the payload's cache key, ``Stub(*raw[2:4], *raw[:2], raw[4])`` the message."""
+
+
+CutMessage = Verbatim | KeyExpose | RawStub
+"""A message as :func:`cut_messages` returns it: every stub a :data:`RawStub`."""
+
+
+def stub_of(raw: RawStub) -> Stub:
+    """The :class:`Stub` a :data:`RawStub` stands for."""
+    encoding, ident, content_type, version, mac = raw
+    return Stub(content_type, version, encoding, ident, mac)
+
+
+_HEAD = struct.Struct(">BHH")  # type, version, length
+_U16 = struct.Struct(">H")
+_U16X2 = struct.Struct(">HH")  # a stub body's encoding and id length
+_STUB_TYPES = frozenset(t | STUB_FLAG for t in _RECORD_TYPES)
+_SHA256_STUBS = {6 + 32 + mac: struct.Struct(f">HH32sH{mac}s").unpack_from for mac in (20, 32)}
+"""The body layouts of the stubs a splitting server sends for every cached record -- a SHA-256 id
+and an HMAC-SHA1 or -SHA256 MAC -- by message length: one ``unpack_from`` cuts such a body."""
+
+
+def cut_messages(data: bytes, start: int = 0) -> tuple[list[CutMessage], int]:
+    """Every whole message in ``data[start:]`` (stubs as :data:`RawStub` tuples), and the offset
+    of the first byte not used.
+
+    The batch form of :meth:`MessageReader.next_message`, with the same checks and errors, in
+    the same order: messages are cut up to the first incomplete or bad one.  A bad message
+    (DecodeError, or RecordOverflow for a length over its type's bound, raised from its header
+    alone) is raised only when it comes first -- the messages before it are returned and the
+    offset stops at it, so the next call raises.  Stub bodies are parsed inline (the hot path);
+    one a check of :func:`pull_message` would reject goes through it, for the same error.
+    """
+    if not isinstance(data, bytes):
+        raise TypeError(f"cut_messages takes bytes, not {type(data).__name__}")  # ids must be hashable
+    n = len(data)
+    pos = start
+    out: list[CutMessage] = []
+    append = out.append
+    head, u16, u16x2 = _HEAD.unpack_from, _U16.unpack_from, _U16X2.unpack_from
+    fixed_layouts = _SHA256_STUBS
+    sha256 = IDEncoding.DIGEST_SHA256
+    stub_types = _STUB_TYPES
+    record_types = _RECORD_TYPES
+    encodings = _ENCODINGS
+    digest_size = _DIGEST_SIZE
+    try:
+        while pos + 5 <= n:
+            msg_type, version, length = head(data, pos)
+            if length > (MAX_FIELD if msg_type in record_types else MAX_MESSAGE_BODY):
+                raise RecordOverflow(f"message of {length} bytes exceeds "
+                                     f"{MAX_FIELD if msg_type in record_types else MAX_MESSAGE_BODY}")
+            body = pos + 5
+            end = body + length
+            if end > n:
+                break
+            fixed = fixed_layouts.get(length)
+            if fixed is not None and msg_type in stub_types:  # the common stub, in one call
+                raw_encoding, id_length, ident, mac_length, mac = fixed(data, body)
+                if raw_encoding == sha256 and id_length == 32 and 38 + mac_length == length:
+                    append((sha256, ident, msg_type & ~STUB_FLAG, version, mac))
+                    pos = end
+                    continue
+            if msg_type & STUB_FLAG and length >= 6 and (msg_type & ~STUB_FLAG) in record_types:
+                raw_encoding, id_length = u16x2(data, body)
+                encoding = encodings.get(raw_encoding)
+                id_end = body + 4 + id_length
+                if encoding is not None and id_end + 2 <= end and id_end + 2 + u16(data, id_end)[0] == end:
+                    ident = data[body + 4 : id_end]
+                    size = digest_size.get(encoding)
+                    if size is None or len(ident) == size:
+                        append((encoding, ident, msg_type & ~STUB_FLAG, version, data[id_end + 2 : end]))
+                        pos = end
+                        continue
+            msg = pull_message(msg_type, version, data[body:end])  # raises for every stub left
+            append((msg.encoding, msg.ident, msg.content_type, msg.version, msg.mac) if isinstance(msg, Stub) else msg)
+            pos = end
+    except (DecodeError, RecordOverflow):
+        if not out:
+            raise
+    return out, pos
+
+
+def pull_messages(data: bytes, start: int = 0) -> tuple[list[Message], int]:
+    """:func:`cut_messages` with every stub a :class:`Stub`: the messages
+    :meth:`MessageReader.next_message` would return one by one, and the offset after them."""
+    cut, end = cut_messages(data, start)
+    return [stub_of(m) if isinstance(m, tuple) else m for m in cut], end
+
+
 class MessageReader:
     """Cuts a byte stream into messages; buffers at most one partial message."""
 
@@ -212,3 +314,16 @@ class MessageReader:
         body = bytes(buf[5 : 5 + length])
         del buf[: 5 + length]
         return pull_message(msg_type, version, body)
+
+    def cut(self) -> list[CutMessage]:
+        """Every whole message buffered, in one call (:func:`cut_messages`); [] if none.
+
+        One copy of the buffered bytes per call, so a caller takes all of them at once and
+        splices them in runs of its own size.
+        """
+        buf = self._buffer
+        if len(buf) < 5:
+            return []
+        msgs, end = cut_messages(bytes(buf))
+        del buf[:end]
+        return msgs

@@ -41,7 +41,7 @@ def _module(name: str, path: Path) -> ModuleType:
 common = _module("bench_common_under_test", REPO / "benchmarks" / "_common.py")
 if str(REPO / "notebooks") not in sys.path:
     sys.path.insert(0, str(REPO / "notebooks"))
-from summarize_parts import performance  # noqa: E402
+from summarize_parts import performance, performance_papers  # noqa: E402
 from summarize_parts.base import MissingResult, Source  # noqa: E402
 
 # --- the interleaving helper ---------------------------------------------------------------
@@ -162,24 +162,24 @@ def test_a_single_run_result_file_is_refused_with_a_clear_error(tmp_path: Path) 
               "guardian_ms_per_record_round_trip": 0.18, "slowdown_https_to_webalps": 1.44,
               "target": 1.5, "target_met": True}
     with pytest.raises(performance.NotRepeated, match=r"webalps.json has no \"repeats\" field: it is a single run"):
-        performance._webalps(_source(tmp_path, single))
+        performance_papers._webalps(_source(tmp_path, single))
     assert issubclass(performance.NotRepeated, MissingResult)  # summarize.py's CLI prints it as one line
 
 
 def test_fewer_than_five_repeats_are_refused(tmp_path: Path) -> None:
     with pytest.raises(performance.NotRepeated, match="--repeats 3; the README needs >= 5"):
-        performance._webalps(_source(tmp_path, _webalps([1.4, 1.45, 1.5])))
+        performance_papers._webalps(_source(tmp_path, _webalps([1.4, 1.45, 1.5])))
 
 
 def test_a_figure_that_is_a_single_number_is_refused_even_if_the_file_says_repeats(tmp_path: Path) -> None:
     data = _webalps([1.4] * 5)
     data["slowdown_https_to_webalps"] = 1.4
     with pytest.raises(performance.NotRepeated, match="single number"):
-        performance._webalps(_source(tmp_path, data))
+        performance_papers._webalps(_source(tmp_path, data))
 
 
 def test_the_row_shows_median_and_range_and_n(tmp_path: Path) -> None:
-    cells = performance._webalps(_source(tmp_path, _webalps([1.44, 1.60, 1.38, 1.47, 1.41])))
+    cells = performance_papers._webalps(_source(tmp_path, _webalps([1.44, 1.60, 1.38, 1.47, 1.41])))
     assert "n = 5" in cells[0]
     assert "docs/results/benchmarks/webalps.json" in cells[1]
     assert cells[4] == "slowdown 1.44 (1.38–1.60)×"
@@ -188,7 +188,7 @@ def test_the_row_shows_median_and_range_and_n(tmp_path: Path) -> None:
 
 def test_a_target_is_met_only_when_the_median_meets_it(tmp_path: Path) -> None:
     """Three of five repeats miss 1.5x; the best one (1.30) and the JSON's own flag do not count."""
-    cells = performance._webalps(_source(tmp_path, _webalps([1.30, 1.60, 1.55, 1.45, 1.70])))
+    cells = performance_papers._webalps(_source(tmp_path, _webalps([1.30, 1.60, 1.55, 1.45, 1.70])))
     assert cells[4] == "slowdown 1.55 (1.30–1.70)×"
     assert cells[5] == "≤ 1.5× (not met)"
 

@@ -6,7 +6,7 @@ from its own floor and the floors below:
 ====== ============ ==========================================================================
 floor  package      what lives there
 ====== ============ ==========================================================================
-0      ``tls12``    the TLS 1.2 protocol core (sans-IO) and its one asyncio adapter ``aio.py``
+0      ``tls12``    the TLS 1.2 protocol core (sans-IO) and its asyncio adapters ``aio/``
 1      ``netsim``   SimPy building blocks and the generic driver of sans-IO objects
 2      ``testbed``  programs, command-line plumbing, run tooling, traces, the Linux lab
 3      the papers   ``sslsplit`` (with ``barnraising``), ``sine``, ``reverse_ssl``,
@@ -26,7 +26,7 @@ Inside a paper package a module's room follows from its path:
 :data:`DEFAULT_ROOM` changes the "everything else" room of a package whose core *is* a model
 (SSLACC's cluster runs in simulated time throughout); :data:`ROOM_EXCEPTIONS` lists the few
 modules outside ``aio/`` that may do I/O, each with the reason. In the shared floors, ``tls12``
-is core except ``aio.py``; ``netsim`` is models; ``testbed`` is the I/O floor. No paper
+is core except ``aio/``; ``netsim`` is models; ``testbed`` is the I/O floor. No paper
 constant (a module-level constant whose comment or value names a paper) lives outside its
 paper's package. A failure names the file, the line and the offending import.
 """
@@ -150,7 +150,7 @@ def room(path: Path) -> str:
     if package == "testbed":
         return "io"
     if package == "tls12":
-        return "adapter" if inner == ("aio.py",) else "core"
+        return "adapter" if inner[0] == "aio" else "core"
     if package == "netsim":
         return "model"
     if "aio" in inner[:-1]:
@@ -165,7 +165,7 @@ def room(path: Path) -> str:
 
 def test_rooms_are_read_from_paths() -> None:
     assert room(ROOT / "tls12" / "record.py") == "core"
-    assert room(ROOT / "tls12" / "aio.py") == "adapter"
+    assert room(ROOT / "tls12" / "aio" / "protocol.py") == "adapter"
     assert room(ROOT / "sine" / "aio" / "server.py") == "adapter"
     assert room(ROOT / "sslsplit" / "barnraising" / "aio" / "dns.py") == "adapter"
     assert room(ROOT / "sine" / "verifier.py") == "core"

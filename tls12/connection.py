@@ -54,7 +54,6 @@ Seams for the protocols built on this core (documented where they live):
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from enum import Enum
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
@@ -94,7 +93,7 @@ from .record import (
 )
 from .state import StateSeam
 from .suites import SUITES, SuiteParams
-from .trace import TraceEvent, handshake_type
+from .trace import ReceivedRecord, TraceEvent, handshake_type
 
 if TYPE_CHECKING:
     from .delegate import EventDelegate, KeyHandle, SessionDelegate
@@ -127,30 +126,6 @@ _APPLICATION_DATA_RECORD = int(ContentType.APPLICATION_DATA)
 _HANDSHAKE_RECORD = int(ContentType.HANDSHAKE)
 _ALERT_RECORD = int(ContentType.ALERT)
 _APPLICATION_DATA = RecordInput.APPLICATION_DATA
-
-
-@dataclass(frozen=True, slots=True)
-class ReceivedRecord:
-    """One record handled by :meth:`Connection.receive_record`: what it was and what it meant.
-
-    A caller that must know what the client sent (a mirror labelling its checkpoints, a
-    model charging CPU) reads it here instead of re-parsing the record's bytes.
-    """
-
-    wire_length: int
-    """Bytes the record took on the wire, 5-byte header included (the record boundary)."""
-    read_seq: int
-    """The read sequence number after it (what a checkpoint at this boundary exports)."""
-    events: list[Event]
-    """What the record meant (often nothing: a part of a handshake message)."""
-    content_type: ContentType
-    """The record's content type."""
-    handshake_types: tuple[HandshakeType | int, ...] = ()
-    """The handshake messages this record completed, in order (a message split over
-    several records belongs to the record that completes it); a variant's own message
-    types are plain ints unless they are members of its own ``IntEnum``."""
-    encrypted: bool = False
-    """Whether the record was protected (read after the peer's ChangeCipherSpec)."""
 
 
 class Connection(KeySchedule, StateSeam, Delegation):
@@ -324,6 +299,14 @@ class Connection(KeySchedule, StateSeam, Delegation):
         """Queue application data, fragmented into records of at most 2^14 bytes."""
         if self.state is not HandshakeState.ESTABLISHED or self._close_sent:
             raise LocalProtocolError(f"cannot send application data in state {self.state.value}")
+        if (len(data) <= MAX_PLAINTEXT and not self._seal_later and self.trace is None
+                and type(self.record_writer) is RecordWriter):
+            # the common case, one record through the default writer: what _write_records and
+            # RecordWriter.write_records do for it, without their lists
+            write = self._write
+            self._output += write.seal(
+                OutgoingRecord(_APPLICATION_DATA_RECORD, self.context.version, write.next_seq(), bytes(data)))
+            return
         chunks = [bytes(data[i : i + MAX_PLAINTEXT]) for i in range(0, len(data), MAX_PLAINTEXT)]
         self._write_records(ContentType.APPLICATION_DATA, chunks or [b""])
 
@@ -486,7 +469,8 @@ class Connection(KeySchedule, StateSeam, Delegation):
             raise self._unexpected_handshake(msg_type)
         message = transition.parse(Buffer(raw[4:]))
         self._parsed_types.append(msg_type)
-        self._emit("handshake", "message_parsed", type=handshake_type(msg_type), length=len(raw) - 4)
+        if self.trace is not None:
+            self._emit("handshake", "message_parsed", type=handshake_type(msg_type), length=len(raw) - 4)
         transcript = self.context.transcript
         self._message_start = len(transcript)
         if transition.hashed:
@@ -502,7 +486,10 @@ class Connection(KeySchedule, StateSeam, Delegation):
         if self.state is not HandshakeState.CLOSED:
             state = self.state
             new = transition.single if chosen is None and transition.single else transition.resolve(chosen, state)  # type: ignore[arg-type]  # handlers return the table's NextState; typed object here
-            self._enter(new, handshake_type(msg_type))
+            if self.trace is None:
+                self.state = new
+            else:
+                self._enter(new, handshake_type(msg_type))
 
     def _transcript_before_message(self) -> bytes:
         """The transcript without the message being handled (what Finished and signatures cover)."""
@@ -521,7 +508,8 @@ class Connection(KeySchedule, StateSeam, Delegation):
         """Frame, hash and send a flight, coalescing messages into as few records as possible."""
         flight = b""
         for msg_type, body in messages:
-            self._emit("handshake", "message_sent", type=handshake_type(msg_type), length=len(body))
+            if self.trace is not None:
+                self._emit("handshake", "message_sent", type=handshake_type(msg_type), length=len(body))
             framed = frame_handshake(msg_type, body)
             self.context.transcript += framed
             flight += framed

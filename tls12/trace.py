@@ -47,10 +47,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .events import Event
 from .messages import HandshakeType
 from .record import ContentType, split_records
 
-__all__ = ["TraceEvent", "WireTrace", "handshake_type"]
+__all__ = ["TraceEvent", "WireTrace", "ReceivedRecord", "handshake_type"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,3 +125,27 @@ class WireTrace:
                                      {"type": handshake_type(hs[0]), "length": size}))
             del hs[: 4 + size]
         return events
+
+
+@dataclass(frozen=True, slots=True)
+class ReceivedRecord:
+    """One record handled by :meth:`Connection.receive_record`: what it was and what it meant.
+
+    A caller that must know what the client sent (a mirror labelling its checkpoints, a
+    model charging CPU) reads it here instead of re-parsing the record's bytes.
+    """
+
+    wire_length: int
+    """Bytes the record took on the wire, 5-byte header included (the record boundary)."""
+    read_seq: int
+    """The read sequence number after it (what a checkpoint at this boundary exports)."""
+    events: list[Event]
+    """What the record meant (often nothing: a part of a handshake message)."""
+    content_type: ContentType
+    """The record's content type."""
+    handshake_types: tuple[HandshakeType | int, ...] = ()
+    """The handshake messages this record completed, in order (a message split over
+    several records belongs to the record that completes it); a variant's own message
+    types are plain ints unless they are members of its own ``IntEnum``."""
+    encrypted: bool = False
+    """Whether the record was protected (read after the peer's ChangeCipherSpec)."""

@@ -28,6 +28,7 @@ import functools
 import logging
 import mimetypes
 import os
+import re
 import stat
 import urllib.parse
 from http import HTTPStatus
@@ -35,7 +36,7 @@ from pathlib import Path
 
 import h11
 
-from tls12.aio import TLSStream
+from tls12.aio import TLSProtocol, TLSStream
 
 from .stats import ServerStats, peer_label
 
@@ -63,6 +64,23 @@ MAX_REQUEST_BODY = 1 << 20
 SERVER_NAME = "tls12-https-server"
 """The ``Server`` header of every response."""
 
+FAST_MAX_HEAD = 8192
+"""Longest request head the callback path (:meth:`HTTPFileHandler._fast`) looks at."""
+
+_FIELD_VALUE = rb"[\x21-\x7e\x80-\xff]+(?:[ \t]+[\x21-\x7e\x80-\xff]+)*"
+_FAST_REQUEST = re.compile(
+    rb"(GET|HEAD) ([\x21-\x7e]+) HTTP/1\.1\r\n"
+    rb"((?:[-!#$%&'*+.^_`|~0-9a-zA-Z]+:[ \t]*" + _FIELD_VALUE + rb"[ \t]*\r\n)*)\r\n"
+)
+"""A request head the callback path may answer: a strict subset of what h11 parses (no empty
+or control-character field values, CRLF line ends, HTTP/1.1 only)."""
+
+_PLAIN_NAME = re.compile(rb"/(?!\.\.?\Z)[-.\w]+")
+"""A target that names a file right under the root, with nothing to decode (no ``%``, ``?``)."""
+
+_SLOW_HEADERS = frozenset({b"connection", b"content-length", b"transfer-encoding", b"expect", b"upgrade", b"te"})
+"""Request headers that change how h11 frames or ends the exchange: such a request goes to h11."""
+
 
 def resolve_target(root: Path, target: bytes) -> tuple[int, Path | None]:
     """Map a request target to a file under ``root``: ``(status, path)``.
@@ -78,6 +96,15 @@ def resolve_target(root: Path, target: bytes) -> tuple[int, Path | None]:
     Only when a segment is a symlink is the whole path resolved
     (:func:`resolve_following_links`) and the result checked against the root.
     """
+    status, found = _walk(str(root), target)
+    if isinstance(found, list):
+        return resolve_following_links(root, found)
+    return status, None if found is None else Path(found)
+
+
+def _walk(root: str, target: bytes) -> tuple[int, str | list[str] | None]:
+    """:func:`resolve_target` on strings: ``(200, file)``, ``(4xx, None)``, or ``(0, parts)``
+    when a symlink below the root needs :func:`resolve_following_links` on ``parts``."""
     try:
         raw_path = target.decode("ascii").split("?", 1)[0].split("#", 1)[0]
         path = urllib.parse.unquote(raw_path, errors="strict")
@@ -88,7 +115,7 @@ def resolve_target(root: Path, target: bytes) -> tuple[int, Path | None]:
     parts = [p for p in path.split("/") if p not in ("", ".")]
     if ".." in parts:
         return 403, None
-    current = str(root)
+    current = root
     try:
         mode = os.stat(current).st_mode
         for part in parts:
@@ -97,17 +124,17 @@ def resolve_target(root: Path, target: bytes) -> tuple[int, Path | None]:
             current = os.path.join(current, part)
             mode = os.lstat(current).st_mode
             if stat.S_ISLNK(mode):
-                return resolve_following_links(root, parts)
+                return 0, parts
         if stat.S_ISDIR(mode):
             current = os.path.join(current, "index.html")
             mode = os.lstat(current).st_mode
             if stat.S_ISLNK(mode):
-                return resolve_following_links(root, [*parts, "index.html"])
+                return 0, [*parts, "index.html"]
     except (OSError, ValueError):
         return 404, None
     if not stat.S_ISREG(mode):
         return 404, None
-    return 200, Path(current)
+    return 200, current
 
 
 def resolve_following_links(root: Path, parts: list[str]) -> tuple[int, Path | None]:
@@ -135,6 +162,26 @@ def resolve_following_links(root: Path, parts: list[str]) -> tuple[int, Path | N
 @functools.lru_cache(maxsize=256)
 def _content_type(name: str) -> str:
     return mimetypes.guess_type(name)[0] or "application/octet-stream"
+
+
+@functools.lru_cache(maxsize=1024)
+def _plain_headers(headers: bytes) -> bool:
+    """Exactly one ``Host`` and no header of :data:`_SLOW_HEADERS` (``headers``: the lines
+    of a request head after the request line, each ending in CRLF)."""
+    hosts = 0
+    for line in headers.split(b"\r\n")[:-1]:
+        name = line[: line.index(b":")].lower()
+        if name == b"host":
+            hosts += 1
+        elif name in _SLOW_HEADERS:
+            return False
+    return hosts == 1
+
+
+def _response_head(size: int, content_type: str) -> bytes:
+    """The head h11 writes for ``Response(200, HTTPFileHandler._headers(size, content_type))``."""
+    return (f"HTTP/1.1 200 OK\r\nServer: {SERVER_NAME}\r\nContent-Length: {size}\r\n"
+            f"Content-Type: {content_type}\r\n\r\n").encode("ascii")
 
 
 class HTTPFileHandler:
@@ -173,6 +220,16 @@ class HTTPFileHandler:
         self.idle_timeout = idle_timeout
         self.coalesce = coalesce
         self.h11 = h11.Connection(h11.SERVER)
+        self._parked = False
+        """Waiting in ``stream.read()`` between two requests, h11 idle and its buffer empty."""
+        self._last_fast: float | None = None
+        """Loop time of the last request answered by :meth:`_fast` (the idle clock restarts there)."""
+        self._loop = asyncio.get_running_loop()
+        if isinstance(stream, TLSProtocol):
+            self._root = str(root)
+            self._fast_headers: bytes | None = None
+            """The header block of the last request :meth:`_fast` answered (checked already)."""
+            stream.fast_reader = self._fast
 
     def _encode(self, event: h11.Event) -> bytes:
         """The bytes of one h11 event (body data passes through uncopied).
@@ -209,14 +266,98 @@ class HTTPFileHandler:
             await self._write(data + tail)
 
     async def _next_event(self, deadline: float) -> h11.Event | type[h11.NEED_DATA] | type[h11.PAUSED]:
-        """The next h11 event, reading from the stream until ``deadline`` (loop time)."""
+        """The next h11 event, reading from the stream until ``deadline`` (loop time).
+
+        Requests answered in the transport's callback meanwhile (:meth:`_fast`) move the
+        deadline: the connection was not idle."""
         while True:
             event = self.h11.next_event()
             if event is not h11.NEED_DATA:
                 return event
-            async with asyncio.timeout_at(deadline):
-                data = await self.stream.read()
+            h = self.h11
+            self._parked = h.our_state is h11.IDLE and h.their_state is h11.IDLE and not h.trailing_data[0]
+            try:
+                async with asyncio.timeout_at(deadline):
+                    data = await self.stream.read()
+            except TimeoutError:
+                if self._last_fast is None or self._last_fast + self.idle_timeout <= deadline:
+                    raise
+                deadline = self._last_fast + self.idle_timeout
+                continue
+            finally:
+                self._parked = False
             self.h11.receive_data(data)  # b"" tells h11 about EOF
+
+    def _fast(self, data: bytes) -> bool:
+        """Answer a keep-alive GET or HEAD of a small file inside the transport's callback.
+
+        Called by :class:`tls12.aio.TLSProtocol` with the plaintext that arrived while
+        :meth:`_next_event` waits between two requests.  It answers only the plainest case --
+        one whole request head that :data:`_FAST_REQUEST` matches, exactly one ``Host`` and no
+        header of :data:`_SLOW_HEADERS`, a regular file under the root reached without a
+        symlink, small enough for one write, a transport not above its high-water mark -- and
+        writes what the h11 path writes for it, byte for byte (``tests/testbed/test_fast_path.py``
+        checks both against each other).  Anything else returns False and goes to h11
+        unchanged; h11 stays idle throughout, as after a served request.
+        """
+        stream = self.stream
+        if not self._parked or len(data) > FAST_MAX_HEAD or not stream.write_ready:  # type: ignore[attr-defined]  # set only on a TLSProtocol
+            return False
+        m = _FAST_REQUEST.fullmatch(data)
+        if m is None:
+            return False
+        headers = m.group(3)
+        if headers != self._fast_headers:  # a client sends the same headers every time
+            if not _plain_headers(headers):
+                return False
+            self._fast_headers = headers
+        method, target = m.group(1), m.group(2)
+        found = self._fast_file(method, target)
+        if found is None:
+            return False
+        head, body = found
+        out_before = stream.bytes_out
+        if self.coalesce:
+            stream.write(head + body)
+        else:
+            stream.write(head)
+            if body:
+                stream.write(body)
+        self._last_fast = self._loop.time()
+        self._count(method, target, b"1.1", 200, len(body), out_before)
+        return True
+
+    def _fast_file(self, method: bytes, target: bytes) -> tuple[bytes, bytes] | None:
+        """The response head and body for a fast-path GET or HEAD of ``target``, or ``None``
+        when h11's path must answer (no such regular file under the root reached without a
+        symlink, too big for one write, changed while read)."""
+        if _PLAIN_NAME.fullmatch(target):
+            # /name: the one lstat of _walk is the O_NOFOLLOW of the open (a symlink fails it)
+            path = self._root + target.decode("ascii")
+        else:
+            found = _walk(self._root, target)[1]
+            if not isinstance(found, str):
+                return None
+            path = found
+        try:
+            # O_NONBLOCK: a FIFO must not block the loop; fstat then turns it away
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            return None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                return None
+            size = st.st_size
+            head = _response_head(size, _content_type(path[path.rindex("/") + 1 :]))
+            if len(head) + size > CHUNK_SIZE:
+                return None
+            body = b"" if method == b"HEAD" else os.read(fd, size)
+        finally:
+            os.close(fd)
+        if len(body) != size and method != b"HEAD":
+            return None  # the file changed under us: h11's path copes with that
+        return head, body
 
     async def run(self) -> None:
         """Serve requests until the client closes, h11 says close, or a timeout.
@@ -226,7 +367,7 @@ class HTTPFileHandler:
         one header byte at a time does not keep a connection open forever;
         each read of a request body gets ``idle_timeout`` anew.
         """
-        loop = asyncio.get_running_loop()
+        loop = self._loop
         body_bytes = 0
         deadline = loop.time() + self.idle_timeout
         while True:
@@ -280,21 +421,25 @@ class HTTPFileHandler:
 
     async def _respond(self, request: h11.Request) -> None:
         out_before = self.stream.bytes_out
-        method = request.method.decode("ascii", "replace")
-        target = request.target.decode("ascii", "replace")
         status, sent = await self._respond_inner(request)
+        self._count(request.method, request.target, request.http_version, status, sent, out_before)
+
+    def _count(self, method: bytes, target: bytes, version: bytes, status: int, sent: int, out_before: int) -> None:
+        """Count one answered request and log its line."""
         self.stats.requests += 1
-        self.stream.app_data["requests"] = int(self.stream.app_data.get("requests", 0)) + 1
-        logger.info(
-            '%s "%s %s HTTP/%s" %d body=%d wire_out=%d',
-            peer_label(self.stream),
-            method,
-            target,
-            request.http_version.decode("ascii", "replace"),
-            status,
-            sent,
-            self.stream.bytes_out - out_before,
-        )
+        app_data = self.stream.app_data
+        app_data["requests"] = int(app_data.get("requests", 0)) + 1
+        if logger.isEnabledFor(logging.INFO):
+            logger.info(
+                '%s "%s %s HTTP/%s" %d body=%d wire_out=%d',
+                peer_label(self.stream),
+                method.decode("ascii", "replace"),
+                target.decode("ascii", "replace"),
+                version.decode("ascii", "replace"),
+                status,
+                sent,
+                self.stream.bytes_out - out_before,
+            )
 
     async def _simple(self, status: int, text: str, head: bool, extra: tuple[tuple[str, str], ...] = ()) -> tuple[int, int]:
         body = text.encode()

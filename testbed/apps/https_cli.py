@@ -3,6 +3,7 @@
 ``--help`` lists all options; for example::
 
     python -m testbed.https_server --root DIR --port 8443 --ciphers AES128-SHA:NULL-SHA
+    python -m testbed.https_server --root DIR --loop uvloop     # uvloop's event loop ('fast' extra)
 
 prints ``listening on https://HOST:PORT`` once it accepts connections and serves until SIGINT
 or SIGTERM.  Bad input is one line on stderr and exit status 2, a failure at run time (a port
@@ -32,7 +33,7 @@ from tls12.session import InMemorySessionStore
 from tls12.suites import DEFAULT_SUITES, SUITES, parse_suite_list
 
 from .file_handler import DEFAULT_IDLE_TIMEOUT
-from .server import start_server
+from .server import LOOPS, loop_factory, start_server
 
 __all__ = ["build_parser", "main"]
 
@@ -69,6 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
         dest="coalesce",
         action="store_false",
         help="write each response head in a TLS record of its own (default: the head shares the first record with the body)",
+    )
+    parser.add_argument(
+        "--loop", choices=LOOPS, default="asyncio",
+        help="event loop: asyncio's own or uvloop (optional: the 'fast' extra; default %(default)s)",
     )
     cli.add_keylog_option(parser)
     parser.add_argument("--quiet", action="store_true", help="no per-request log lines")
@@ -109,6 +114,10 @@ def _main(args: argparse.Namespace) -> int:
         suites = parse_suite_list(args.ciphers)
     except ValueError as exc:
         raise cli.UsageError(f"--ciphers: {exc}") from None
+    try:
+        factory = loop_factory(args.loop)
+    except ModuleNotFoundError as exc:
+        raise cli.UsageError(str(exc)) from None
     creds = cli.load_credentials_arg(args.cert, args.key) if args.cert else generate_self_signed()
     config = ServerConfig(
         credentials=creds,
@@ -116,7 +125,8 @@ def _main(args: argparse.Namespace) -> int:
         session_store=InMemorySessionStore() if args.session_cache else None,
         keylog=cli.keylog_arg(args.keylog),
     )
-    asyncio.run(_serve_until_signal(args, config))
+    with asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(_serve_until_signal(args, config))
     return 0
 
 

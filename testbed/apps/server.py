@@ -1,8 +1,9 @@
-"""The HTTPS file server on an event loop: TLS from :mod:`tls12.aio`, HTTP from the handler.
+"""The HTTPS file server on an event loop: TLS from :mod:`tls12.aio` (its transport-level adapter), HTTP from the handler.
 
 :func:`start_server` binds a listening socket on the running event loop and serves, for each
 accepted connection, a :class:`~testbed.apps.file_handler.HTTPFileHandler` on top of a
-:class:`~tls12.aio.TLSStream`, with a :class:`~testbed.apps.stats.ServerStats` counting what
+:class:`~tls12.aio.TLSProtocol` (the transport-level adapter: the handshake runs in
+callbacks, the handler gets the :class:`~tls12.aio.TLSStream` API), with a :class:`~testbed.apps.stats.ServerStats` counting what
 every connection cost.  Protocol variants reuse it through two seams: ``connection_factory``
 builds their own sans-IO server connection (the SSL-splitting server of :mod:`sslsplit.server`)
 and ``on_close`` releases per-connection state.  To run it from a thread (tests, the demo) see
@@ -19,14 +20,36 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
-from tls12.aio import DEFAULT_HANDSHAKE_TIMEOUT, Answer, SansIOConnection, TLSStream, serve
+from tls12.aio import DEFAULT_HANDSHAKE_TIMEOUT, Answer, SansIOConnection, TLSStream, serve_protocol
 from tls12.config import ServerConfig
 from tls12.server_connection import ServerConnection
 
 from .file_handler import DEFAULT_IDLE_TIMEOUT, HTTPFileHandler
 from .stats import ServerStats
 
-__all__ = ["start_server"]
+__all__ = ["LOOPS", "loop_factory", "start_server"]
+
+LOOPS = ("asyncio", "uvloop")
+"""Event loops the servers run on: asyncio's own, or uvloop's (the ``fast`` extra)."""
+
+
+def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
+    """What ``asyncio.Runner(loop_factory=...)`` needs for the loop ``name`` (one of :data:`LOOPS`).
+
+    ``uvloop`` is optional (``pip install 'websec-testbed[fast]'``): :class:`ModuleNotFoundError`
+    says so when it is missing, :class:`ValueError` names an unknown loop.
+    """
+    if name == "asyncio":
+        return asyncio.new_event_loop
+    if name == "uvloop":
+        try:
+            import uvloop
+        except ModuleNotFoundError as exc:
+            raise ModuleNotFoundError(
+                "--loop uvloop needs uvloop: pip install 'websec-testbed[fast]' (or uvloop)") from exc
+        factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+        return factory
+    raise ValueError(f"unknown event loop {name!r}; known: {', '.join(LOOPS)}")
 
 
 async def start_server(
@@ -46,12 +69,15 @@ async def start_server(
     """Serve the files under ``root`` over HTTPS on the running event loop.
 
     Counters go to ``stats`` (pass your own :class:`ServerStats` to read them).
-    ``connection_factory`` and ``on_close`` are passed to :func:`tls12.aio.serve`:
+    ``connection_factory`` and ``on_close`` are passed to :func:`tls12.aio.serve_protocol`:
     protocol variants (an SSL-splitting server) build their own connections
     and release per-connection state when a connection ends.  ``coalesce``
     decides whether the response head shares a record with the body (see
     :class:`HTTPFileHandler`); SSL splitting turns it off.  ``answer``: the
     delegate's answers for connections that ask by event (:func:`tls12.aio.serve`).
+    The handler gets each connection as a :class:`~tls12.aio.TLSProtocol`, a
+    :class:`~tls12.aio.TLSStream` subclass, and answers keep-alive GETs of small files inside
+    the transport's callback (:attr:`~tls12.aio.TLSProtocol.fast_reader`).
     """
     root_path = Path(root).resolve(strict=True)
     if not root_path.is_dir():
@@ -61,7 +87,7 @@ async def start_server(
     async def handler(stream: TLSStream) -> None:
         await HTTPFileHandler(stream, root_path, the_stats, idle_timeout, coalesce=coalesce).run()
 
-    return await serve(
+    return await serve_protocol(
         handler,
         host,
         port,

@@ -34,6 +34,7 @@ from sine.verifier import (
     StreamVerifier,
     TagVerified,
 )
+from tests.sine.chain_backends import chain_backend  # noqa: F401  (autouse: C and Python)
 
 NOW = 1_700_000_000.0
 DOC = bytes(range(256)) * 21 + b"tail"  # 5380 bytes: 6 blocks of 1 KiB, last one padded

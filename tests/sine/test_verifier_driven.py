@@ -13,6 +13,7 @@ from sine.errors import BlockMismatch, TruncatedDocument
 from sine.format import push_separate_tag
 from sine.tag import encode_stream, sign_document
 from sine.verifier import BlockVerified, DocumentVerified, StreamVerifier, TagVerified
+from tests.sine.chain_backends import chain_backend  # noqa: F401  (autouse: C and Python)
 
 NOW = 1_700_000_000.0
 DOC = bytes(range(256)) * 40 + b"end"
