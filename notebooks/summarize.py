@@ -45,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # summarize_parts, how
 from summarize_parts import (  # noqa: E402, F401
     mutation,
     performance,
+    performance_papers,
     performance_sslacc,
     performance_webalps,
     systems,

@@ -11,8 +11,22 @@ origin or proxy could not be reached), 2 for a bad command line (a URL that is n
 needs).  Errors are one line on stderr.  ``--output FILE`` writes the verified bytes of the last
 document (only verified bytes are ever written).
 
+Tree mode and ranges::
+
+    python -m sine.fetch http://127.0.0.1:8080/video.bin --key public.pem --mode tree \\
+        --tree blake3-4096 --range 1048576-2097151 --output slice.bin
+
+``--mode tree`` verifies against the signed Merkle tree (``--tree``, default ``sha256-1024``;
+the origin signs ``sha256-1024`` and ``blake3-1024`` by default), ``--mode mice`` the
+``mi-sha256-03`` coding under its RFC 9421 signature.  ``--range A-B`` (also ``A-`` and
+``-N``, as in ``Range: bytes=...``) fetches and releases only those bytes: tree mode fetches the
+covering chunk groups and ``O(log n)`` hashes, the chain modes the whole prefix up to the range.
+``--accept-gzip`` lets a cache gzip whole responses (the client inflates them, bounded, before it
+verifies).  Nothing unverified is ever printed as verified or written: on a failure the
+output holds the verified prefix only (for a tree range: nothing) and the status is 1.
+
 One line per document: ``URL: verified; N verified bytes; trust=signature; cache=HIT
-(X-Cache-Status: HIT)``.  ``cache=`` says whether a cache served the document and which
+(X-Cache-Status: HIT)`` (with ``--range``, ``N verified bytes (bytes A-B of L)``).  ``cache=`` says whether a cache served the document and which
 header said so: RFC 9211 ``Cache-Status`` first, then nginx's ``X-Cache-Status``, Squid's
 ``X-Cache`` and a positive ``Age`` (:func:`sine.cache_status.cache_verdict`); ``cache=-`` when
 none of them decides (no cache on the path, or one that says nothing).  Then one line of session
@@ -36,13 +50,14 @@ from testbed.cli import (
     run_main,
 )
 
-from .aio.client import MODES, fetch_and_report
+from .aio.client import DEFAULT_TREE, KEY_MODES, MODES, fetch_and_report
 from .algorithms import VerifyingKey
 from .errors import SineError
+from .tree_http import ByteRange, InvalidRange, parse_range, parse_tree_id
 
 __all__ = ["main", "build_parser"]
 
-_NEEDS_KEY = ("sine", "separate", "sinex")
+_NEEDS_KEY = KEY_MODES
 _NEEDS_TLS = ("sineb", "https")
 
 
@@ -64,7 +79,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--collect", action="store_true", help="SINEB: batched AT_collect")
     p.add_argument("--output", type=output_file, metavar="FILE",
                    help="write the last document's verified bytes")
+    p.add_argument("--tree", type=_tree, default=DEFAULT_TREE, metavar="ID",
+                   help=f"tree mode: hash and group size, e.g. blake3-4096 (default "
+                   f"{DEFAULT_TREE})")
+    p.add_argument("--range", type=_byte_range, metavar="A-B", dest="byte_range",
+                   help="fetch and verify only bytes A..B (also A- and -N)")
+    p.add_argument("--accept-gzip", action="store_true",
+                   help="let caches gzip whole responses (inflated before verification)")
     return p
+
+
+def _tree(text: str) -> str:
+    try:
+        parse_tree_id(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _byte_range(text: str) -> ByteRange:
+    """``A-B``, ``A-`` or ``-N`` as one byte range."""
+    try:
+        spec = parse_range("bytes=" + text) if "," not in text else None
+    except InvalidRange as exc:
+        raise argparse.ArgumentTypeError(f"bad range {text!r}: {exc}") from None
+    if spec is None:
+        raise argparse.ArgumentTypeError(f"bad range {text!r}: expected A-B, A- or -N")
+    return spec
 
 
 def _url(option: str, text: str, scheme: str) -> SplitResult:
@@ -105,6 +146,7 @@ def _run(args: argparse.Namespace) -> int:
         return fetch_and_report(
             origins.pop(), args.urls, mode=args.mode, public_key=key, proxy=args.proxy,
             tls_origin=args.tls_origin, tls_ca=tls_ca, collect=args.collect, output=args.output,
+            byte_range=args.byte_range, tree=args.tree, accept_gzip=args.accept_gzip,
         )
     except SineError as exc:  # the origin or the proxy cannot be reached (HttpConnection)
         raise CLIError(str(exc)) from exc

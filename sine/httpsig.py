@@ -34,9 +34,11 @@ raises :class:`~sine.errors.HttpSignatureError` (block 0, the head).
 from __future__ import annotations
 
 import datetime
+import hashlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 import http_message_signatures as hms
 from http_message_signatures import algorithms as hms_alg
@@ -49,8 +51,10 @@ from .mice import CONTENT_CODING, RECORD_SIZES, MiceDecoder, pull_digest
 __all__ = [
     "RESPONSE_COVERED",
     "MICE_COVERED",
+    "PATH_COMPONENT",
     "Fields",
     "SignedHead",
+    "key_id_for",
     "content_digest",
     "check_content_digest",
     "sign_response",
@@ -63,6 +67,11 @@ __all__ = [
 RESPONSE_COVERED = ("@status", "content-type", "content-digest")
 #: components signed for a MICE-encoded response
 MICE_COVERED = (*RESPONSE_COVERED, "content-encoding", "digest", "unencoded-digest")
+#: the request path, as a response signature covers it (RFC 9421 §2.4: a ``req`` component)
+PATH_COMPONENT = '"@path";req'
+#: the authority of the synthetic request a path-bound signature is computed with; ``@path``
+#: reads only the path, so the name of the host never reaches the signature base
+_NO_HOST = "http://sine.invalid"
 _SKEW = 5  # seconds of clock skew tolerated for created / expires, as the library's default
 
 _LIBRARY_ERRORS = (HTTPMessageSignaturesException, ValueError, TypeError, KeyError,
@@ -109,6 +118,17 @@ class _Request:
 class _Response:
     status_code: int
     headers: Fields
+    request: _Request | None = None
+
+
+def _response(status: int, headers: Fields, request_path: str | None) -> _Response:
+    """A response, with the request it answers when a ``req`` component needs its path."""
+    if request_path is None:
+        return _Response(status, headers)
+    if not request_path.startswith("/"):
+        raise ValueError("request_path must start with '/'")
+    url = _NO_HOST + quote(request_path, safe="/")
+    return _Response(status, headers, _Request("GET", url, Fields()))
 
 
 @dataclass(frozen=True)
@@ -120,9 +140,23 @@ class SignedHead:
     algorithm: str
     created: int | None
     covered: dict[str, str]
+    expires: int | None = None
 
     def covers(self, component: str) -> bool:
-        return f'"{component}"' in self.covered
+        """Whether the plain component ``component`` (e.g. ``digest``) is covered; a
+        parameterised one is looked up by its serialisation (``PATH_COMPONENT``)."""
+        return f'"{component}"' in self.covered or component in self.covered
+
+
+def key_id_for(key: VerifyingKey) -> str:
+    """The ``keyid`` a SINE origin signs with: ``sine-`` and the first 16 hex digits of
+    SHA-256 over the key's SubjectPublicKeyInfo, so a client that pins the public key knows
+    the id without being told."""
+    from cryptography.hazmat.primitives import serialization
+
+    spki = key.public_key.public_bytes(serialization.Encoding.DER,
+                                       serialization.PublicFormat.SubjectPublicKeyInfo)
+    return "sine-" + hashlib.sha256(spki).hexdigest()[:16]
 
 
 def _algorithm(key: SigningKey | VerifyingKey | bytes) -> type[hms.HTTPSignatureAlgorithm]:
@@ -174,12 +208,15 @@ def sign_response(
     expires: float | None = None,
     covered: Sequence[str] | None = None,
     unencoded: bytes | None = None,
+    request_path: str | None = None,
 ) -> list[tuple[str, str]]:
     """``fields`` plus ``Content-Digest`` (over ``content``, the bytes as sent),
     ``Unencoded-Digest`` (over ``unencoded``, when given) and ``Signature-Input`` /
     ``Signature``.  ``covered`` defaults to :data:`MICE_COVERED` when ``unencoded`` is given,
     else :data:`RESPONSE_COVERED`; a covered field missing from ``fields`` is a
-    :class:`ValueError`."""
+    :class:`ValueError`.  ``request_path`` is the path of the request the response answers,
+    needed when ``covered`` holds :data:`PATH_COMPONENT` (it binds the signature to the path,
+    as SINE's tag does: a cache cannot answer ``/a`` with ``/b``'s signed response)."""
     headers = Fields(list(fields))
     if unencoded is not None:
         headers["Unencoded-Digest"] = content_digest(unencoded)
@@ -189,7 +226,7 @@ def sign_response(
     signer = hms.HTTPMessageSigner(signature_algorithm=_algorithm(key),
                                    key_resolver=_KeyResolver(key_id, private=private))
     try:
-        signer.sign(_Response(status, headers), key_id=key_id, created=_utc(now),
+        signer.sign(_response(status, headers, request_path), key_id=key_id, created=_utc(now),
                     expires=None if expires is None else _utc(expires), label=label,
                     covered_component_ids=tuple(covered), body=bytes(content))
     except HTTPMessageSignaturesException as exc:
@@ -230,6 +267,8 @@ def _verify(
     max_age: float | None,
 ) -> SignedHead:
     public = key if isinstance(key, bytes) else key.public_key
+    if not isinstance(key, bytes):
+        key.verifications += 1  # the count a VerifyingKey keeps (Table II), as its verify()
     verifier = _ClockVerifier(now, signature_algorithm=_algorithm(key),
                               key_resolver=_KeyResolver(key_id, public=public))
     age = None if max_age is None else datetime.timedelta(seconds=max_age)
@@ -240,10 +279,12 @@ def _verify(
         raise HttpSignatureError(f"signature: {exc}", 0) from None
     result = results[0]  # the library refuses several signatures unless a tag selects one
     created = result.parameters.get("created")
+    expires = result.parameters.get("expires")
     return SignedHead(result.label, str(result.parameters.get("keyid")),
                       result.algorithm.algorithm_id,
                       created if isinstance(created, int) else None,
-                      dict(result.covered_components))
+                      dict(result.covered_components),
+                      expires if isinstance(expires, int) else None)
 
 
 def verify_response(
@@ -256,12 +297,17 @@ def verify_response(
     now: float,
     require: Sequence[str] = RESPONSE_COVERED,
     max_age: float | None = 86400.0,
+    request_path: str | None = None,
 ) -> SignedHead:
     """Verify the one signature of a response.  With ``content`` the signed ``Content-Digest``
     must match it; with ``content=None`` only the head is checked (the caller then checks the
-    body, e.g. through the signed MICE top proof)."""
-    return _verify(_Response(status, Fields(list(fields))), key, key_id, now, content,
-                   require, max_age)
+    body, e.g. through the signed MICE top proof).  ``request_path`` is the path the client
+    asked for (what a covered :data:`PATH_COMPONENT` is checked against)."""
+    try:
+        message = _response(status, Fields(list(fields)), request_path)
+    except ValueError as exc:
+        raise HttpSignatureError(str(exc), 0) from None
+    return _verify(message, key, key_id, now, content, require, max_age)
 
 
 def verify_request(
@@ -289,12 +335,21 @@ def open_mice_response(
     now: float,
     record_sizes: range = RECORD_SIZES,
     max_age: float | None = 86400.0,
+    path: str | None = None,
 ) -> tuple[SignedHead, MiceDecoder]:
     """Verify the head of a MICE response (it must cover :data:`MICE_COVERED`) and return a
     decoder anchored at the *signed* top proof.  After the body, check ``Content-Digest``
-    and ``Unencoded-Digest`` with :func:`check_content_digest` if wanted."""
+    and ``Unencoded-Digest`` with :func:`check_content_digest` if wanted.
+
+    With ``path`` (what a SINE client passes) the signature must also cover
+    :data:`PATH_COMPONENT` for that path and carry an ``expires`` parameter (the document's
+    ``E``: without it an old signed response would verify for ever); ``max_age`` may then be
+    ``None``."""
+    require = MICE_COVERED if path is None else (*MICE_COVERED, PATH_COMPONENT)
     head = verify_response(status, fields, None, key, key_id=key_id, now=now,
-                           require=MICE_COVERED, max_age=max_age)
+                           require=require, max_age=max_age, request_path=path)
+    if path is not None and head.expires is None:
+        raise HttpSignatureError("signature has no expires parameter", 0)
     coding = head.covered['"content-encoding"'].strip().lower()
     if coding != CONTENT_CODING:
         raise HttpSignatureError(f"Content-Encoding is {coding!r}, not {CONTENT_CODING}", 0)

@@ -256,6 +256,11 @@ class MiceDecoder:
         return b""
 
     @property
+    def next_record(self) -> int:
+        """The 1-based index of the record being received (what an error now would name)."""
+        return self._index
+
+    @property
     def buffered(self) -> int:
         """Bytes received but not yet released (at most one record, its proof and a chunk)."""
         return len(self._buf)

@@ -5,6 +5,10 @@ Layout on disk::
     DOCROOT/index.html, DOCROOT/a/b.html, ...      the documents (served as they are)
     DOCROOT/.sine/public.pem                        the origin's public key
     DOCROOT/.sine/tags/<relative path>.at           the separate tag of each document
+    DOCROOT/.sine/trees/<tree id>/<path>.tt         tree mode: the signed TreeTag (TREE.md §3)
+    DOCROOT/.sine/trees/<tree id>/<path>.ob         tree mode: the outboard (TREE.md §4)
+    DOCROOT/.sine/mice/<path>.json                  MICE: record size and the RFC 9421 signed
+                                                    head of the mi-sha256-03 variant
 
 A path ending in ``/`` denotes its ``index.html``; tags always carry the canonical path
 (``/dir/index.html``), and :func:`canonical_path` is what clients apply before verifying.
@@ -16,12 +20,21 @@ digests, and signs.  Because ``AT_sign`` leaves the Forward Authenticator out, c
 fine, and :func:`sign_site` with an existing store re-signs only what changed: documents whose
 bytes changed get a new identity (new ``T``); pages that *link* to them keep their identity and
 get a new Forward Authenticator and signature; every other tag is left untouched.
+
+Beside each chain tag, :func:`sign_site` writes one signed tree per configuration in ``trees``
+(``sine.tree``: hash and chunk-group size; ids such as ``sha256-1024``, see
+:func:`sine.tree_http.tree_id`) and, unless ``mice_record_size`` is ``None``, the signed head of
+the document's ``mi-sha256-03`` encoding (:mod:`sine.mice`, :mod:`sine.httpsig`).  Both share the
+chain tag's ``T`` and ``E`` and are rewritten exactly when the chain tag's identity is (content,
+options or renewal), or when they are missing; the chain formats are unchanged.
 """
 
 from __future__ import annotations
 
+import json
 import mimetypes
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,8 +50,20 @@ from .format import (
     push_forward_authenticator,
     push_separate_tag,
 )
+from .httpsig import MICE_COVERED, key_id_for, sign_response
 from .links import expected_set
+from .mice import RECORD_SIZES, mice_encode, response_fields
 from .tag import DEFAULT_BLOCK_SIZE, DEFAULT_LIFETIME, SignedDocument, hash_chain
+from .tree import (
+    TreeHash,
+    TreeHead,
+    TreeTag,
+    build_outboard,
+    pull_tree_tag,
+    push_outboard,
+    push_tree_tag,
+)
+from .tree_http import tree_id
 
 __all__ = [
     "STORE_DIR",
@@ -49,9 +74,23 @@ __all__ = [
     "load_signed",
     "sign_site",
     "signed_from_separate",
+    "DEFAULT_TREES",
+    "DEFAULT_MICE_RECORD_SIZE",
+    "MICE_PATH_COMPONENT",
+    "MiceHead",
+    "tree_files",
+    "mice_file",
+    "load_mice_head",
+    "media_type",
 ]
 
 STORE_DIR = ".sine"
+#: the tree configurations signed by default: SHA-256 and BLAKE3 over 1 KiB groups
+DEFAULT_TREES: tuple[tuple[TreeHash, int], ...] = ((TreeHash.SHA256, 1024),
+                                                   (TreeHash.BLAKE3, 1024))
+DEFAULT_MICE_RECORD_SIZE = 16384
+#: the RFC 9421 component binding a MICE signature to the request path (RFC 9421 §2.4)
+MICE_PATH_COMPONENT = '"@path";req'
 _HTML_TYPES = {"text/html", "application/xhtml+xml"}
 
 
@@ -73,6 +112,42 @@ def document_paths(docroot: Path) -> list[str]:
 
 def tag_file(docroot: Path, path: str) -> Path:
     return Path(docroot, STORE_DIR, "tags", path.lstrip("/") + ".at")
+
+
+def tree_files(docroot: Path, tree: str, path: str) -> tuple[Path, Path]:
+    """``(tree tag file, outboard file)`` of ``path`` for tree id ``tree``."""
+    base = Path(docroot, STORE_DIR, "trees", tree, path.lstrip("/"))
+    return base.with_name(base.name + ".tt"), base.with_name(base.name + ".ob")
+
+
+def mice_file(docroot: Path, path: str) -> Path:
+    return Path(docroot, STORE_DIR, "mice", path.lstrip("/") + ".json")
+
+
+def media_type(path: str) -> str:
+    """The ``Content-Type`` the origin sends for ``path`` (and a MICE signature covers)."""
+    return mimetypes.guess_type(path)[0] or "application/octet-stream"
+
+
+@dataclass(frozen=True)
+class MiceHead:
+    """The stored signed head of a document's ``mi-sha256-03`` variant: its record size,
+    ``created`` (= ``T``) and the field lines (``Content-Type``, ``Content-Encoding``,
+    ``Digest``, ``Content-Digest``, ``Unencoded-Digest``, ``Signature-Input``, ``Signature``)."""
+
+    record_size: int
+    created: int
+    fields: tuple[tuple[str, str], ...]
+
+
+def load_mice_head(docroot: Path, path: str) -> MiceHead | None:
+    """The stored MICE head of ``path``, or ``None`` (missing or unreadable)."""
+    try:
+        raw = json.loads(mice_file(docroot, path).read_text("utf-8"))
+        return MiceHead(int(raw["record_size"]), int(raw["created"]),
+                        tuple((str(n), str(v)) for n, v in raw["fields"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def signed_from_separate(at: SeparateTag) -> SignedDocument:
@@ -171,11 +246,62 @@ def _write_tag(root: Path, path: str, ident: TagInfo, chain: list[bytes], fa_byt
     )
     tag = Tag(info, key.sign(info.signed_message()))
     at = SeparateTag(tag, tuple(chain[1:-1]), fa_bytes)
-    file = tag_file(root, path)
+    _atomic_write(tag_file(root, path), push_separate_tag(at))
+
+
+def _atomic_write(file: Path, data: bytes) -> None:
     file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = file.with_suffix(".tmp")
-    tmp.write_bytes(push_separate_tag(at))
+    tmp = file.with_name(file.name + ".tmp")
+    tmp.write_bytes(data)
     tmp.replace(file)
+
+
+def _tree_current(tag_path: Path, ident: TagInfo) -> bool:
+    """Whether the stored tree tag belongs to ``ident`` (same ``T``, ``E``, ``L``)."""
+    try:
+        head = pull_tree_tag(Buffer(tag_path.read_bytes())).head
+    except Exception:  # missing, corrupt or foreign: sign again
+        return False
+    return (head.timestamp, head.expires, head.content_length) == (
+        ident.timestamp, ident.expires, ident.content_length)
+
+
+def _write_trees(root: Path, path: str, ident: TagInfo, trees: Sequence[tuple[TreeHash, int]],
+                 key: SigningKey, force: bool) -> None:
+    """Tree mode: an outboard and a signed :class:`~sine.tree.TreeTag` per configuration,
+    with the chain tag's ``T`` and ``E`` (the outboard first, so a tag never names a tree
+    that is not on disk)."""
+    data: bytes | None = None
+    for alg, group_size in trees:
+        tag_path, ob_path = tree_files(root, tree_id(alg, group_size), path)
+        if not force and ob_path.is_file() and _tree_current(tag_path, ident):
+            continue
+        if data is None:
+            data = Path(root, path.lstrip("/")).read_bytes()
+        outboard, tree_root = build_outboard(data, group_size, TreeHash(alg))
+        head = TreeHead(TreeHash(alg), key.alg, group_size, ident.timestamp, ident.expires,
+                        len(data), path, tree_root)
+        _atomic_write(ob_path, push_outboard(outboard))
+        _atomic_write(tag_path, push_tree_tag(TreeTag(head, key.sign(head.signed_message()))))
+
+
+def _write_mice(root: Path, path: str, ident: TagInfo, record_size: int, key: SigningKey,
+                force: bool) -> None:
+    """MICE: encode the document with ``mi-sha256-03`` and sign the response head (RFC 9421,
+    ``created = T``, ``expires = E``, bound to the path); store the field lines."""
+    old = load_mice_head(root, path)
+    if not force and old is not None and (old.record_size, old.created) == (
+            record_size, ident.timestamp):
+        return
+    data = Path(root, path.lstrip("/")).read_bytes()
+    encoding = mice_encode(data, record_size, record_sizes=RECORD_SIZES)
+    fields = [("Content-Type", media_type(path)), *response_fields(encoding)]
+    signed = sign_response(200, fields, encoding.body, key, key_id=key_id_for(key.verifying_key()),
+                           now=ident.timestamp, expires=ident.expires, unencoded=data,
+                           covered=(*MICE_COVERED, MICE_PATH_COMPONENT), request_path=path)
+    raw = {"record_size": record_size, "created": ident.timestamp,
+           "fields": [list(line) for line in signed]}
+    _atomic_write(mice_file(root, path), json.dumps(raw, indent=1).encode())
 
 
 def sign_site(
@@ -189,13 +315,23 @@ def sign_site(
     sinex: bool = True,
     renew_before: int = 3600,
     site_origins: tuple[str, ...] = (),
+    trees: Sequence[tuple[TreeHash, int]] = DEFAULT_TREES,
+    mice_record_size: int | None = DEFAULT_MICE_RECORD_SIZE,
 ) -> SignReport:
     """(Re)sign every document under ``docroot``; write tags and the public key.
 
     Pass one fixes every document's identity and so its ``AT_sign`` digest; pass two builds
     each HTML page's Forward Authenticator from those digests (SINEX, so pages may link in
     cycles) and signs and writes every tag whose identity or Forward Authenticator changed.
+    Then each document's trees (one per ``(hash, group size)`` in ``trees``) and its MICE head
+    (record size ``mice_record_size``, 1024..16384; ``None`` for none) are written where the
+    identity changed or they are missing.
     """
+    if mice_record_size is not None and mice_record_size not in RECORD_SIZES:
+        raise ValueError(f"mice_record_size must lie in {RECORD_SIZES.start}.."
+                         f"{RECORD_SIZES.stop - 1}")
+    for alg, group_size in trees:
+        tree_id(alg, group_size)  # a ValueError now, not after half the site
     root = Path(docroot)
     how = _Signing(key, now, lifetime, block_size, hash_alg, renew_before)
     paths = document_paths(root)
@@ -212,6 +348,12 @@ def sign_site(
                 continue
             actions[path] = "forward-authenticator"
         _write_tag(root, path, ident, chain, fa_bytes, key)
+    for path in paths:
+        ident, _, _, _ = first[path]
+        changed = actions[path] not in ("unchanged", "forward-authenticator")
+        _write_trees(root, path, ident, trees, key, changed)
+        if mice_record_size is not None:
+            _write_mice(root, path, ident, mice_record_size, key, changed)
     pub = Path(root, STORE_DIR, "public.pem")
     pub.parent.mkdir(parents=True, exist_ok=True)
     pub.write_bytes(key.verifying_key().to_pem())

@@ -46,42 +46,13 @@ from .format import MAGIC, MAX_PATH_BYTES, MAX_SIGNATURE, VERSION
 from .verifier import check_signature, check_signed_head
 
 __all__ = [
-    "TreeHash",
-    "GROUP_SIZES",
-    "HASH_SIZE",
-    "TREE_VARIANT",
-    "TREE_LABEL",
-    "TreeError",
-    "TreeFormatError",
-    "GroupMismatch",
-    "TreeTruncated",
-    "TreeTrailingData",
-    "TreeHead",
-    "TreeTag",
-    "Outboard",
-    "RangeProof",
-    "SignedTree",
-    "TreeOverhead",
-    "group_count",
-    "left_groups",
-    "covering_groups",
-    "leaf_hash",
-    "parent_hash",
-    "root_hash",
-    "build_outboard",
-    "sign_tree",
-    "verify_tree_tag",
-    "make_proof",
-    "proof_root",
-    "encode_interleaved",
-    "tree_overhead",
-    "push_tree_head",
-    "pull_tree_head",
-    "push_tree_tag",
-    "pull_tree_tag",
-    "push_outboard",
-    "pull_outboard",
-    "push_range_proof",
+    "TreeHash", "GROUP_SIZES", "HASH_SIZE", "TREE_VARIANT", "TREE_LABEL", "TreeError",
+    "TreeFormatError", "GroupMismatch", "TreeTruncated", "TreeTrailingData", "TreeHead",
+    "TreeTag", "Outboard", "RangeProof", "SignedTree", "TreeOverhead", "group_count",
+    "left_groups", "covering_groups", "leaf_hash", "parent_hash", "root_hash", "build_outboard",
+    "sign_tree", "verify_tree_tag", "make_proof", "proof_offsets", "proof_from_outboard",
+    "proof_root", "encode_interleaved", "tree_overhead", "push_tree_head", "pull_tree_head",
+    "push_tree_tag", "pull_tree_tag", "push_outboard", "pull_outboard", "push_range_proof",
     "pull_range_proof",
 ]
 
@@ -502,6 +473,25 @@ def make_proof(outboard: Outboard, first: int, last: int) -> RangeProof:
     siblings = tuple(outboard.parents[code // 2][code % 2]
                      for _, _, code in _sibling_spans(n, g0, g1))
     return RangeProof(outboard.tree_hash, g, outboard.content_length, g0, g1 - g0 + 1, siblings)
+
+
+def proof_offsets(length: int, group_size: int, first_group: int, groups: int) -> list[int]:
+    """Offsets in the encoded outboard of the 32-byte sibling hashes proving groups
+    ``first_group .. first_group + groups - 1`` (left to right); ``ValueError`` outside."""
+    n = group_count(length, group_size)
+    if not (groups >= 1 and 0 <= first_group and first_group + groups <= n):
+        raise ValueError("group range outside the document")
+    spans = _sibling_spans(n, first_group, first_group + groups - 1)
+    return [HEADER_SIZE + HASH_SIZE * code for _, _, code in spans]
+
+
+def proof_from_outboard(read: Callable[[int, int], bytes], alg: TreeHash, group_size: int,
+                        length: int, first_group: int, groups: int) -> RangeProof:
+    """The :class:`RangeProof` of a group span read through ``read(offset, size)`` (a seek
+    and a read of the outboard file: ``O(log N)`` hashes, no parsing of the whole tree)."""
+    siblings = tuple(read(offset, HASH_SIZE)
+                     for offset in proof_offsets(length, group_size, first_group, groups))
+    return RangeProof(alg, group_size, length, first_group, groups, siblings)  # checks sizes
 
 
 def push_range_proof(proof: RangeProof) -> bytes:

@@ -10,6 +10,9 @@ Usage (whole document, combined stream: each parent's 64 bytes before its subtre
     v.receive_data(b"")                          # end of body: TruncatedDocument if short
 
 With ``outboard=outboard_bytes`` (fetched first) the body is the plain, unmodified document.
+A client that wants the head verified before it fetches the outboard (to bound that fetch by
+:attr:`TreeVerifier.outboard_size`) passes ``outboard_later=True`` and hands the outboard over
+with :meth:`TreeVerifier.supply_outboard` before the body.
 A byte range (``Range: bytes=first-last``) verifies alone with its proof::
 
     v = SliceVerifier("/video.bin", now, public_key=pk, tag=tag_bytes, proof=proof_bytes,
@@ -244,16 +247,51 @@ class TreeVerifier(_Base):
         public_key: VerifyingKey,
         tag: bytes | TreeTag,
         outboard: bytes | Outboard | None = None,
+        outboard_later: bool = False,
         clock_skew: float = 300.0,
     ) -> None:
         super().__init__(path, now, public_key, tag, clock_skew)
         head = self.head
         self._outboard: Outboard | None = None
+        self._awaiting_outboard = outboard_later and outboard is None
         if outboard is not None:
             self._outboard = self._fail_safe(lambda: self._check_outboard(outboard))
         self._pair = 0  # next outboard parent (pre-order)
         self._stack = [_Node(head.root, 0, head.group_count, True)]
-        self._fail_safe(self._process)  # an empty document verifies with no bytes at all
+        if not self._awaiting_outboard:
+            self._fail_safe(self._process)  # an empty document verifies with no bytes at all
+
+    @property
+    def outboard_size(self) -> int:
+        """Bytes of the outboard this (verified) head calls for: ``16 + 64 (N - 1)``.
+
+        A client fetching the outboard after the head bounds the response by it, so a cache
+        cannot make it buffer more than the signed tree is worth.
+        """
+        return 16 + 2 * HASH_SIZE * (self.head.group_count - 1)
+
+    def supply_outboard(self, outboard: bytes | Outboard) -> list[TreeEvent]:
+        """Hand over the outboard of a verifier made with ``outboard_later=True``.
+
+        The head is verified first (at construction), so the outboard is fetched only for an
+        authentic, fresh head and can be bounded by :attr:`outboard_size`.  A bad outboard is
+        :class:`~sine.tree.TreeFormatError` for block 1 (the verifier closes); calling this
+        twice, or without ``outboard_later``, is a :class:`LocalProtocolError`.  Returns the
+        events it completed (an empty document verifies here).
+        """
+        if not self._awaiting_outboard or self.state is not TreeState.CONTENT:
+            self.state = TreeState.CLOSED
+            raise LocalProtocolError("no outboard expected now")
+        self._awaiting_outboard = False
+        self._outboard = self._fail_safe(lambda: self._check_outboard(outboard))
+        self._fail_safe(self._process)
+        return self._take()
+
+    def receive_data(self, data: bytes | bytearray | memoryview) -> list[TreeEvent]:
+        if self._awaiting_outboard:
+            self.state = TreeState.CLOSED
+            raise LocalProtocolError("supply_outboard() must come before the body")
+        return super().receive_data(data)
 
     def _check_outboard(self, outboard: bytes | Outboard) -> Outboard:
         ob = outboard if isinstance(outboard, Outboard) else pull_outboard(Buffer(outboard))

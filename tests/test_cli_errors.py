@@ -56,6 +56,7 @@ MODULES = (
     "sine.sign",
     "sine.server",
     "sine.fetch",
+    "sine.experiments.ranges_link",
     "reverse_ssl.server",
     "reverse_ssl.client",
     "tls12.handshake_docs",
@@ -86,6 +87,8 @@ EXEMPT = {
     "testbed.apps.https_cli": "the body of testbed.https_server (a shim), swept under that name",
     "sine.aio": "internal worker: sine.experiments.link.measure runs its run-plan "
                             "subcommand inside the link testbed's client namespace",
+    "sine.aio.range_runner": "internal worker: sine.experiments.ranges_link runs it inside the "
+                             "link testbed's client namespace with the plan it wrote",
     "webalps_sim.aio.campaign": "the body of webalps_sim.campaign (a shim that calls it), swept "
                                 "under that name",
 }
@@ -236,6 +239,12 @@ CASES: tuple[Case, ...] = (
     case("sine.server", "{signed} --tls-cert {garbage} --tls-key {rsa}", 2, "--tls-cert", "certificate"),
     case("sine.server", "{signed} --tls-cert {cert} --tls-key {ec}", 2, "--tls-key", "does not match"),
     case("sine.server", "{signed} --no-tls --port {busy}", 1, "address already in use"),
+    # sine.experiments.ranges_link (every case fails before a testbed is built)
+    case("sine.experiments.ranges_link", "--file-mib 0", 2, "--file-mib", "> 0"),
+    case("sine.experiments.ranges_link", "--file-mib 1", 2, "--file-mib", "past the end"),
+    case("sine.experiments.ranges_link", "--repeats x", 2, "--repeats", "x"),
+    case("sine.experiments.ranges_link", "--out {text}", 2, "--out", "not a directory"),
+    case("sine.experiments.ranges_link", "--bogus", 2, "unrecognized", "--bogus"),
     # sine.fetch
     case("sine.fetch", "", 2, "required", "url"),
     case("sine.fetch", "http://127.0.0.1:{closed}/", 2, "--key", "mode sine"),

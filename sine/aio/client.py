@@ -10,13 +10,28 @@
                 from the cache; no signature verification.
 ``"sinex"``     like ``"sine"``, but digests found in verified Forward Authenticators are kept,
                 so linked pages need no signature verification and no origin round trip.
+``"tree"``      tree mode (``TREE.md``): the signed tree tag, the outboard and the unchanged
+                document, released group by group; with a byte range, the tag, a proof of
+                ``O(log N)`` hashes and only the covering groups (``tree="blake3-4096"`` picks
+                the hash and group size).
+``"mice"``      ``Accept-Encoding: mi-sha256-03`` under an RFC 9421 signature (``Signature``
+                over ``Content-Digest``, ``Digest`` and the path); records released as their
+                proofs match.
 ``"http"``      and ``"https"``: unprotected baselines (the experiments' reference lines)
 ==============  ================================================================================
 
+:meth:`SineClient.get` takes a ``byte_range`` (:class:`sine.tree_http.ByteRange`, e.g.
+``parse_range("bytes=1000-1999")``): tree mode verifies the range alone; the chain modes
+(``sine``, ``separate``, ``sineb``, ``sinex``, ``mice``) fetch and verify the prefix up to it
+and stop -- a chain has no other way.  ``accept_gzip=True`` invites a transcoding cache to gzip
+whole responses; the client undoes it (bounded) before it verifies.  The tree and MICE modes
+live in :mod:`sine.aio.tree_fetch`.
+
 Instrumentation in :attr:`SineClient.counters` (what Table II counts): public-key operations
 (signature verifications plus TLS handshakes), round trips to the origin over TLS, requests and
-bytes received.  Only verified bytes are returned in :attr:`FetchResult.data`; on a failure the
-result holds the verified prefix and the typed error.
+bytes received.  Only verified bytes are returned in :attr:`FetchResult.data` (from
+:attr:`FetchResult.offset` for a range); on a failure the result holds the verified prefix (for a
+tree range: nothing) and the typed error.
 """
 
 from __future__ import annotations
@@ -32,36 +47,34 @@ from urllib.parse import quote, urlsplit
 
 import h11
 
-from testbed.cli import connect_error
-
 from ..algorithms import VerifyingKey
 from ..cache_status import cache_verdict
-from ..errors import DigestMismatch, RemoteProtocolError, SineError
+from ..errors import (
+    BlockMismatch,
+    DigestMismatch,
+    RemoteProtocolError,
+    SineError,
+    TagFormatError,
+)
+from ..mice import RECORD_SIZES
 from ..site import STORE_DIR, canonical_path
+from ..tree_http import MAX_POSITION, BodyDecoder, ByteRange, CodingError, parse_tree_id
 from ..verifier import (
     BlockVerified,
     ForwardAuthenticatorVerified,
     StreamVerifier,
     TagVerified,
 )
+from .http import ConnectFailed, HttpConnection, HttpError, RangeUnsatisfiable
+from .tree_fetch import ModeFetcher, Outcome, Window, outer_gzip
 
-__all__ = ["HttpConnection", "HttpError", "ConnectFailed", "FetchResult", "Counters", "SineClient", "MODES", "fetch_and_report"]
+__all__ = ["HttpConnection", "HttpError", "ConnectFailed", "RangeUnsatisfiable", "FetchResult",
+           "Counters", "SineClient", "MODES", "fetch_and_report"]
 
-MODES = ("sine", "separate", "sineb", "sinex", "http", "https")
-
-
-class HttpError(SineError):
-    """Transport-level failure or an unexpected HTTP status."""
-
-
-class ConnectFailed(HttpError):
-    """The TCP connection or the TLS handshake to ``host:port`` failed (refused, unreachable,
-    certificate not trusted).  Unlike a verification failure this ends the session:
-    :meth:`SineClient.get` raises it instead of returning a failed :class:`FetchResult`."""
-
-    def __init__(self, host: str, port: int, cause: OSError) -> None:
-        super().__init__(str(connect_error(f"{host}:{port}", cause)))
-        self.host, self.port = host, port
+MODES = ("sine", "separate", "sineb", "sinex", "http", "https", "tree", "mice")
+#: modes that verify by the origin's signature (need ``public_key``)
+KEY_MODES = ("sine", "separate", "sinex", "tree", "mice")
+DEFAULT_TREE = "sha256-1024"
 
 
 @dataclass
@@ -86,102 +99,12 @@ class FetchResult:
     method: str = ""
     x_cache: str = ""
     headers: dict[str, str] = field(default_factory=dict)
+    offset: int = 0  # where ``data`` starts in the document (a range)
+    length: int | None = None  # the signed document length, when the mode learnt it
 
     @property
     def ok(self) -> bool:
-        return self.error is None and self.status == 200
-
-
-class HttpConnection:
-    """One persistent HTTP/1.1 connection (h11), reopened when the peer closes it."""
-
-    def __init__(self, host: str, port: int, ssl_context: ssl.SSLContext | None = None,
-                 on_connect: Callable[[], None] | None = None) -> None:
-        self.host, self.port, self.ssl_context = host, port, ssl_context
-        self.on_connect = on_connect
-        self.bytes_received = 0
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._conn: h11.Connection | None = None
-
-    async def _open(self) -> None:
-        try:
-            self._reader, self._writer = await asyncio.open_connection(
-                self.host, self.port, ssl=self.ssl_context,
-                server_hostname=self.host if self.ssl_context else None)
-        except OSError as exc:
-            raise ConnectFailed(self.host, self.port, exc) from exc
-        self._conn = h11.Connection(h11.CLIENT)
-        if self.on_connect:
-            self.on_connect()
-
-    async def connect(self) -> None:
-        """Open the connection now unless it is open and idle (ready for a request).
-
-        The TCP connect -- and, with an ``ssl_context``, the TLS handshake -- then happens here
-        rather than inside the next :meth:`request`, which reuses the open connection.  Raises
-        :class:`ConnectFailed` when the peer cannot be reached.
-        """
-        if self._conn is None or self._conn.our_state is not h11.IDLE:
-            await self.close()
-            await self._open()
-
-    async def request(
-        self, target: str, headers: list[tuple[str, str]], method: str = "GET"
-    ) -> tuple[h11.Response, AsyncIterator[bytes]]:
-        """Send a request; return the response head and an iterator over its body chunks.
-
-        The body must be consumed (or :meth:`close` called) before the next request.
-        """
-        await self.connect()
-        assert self._conn is not None and self._writer is not None
-        conn = self._conn
-        self._writer.write(conn.send(h11.Request(method=method, target=target, headers=headers)))
-        self._writer.write(conn.send(h11.EndOfMessage()))
-        await self._writer.drain()
-        head = await self._next()
-        if not isinstance(head, h11.Response):
-            raise HttpError(f"unexpected {type(head).__name__}")
-        return head, self._body()
-
-    async def _next(self) -> h11.Event:
-        assert self._conn is not None and self._reader is not None
-        while True:
-            try:
-                event = self._conn.next_event()
-            except h11.RemoteProtocolError as exc:
-                raise HttpError(f"HTTP protocol error: {exc}") from None
-            if event is h11.NEED_DATA:
-                data = await self._reader.read(65536)
-                self.bytes_received += len(data)
-                self._conn.receive_data(data)
-                continue
-            if isinstance(event, h11.InformationalResponse):
-                continue
-            return event  # type: ignore[return-value]  # not NEED_DATA; PAUSED only after the response (see report)
-
-    async def _body(self) -> AsyncIterator[bytes]:
-        while True:
-            event = await self._next()
-            if isinstance(event, h11.Data):
-                yield bytes(event.data)
-            elif isinstance(event, h11.EndOfMessage):
-                assert self._conn is not None
-                if self._conn.our_state is h11.DONE and self._conn.their_state is h11.DONE:
-                    self._conn.start_next_cycle()
-                return
-            else:
-                raise HttpError(f"connection ended inside the body ({type(event).__name__})")
-
-    async def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            try:
-                await self._writer.wait_closed()
-            except (ConnectionError, ssl.SSLError):
-                pass
-        self._reader = self._writer = None
-        self._conn = None
+        return self.error is None and self.status in (200, 206)
 
 
 def _headers(resp: h11.Response) -> dict[str, str]:
@@ -203,16 +126,21 @@ class SineClient:
         collect: bool = False,
         clock: Callable[[], float] = time.time,
         on_block: Callable[[str, int, bytes], None] | None = None,
+        tree: str = DEFAULT_TREE,
+        accept_gzip: bool = False,
+        mice_record_sizes: range = RECORD_SIZES,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
-        if mode in ("sine", "separate", "sinex") and public_key is None:
+        parse_tree_id(tree)
+        if mode in KEY_MODES and public_key is None:
             raise ValueError(f"mode {mode!r} needs the origin's public key")
         if mode in ("sineb", "https") and (tls_origin is None or tls_ca is None):
             raise ValueError(f"mode {mode!r} needs tls_origin and tls_ca")
         self.origin = origin.rstrip("/")
         self.mode, self.public_key, self.collect = mode, public_key, collect
         self.clock, self.on_block = clock, on_block
+        self.tree, self.accept_gzip, self.mice_record_sizes = tree, accept_gzip, mice_record_sizes
         self.counters = Counters()
         self.trusted: dict[str, bytes] = {}
         self._sign_cache: dict[str, bytes] = {}
@@ -232,6 +160,10 @@ class SineClient:
             self._tls = HttpConnection(t.hostname or "127.0.0.1", t.port or 443, ctx,
                                        on_connect=self._count_handshake)
             self._tls_host = t.netloc
+        self._modes: ModeFetcher | None = None
+        if public_key is not None:  # tree and MICE call on_block(path, byte offset, bytes)
+            self._modes = ModeFetcher(self._get, self._http.close, public_key=public_key,
+                                      accept_gzip=accept_gzip, on_data=on_block)
 
     def _count_handshake(self) -> None:
         self.counters.tls_handshakes += 1
@@ -298,17 +230,20 @@ class SineClient:
             raise HttpError(f"origin has no AT_sign for {path}")
         return self._sign_cache[path]
 
-    async def get(self, path: str) -> FetchResult:
-        """Fetch and verify ``path``; never raises for remote misbehaviour (see ``error``).
+    async def get(self, path: str, byte_range: ByteRange | None = None) -> FetchResult:
+        """Fetch and verify ``path`` (or its ``byte_range``); never raises for remote
+        misbehaviour (see ``error``).
 
         Raises :class:`ConnectFailed` when the origin or the proxy cannot be reached at all.
         """
         try:
-            result = await self._fetch(path)
+            if self.mode in ("tree", "mice"):
+                return await self._fetch_mode(path, byte_range)
+            result = await self._fetch(path, byte_range)
             if isinstance(result.error, DigestMismatch) and self.mode == "sinex":
                 # The site was re-signed since the linking page was read: verify afresh.
                 self.trusted.pop(canonical_path(path), None)
-                result = await self._fetch(path)
+                result = await self._fetch(path, byte_range)
             return result
         except ConnectFailed:
             raise
@@ -321,65 +256,126 @@ class SineClient:
             self.counters.signature_verifications = (
                 self.public_key.verifications if self.public_key else 0)
 
-    async def _fetch(self, path: str) -> FetchResult:
+    async def _fetch_mode(self, path: str, byte_range: ByteRange | None) -> FetchResult:
+        """Tree mode or MICE (:mod:`sine.aio.tree_fetch`)."""
+        assert self._modes is not None
+        canon, now = canonical_path(path), self.clock()
+        if self.mode == "tree":
+            got = await self._modes.tree(canon, self.tree, now, byte_range)
+        else:
+            got = await self._modes.mice(canon, now, byte_range, self.mice_record_sizes)
+        return self._result(path, got)
+
+    @staticmethod
+    def _result(path: str, got: Outcome) -> FetchResult:
+        return FetchResult(path, got.status, bytes(got.data), got.error, got.method,
+                           got.headers.get("x-cache", ""), got.headers, got.offset, got.length)
+
+    async def _fetch(self, path: str, byte_range: ByteRange | None = None) -> FetchResult:
         canon = canonical_path(path)
         if self.mode in ("http", "https"):
             resp, body = await self._get(path, tls=self.mode == "https")
             data = await self._read_all(body)
             return FetchResult(path, resp.status_code, data, None, self.mode,
                                _headers(resp).get("x-cache", ""), _headers(resp))
-        separate = None
-        trusted = None
-        if self.mode == "separate":
-            resp, body = await self._get(f"/{STORE_DIR}/at{quote(canon)}")
-            separate = await self._read_all(body)
-            if resp.status_code != 200:
-                raise HttpError(f"tag fetch failed with {resp.status_code}")
-        elif self.mode == "sineb":
-            trusted = await self._at_sign(canon)
-        elif self.mode == "sinex":
-            trusted = self.trusted.get(canon)
+        separate, trusted = await self._chain_anchor(canon)
         now = self.clock()
-        extra = [] if self.mode == "separate" else [("Accept-Encoding", "sine")]
+        extra = self._gzip() if self.mode == "separate" else [
+            ("Accept-Encoding", "sine, gzip" if self.accept_gzip else "sine")]
         resp, body = await self._get(path, extra)
         headers = _headers(resp)
+        out = Outcome(status=resp.status_code, headers=headers)
         if resp.status_code != 200:
             await self._read_all(body)
-            return FetchResult(path, resp.status_code, b"", HttpError(
-                f"HTTP {resp.status_code}"), "", headers.get("x-cache", ""), headers)
-        if self.mode != "separate" and headers.get("content-encoding") != "sine":
+            out.error = HttpError(f"HTTP {resp.status_code}")
+            return self._result(path, out)
+        coding, rest = outer_gzip(headers)
+        if rest != ([] if self.mode == "separate" else ["sine"]):
             await self._http.close()
-            return FetchResult(path, resp.status_code, b"", HttpError(
-                "response is not Content-Encoding: sine"), "", headers.get("x-cache", ""),
-                headers)
-        out = bytearray()
-        method = ""
+            out.error = HttpError("response is not Content-Encoding: sine" if self.mode != "separate"
+                                  else f"unexpected Content-Encoding {rest}")
+            return self._result(path, out)
+        window = Window(byte_range)
         try:
             verifier = StreamVerifier(
                 canon, now, public_key=None if trusted else self.public_key,
                 trusted_digest=trusted, separate=separate)
-            async for chunk in body:
-                if not chunk:
-                    continue  # b"" would mean end of stream
-                for event in verifier.receive_data(chunk):
-                    method = self._handle(canon, event, out) or method
-            for event in verifier.receive_data(b""):  # end of stream
-                method = self._handle(canon, event, out) or method
+            stopped = await self._verify_chain(canon, body, BodyDecoder(coding, MAX_POSITION),
+                                               verifier, out, window)
         except RemoteProtocolError as exc:
             for early in exc.events:
-                self._handle(canon, early, out)
+                self._handle(canon, early, out, window)
+            # a range verified before the bad block (in the same chunk) stands: the chain
+            # reached past it only because the bytes arrived together
+            out.error = None if window.complete else exc
+            stopped = True
+        except SineError as exc:
+            out.error, stopped = exc, True
+        if stopped:
             await self._http.close()
-            return FetchResult(path, resp.status_code, bytes(out), exc, method,
-                               headers.get("x-cache", ""), headers)
-        return FetchResult(path, resp.status_code, bytes(out), None, method,
-                           headers.get("x-cache", ""), headers)
+        out.data, out.offset = window.kept, window.first
+        return self._result(path, out)
 
-    def _handle(self, path: str, event: object, out: bytearray) -> str | None:
+    def _gzip(self) -> list[tuple[str, str]]:
+        return [("Accept-Encoding", "gzip")] if self.accept_gzip else []
+
+    async def _chain_anchor(self, canon: str) -> tuple[bytes | None, bytes | None]:
+        """``(separate tag, trusted digest)`` of a chain mode: the separate tag fetched for
+        ``separate``, ``AT_sign`` over TLS for ``sineb``, a Forward Authenticator's digest
+        for ``sinex`` (else the stream's own signed tag is the anchor)."""
+        if self.mode == "separate":
+            resp, body = await self._get(f"/{STORE_DIR}/at{quote(canon)}", self._gzip())
+            coding, rest = outer_gzip(_headers(resp))
+            try:
+                separate = await self._decoded(body, coding, 1 << 32)
+            except CodingError as exc:
+                raise TagFormatError(f"separate tag: {exc}", 0) from None
+            if resp.status_code != 200 or rest:
+                raise HttpError(f"tag fetch failed with {resp.status_code} {rest or ''}")
+            return separate, None
+        if self.mode == "sineb":
+            return None, await self._at_sign(canon)
+        return None, self.trusted.get(canon) if self.mode == "sinex" else None
+
+    async def _verify_chain(self, canon: str, body: AsyncIterator[bytes], unzip: BodyDecoder,
+                            verifier: StreamVerifier, out: Outcome, window: Window) -> bool:
+        """Feed the (inflated) body to the chain verifier, releasing through ``window``;
+        return whether it stopped early (the range was complete)."""
+        try:
+            async for chunk in body:
+                for piece in unzip.feed(chunk):
+                    for event in verifier.receive_data(piece):
+                        out.method = self._handle(canon, event, out, window) or out.method
+                if window.complete:
+                    return True  # the range is verified: the rest of the chain is not needed
+            unzip.finish()
+        except CodingError as exc:
+            raise BlockMismatch(f"body does not decode: {exc}",
+                                verifier.blocks_verified + 1) from None
+        for event in verifier.receive_data(b""):  # end of stream
+            out.method = self._handle(canon, event, out, window) or out.method
+        return False
+
+    async def _decoded(self, body: AsyncIterator[bytes], coding: str | None, limit: int
+                       ) -> bytes:
+        decoder = BodyDecoder(coding, limit)
+        out = bytearray()
+        async for chunk in body:
+            for piece in decoder.feed(chunk):
+                out += piece
+        decoder.finish()
+        return bytes(out)
+
+    def _handle(self, path: str, event: object, out: Outcome, window: Window) -> str | None:
         if isinstance(event, BlockVerified):
-            out += event.data
-            if self.on_block:
+            offset = out.released
+            out.released += len(event.data)
+            part = window.offer(offset, event.data)
+            if self.on_block and (part or window.spec is None):
                 self.on_block(path, event.index, event.data)
         elif isinstance(event, TagVerified):
+            out.length = event.info.content_length
+            window.resolve(event.info.content_length)
             if self.mode == "sinex" and event.method == "signature":
                 self.trusted[path] = event.at_sign
             return event.method
@@ -400,6 +396,9 @@ async def _fetch_and_report(
     tls_ca: bytes | None,
     collect: bool,
     output: Path | None,
+    byte_range: ByteRange | None = None,
+    tree: str = DEFAULT_TREE,
+    accept_gzip: bool = False,
 ) -> int:
     """Fetch ``urls`` in one session, print a line per document (with the cache verdict of
     :func:`sine.cache_status.cache_verdict`) and the session's counters; 0 iff all verified."""
@@ -407,17 +406,22 @@ async def _fetch_and_report(
     client = SineClient(
         origin, mode=mode, public_key=public_key, proxy=proxy,
         tls_origin=tls_origin,
-        tls_ca=tls_ca, collect=collect)
+        tls_ca=tls_ca, collect=collect, tree=tree, accept_gzip=accept_gzip)
     try:
         data = b""
         for url in urls:
             parts = urlsplit(url)
             r = await client.get((parts.path or "/") + (f"?{parts.query}" if parts.query
-                                                        else ""))
+                                                        else ""), byte_range)
             data = r.data
             state = "verified" if r.ok else f"FAILED ({r.error})"
-            print(f"{url}: {state}; {len(r.data)} verified bytes; trust={r.method or '-'};"
-                  f" cache={cache_verdict(r.headers)}", flush=True)
+            where = ""
+            if byte_range is not None:
+                of = "?" if r.length is None else r.length  # a chain stopped early: unknown
+                where = (f" (bytes {r.offset}-{r.offset + len(r.data) - 1} of {of})"
+                         if r.data else "")
+            print(f"{url}: {state}; {len(r.data)} verified bytes{where}; "
+                  f"trust={r.method or '-'}; cache={cache_verdict(r.headers)}", flush=True)
             failures += not r.ok
     finally:
         await client.close()

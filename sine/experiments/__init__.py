@@ -18,6 +18,12 @@ function                what it reproduces
 :func:`figure6_driver`  byte-accurate TCP by :mod:`netsim.drive`), side by side
 ======================  =========================================================================
 
+Beyond the paper, :mod:`sine.experiments.ranges` sets SINE's chain beside its descendants
+(MICE's chain, an outboard Merkle tree) for verified byte ranges of a large file (issue 25):
+bytes of overhead, modelled time to a verified range (:mod:`sine.model_ranges`) and measured
+verification CPU; :mod:`sine.experiments.ranges_link` measures those ranges on the namespace
+testbed (the origin, a warm nginx cache, the verifying client) beside the model.
+
 Figures 4-6 come from the SimPy model in :mod:`sine.model_latency` (netsim links and TCP) fed with
 costs measured on this machine; the ``*_driver`` functions set the model beside the real objects
 driven in simulated time (``latency_model_s`` / ``latency_driver_s``, their relative gap and
