@@ -14,7 +14,7 @@ help:  ## list the targets
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip "setuptools>=77" wheel
-	$(PY) -m pip install -q -e '.[test,notebooks,docs,sweep]'
+	$(PY) -m pip install -q -e '.[test,notebooks,docs,sweep,fast]'
 	touch $(STAMP)
 
 venv: $(STAMP)  ## create .venv and install the project with its test extras
