@@ -232,7 +232,6 @@ def test_twins_agree_on_tampered_chains_fed_at_random_split_points(case: dict[st
         assert not mismatch and len(released) == limit
 
 
-@pytest.mark.skipif(c_verify_run is None, reason="C extension not built")
 def test_long_runs_release_the_gil_and_stay_exact() -> None:
     """Runs above GIL_RELEASE_BYTES from several threads at once give the twin's result."""
     assert c_verify_run is not None
@@ -258,7 +257,6 @@ def test_long_runs_release_the_gil_and_stay_exact() -> None:
     assert results == [want] * 20
 
 
-@pytest.mark.skipif(c_verify_run is None, reason="C extension not built")
 def test_released_blocks_are_the_checked_bytes_while_another_thread_writes() -> None:
     """A buffer rewritten during a GIL-free run: whatever comes back must chain correctly
     (each block is hashed from the copy that is returned, never re-read)."""

@@ -154,7 +154,7 @@ class UvloopBackground(BackgroundLoop):
     """A :class:`BackgroundLoop` on uvloop's event loop."""
 
     def __init__(self) -> None:
-        uvloop = pytest.importorskip("uvloop")
+        import uvloop  # the fast extra, installed by make build
         super().__init__()
         self.loop.close()
         self.loop = uvloop.new_event_loop()

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -234,7 +233,6 @@ def test_response_head_is_h11s(size: int, ctype: str) -> None:
 
 
 @pytest.mark.interop
-@pytest.mark.skipif(shutil.which("curl") is None, reason="curl not installed")
 def test_curl_keep_alive_through_the_callback_path(root: Path, fast_calls: list[bool]) -> None:
     config = ServerConfig(credentials=credentials(), cipher_suites=(SUITE,))
     with BackgroundServer(root, config) as server:

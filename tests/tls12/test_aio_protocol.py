@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import shutil
 import socket
 import ssl
 import struct
@@ -319,7 +318,6 @@ def test_python_ssl_client_echo() -> None:
     assert asyncio.run(main()) == b"python ssl " * 3000
 
 
-@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl not installed")
 def test_openssl_s_client_echo() -> None:
     def client(port: int) -> str:
         proc = subprocess.run(
