@@ -28,8 +28,18 @@ is why the server's own user + system CPU time is read from Linux
   ``openssl s_server`` handles one connection at a time, so it is rarely
   saturated; our asyncio server overlaps connections.
 
+Two more figures, measured in the same rounds, say where a handshake's time goes:
+
+* ``uvloop`` -- the same server on the ``uvloop`` event loop (``--loop uvloop``, the ``fast``
+  extra): what a cheaper event loop buys per connection;
+* ``core`` -- the sans-IO core alone: a :class:`tls12.ServerConnection` fed the client's
+  flights in memory (no sockets, no event loop), the process CPU time of the server's side
+  only.  The server's figure minus this one is what the event loop, the socket calls, the
+  kernel's TCP and the HTTP handler cost per connection; ``openssl s_server`` pays its whole
+  handshake, kernel included, in less than our core alone on the resumed path.
+
 Each (server, mode) is measured ``--repeats`` times (default 5), interleaved
-(the two servers alternate who goes first), and every figure prints as
+(the servers rotate who goes first), and every figure prints as
 ``median (min–max, n)``; each ratio's repeat is one round's tls12 figure over
 the same round's openssl figure, and the target counts as met only when the
 median meets it.  Usage::
@@ -75,7 +85,13 @@ if TYPE_CHECKING:
 
 BENCH = "bench_handshake"
 MODES = ("new", "reuse")
+SERVERS = ("tls12", "uvloop", "openssl")
 TARGET = 0.5
+"""P3b's target for tls12 / openssl per server CPU second (the median must reach it)."""
+GOALS = {"new": 1.0, "reuse": 0.7}
+"""Issue 24's goals for the same ratio, per mode."""
+CORE_HANDSHAKES = {"new": 300, "reuse": 2000}
+"""In-memory handshakes per core measurement (per round and mode): about half a second each."""
 MIN_RESUMED = 0.9
 """Fraction of ``-reuse`` connections that must really resume, or the run is wrong."""
 
@@ -139,6 +155,47 @@ def measure(server: str, pid: int, port: int, mode: str, args: argparse.Namespac
     return Run(server, mode, handshakes, resumed, wall, after - before)
 
 
+class CoreBench:
+    """The sans-IO core alone: server-side CPU seconds per handshake, measured in this process.
+
+    A :class:`tls12.ClientConnection` makes each handshake's flights; only the server's
+    ``receive_data`` / ``data_to_send`` calls are timed (:func:`time.process_time`), so the
+    figure is the core's cost per handshake on the server, with no socket, event loop or kernel.
+    """
+
+    def __init__(self, cert: Path, key: Path, suite: SuiteParams) -> None:
+        from tls12 import ClientConfig, ClientConnection, ServerConfig, ServerConnection
+        from tls12.certs import load_credentials
+        from tls12.session import InMemorySessionStore
+        from tls12.testing import pipe
+
+        self._client, self._server = ClientConnection, ServerConnection
+        suites = (suite.suite,)
+        self._server_config = ServerConfig(
+            credentials=load_credentials(cert, key), cipher_suites=suites, session_store=InMemorySessionStore())
+        first, server = ClientConnection(ClientConfig(cipher_suites=suites)), ServerConnection(self._server_config)
+        pipe(first, server)
+        self._configs = {"new": ClientConfig(cipher_suites=suites),
+                         "reuse": ClientConfig(cipher_suites=suites, session=first.session)}
+
+    def handshakes_per_cpu_s(self, mode: str, count: int) -> float:
+        """``count`` handshakes of ``mode`` (``new`` or ``reuse``): the server side's handshakes per CPU second."""
+        spent = 0.0
+        for _ in range(count):
+            client, server = self._client(self._configs[mode]), self._server(self._server_config)
+            data = client.data_to_send()
+            while data:
+                began = time.process_time()
+                server.receive_data(data)
+                answer = server.data_to_send()
+                spent += time.process_time() - began
+                client.receive_data(answer)
+                data = client.data_to_send()
+            if not (server.handshake_complete and client.handshake_complete) or server.resumed != (mode == "reuse"):
+                raise RuntimeError(f"in-memory {mode} handshake did not complete as a {mode} handshake")
+        return count / max(spent, 1e-9)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line: ``--seconds``, ``--repeats``, ``--clients``, ``--cipher``, ``--json``."""
     parser = argparse.ArgumentParser(
@@ -180,29 +237,34 @@ def write_site(base: Path) -> tuple[Path, Path, Path]:
 
 
 def interleaved_runs(servers: tuple[tuple[str, int, int], ...], args: argparse.Namespace, openssl: str,
-                     cipher: str) -> list[Run]:
-    """Warm both servers up, then ``--repeats`` rounds of both modes on both servers, printing every run.
+                     cipher: str, core: CoreBench) -> tuple[list[Run], dict[str, list[float]]]:
+    """Warm the servers up, then ``--repeats`` rounds of both modes on every server and the core, printing each run.
 
-    ``servers`` is ``((name, pid, port), ...)``; odd rounds reverse the order,
-    so bursts of background load do not always hit the same server.
+    ``servers`` is ``((name, pid, port), ...)``; each round rotates the order, so bursts of
+    background load do not always hit the same server.  Returns the runs and, per mode, the
+    core's handshakes per CPU second of each round.
     """
     runs: list[Run] = []
+    core_rates: dict[str, list[float]] = {mode: [] for mode in MODES}
     for _, _, port in servers:  # warm-up: imports, first session in the cache
         s_time(openssl, port, "reuse", 1, cipher, 1)
     for i in range(args.repeats):
         for mode in MODES:
-            # alternate who goes first: bursts of background load must not always hit the same server
-            for name, pid, port in servers if i % 2 == 0 else servers[::-1]:
+            shift = i % len(servers)
+            for name, pid, port in servers[shift:] + servers[:shift]:
                 run = measure(name, pid, port, mode, args, openssl)
                 runs.append(run)
                 print(f"  round {i + 1} {mode:<5} {name:<7} {run.handshakes:6d} handshakes "
                       f"{run.per_wall_s:8.0f}/s wall {run.per_cpu_s:8.0f}/server-CPU-s  busy {run.busy:4.0%}",
                       flush=True)
-    return runs
+            core_rates[mode].append(core.handshakes_per_cpu_s(mode, CORE_HANDSHAKES[mode]))
+            print(f"  round {i + 1} {mode:<5} core    {CORE_HANDSHAKES[mode]:6d} handshakes "
+                  f"{core_rates[mode][-1]:8.0f}/core-CPU-s (in memory, server side)", flush=True)
+    return runs, core_rates
 
 
-def measure_runs(openssl: str, suite: SuiteParams, args: argparse.Namespace) -> list[Run]:
-    """Start our server and ``openssl s_server`` on the same certificate and measure both, interleaved."""
+def measure_runs(openssl: str, suite: SuiteParams, args: argparse.Namespace) -> tuple[list[Run], dict[str, list[float]]]:
+    """Start our server (asyncio and uvloop) and ``openssl s_server`` on one certificate; measure all, interleaved."""
     with tempfile.TemporaryDirectory(prefix="bench-handshake-") as tmp:
         base = Path(tmp)
         root, cert, key = write_site(base)
@@ -213,10 +275,12 @@ def measure_runs(openssl: str, suite: SuiteParams, args: argparse.Namespace) -> 
         ]  # fmt: skip
         print(f"RSA-2048, TLS 1.2 {suite.openssl_name}, {args.clients} s_time clients x {args.seconds} s, "
               f"{args.repeats} interleaved repeats", flush=True)
-        with start_and_read_port(ours_cmd, r"listening on https://[^\s:]+:(\d+)", env=repo_env()) as (ours_port, ours_pid), \
+        listening = r"listening on https://[^\s:]+:(\d+)"
+        with start_and_read_port(ours_cmd, listening, env=repo_env()) as (ours_port, ours_pid), \
+                start_and_read_port([*ours_cmd, "--loop", "uvloop"], listening, env=repo_env()) as (uv_port, uv_pid), \
                 start_and_read_port(openssl_cmd, r"^ACCEPT .*:(\d+)$", cwd=base) as (ossl_port, ossl_pid):
-            servers = (("tls12", ours_pid, ours_port), ("openssl", ossl_pid, ossl_port))
-            return interleaved_runs(servers, args, openssl, suite.openssl_name)
+            servers = (("tls12", ours_pid, ours_port), ("uvloop", uv_pid, uv_port), ("openssl", ossl_pid, ossl_port))
+            return interleaved_runs(servers, args, openssl, suite.openssl_name, CoreBench(cert, key, suite))
 
 
 def summarise(runs: list[Run], repeats: int) -> dict[str, dict[str, Repeated]]:
@@ -224,7 +288,7 @@ def summarise(runs: list[Run], repeats: int) -> dict[str, dict[str, Repeated]]:
     summary: dict[str, dict[str, Repeated]] = {}
     print(f"\nmedian (min–max, n) of {repeats} interleaved repeats (measured)")
     for mode in MODES:
-        for name in ("tls12", "openssl"):
+        for name in SERVERS:
             mine = [r for r in runs if r.server == name and r.mode == mode]  # in round order
             summary[f"{name}_{mode}"] = {
                 "per_wall_s": Repeated.of(r.per_wall_s for r in mine),
@@ -237,23 +301,45 @@ def summarise(runs: list[Run], repeats: int) -> dict[str, dict[str, Repeated]]:
     return summary
 
 
-def tls12_over_openssl(summary: dict[str, dict[str, Repeated]]) -> dict[str, dict[str, Repeated]]:
-    """Per mode, the tls12 / openssl ratios (pair by pair, same round) of both rates, printed with the verdict."""
+def tls12_over_openssl(summary: dict[str, dict[str, Repeated]], server: str = "tls12") -> dict[str, dict[str, Repeated]]:
+    """Per mode, the ``server`` / openssl ratios (pair by pair, same round) of both rates, printed with the verdicts."""
     ratios: dict[str, dict[str, Repeated]] = {}
     for mode in MODES:
-        ours, ref = summary[f"tls12_{mode}"], summary[f"openssl_{mode}"]
+        ours, ref = summary[f"{server}_{mode}"], summary[f"openssl_{mode}"]
         ratios[mode] = {k: ours[k].over(ref[k]) for k in ("per_cpu_s", "per_wall_s")}  # pair by pair, same round
         label = "full (s_time -new)" if mode == "new" else "resumed (s_time -reuse)"
-        verdict = "met" if ratios[mode]["per_cpu_s"].median >= TARGET else "NOT met"
-        print(f"{label:<24} tls12 / openssl: {ratios[mode]['per_cpu_s'].text()} per server CPU second "
-              f"(target >= {TARGET} for the median: {verdict}), {ratios[mode]['per_wall_s'].text()} per wall second")
+        median = ratios[mode]["per_cpu_s"].median
+        verdict = "met" if median >= TARGET else "NOT met"
+        goal = "met" if median >= GOALS[mode] else "NOT met"
+        print(f"{label:<24} {server} / openssl: {ratios[mode]['per_cpu_s'].text()} per server CPU second "
+              f"(P3b >= {TARGET}: {verdict}; issue-24 goal >= {GOALS[mode]}: {goal}), "
+              f"{ratios[mode]['per_wall_s'].text()} per wall second")
     return ratios
 
 
+def split(summary: dict[str, dict[str, Repeated]], core_rates: dict[str, list[float]]) -> dict[str, dict[str, float]]:
+    """Per mode, microseconds of server CPU per handshake: each server, the core alone, and the rest, printed.
+
+    The rest (server minus core, medians) is what the event loop, the socket calls, the kernel's
+    TCP and the HTTP handler cost per connection.
+    """
+    out: dict[str, dict[str, float]] = {}
+    print("\nserver CPU per handshake, medians (µs): where the time goes")
+    for mode in MODES:
+        us = {name: 1e6 / summary[f"{name}_{mode}"]["per_cpu_s"].median for name in SERVERS}
+        us["core"] = 1e6 / Repeated.of(core_rates[mode]).median
+        us["rest_asyncio"], us["rest_uvloop"] = us["tls12"] - us["core"], us["uvloop"] - us["core"]
+        out[mode] = us
+        print(f"{mode:<6} tls12 {us['tls12']:6.0f} = core {us['core']:5.0f} + rest {us['rest_asyncio']:5.0f};  "
+              f"uvloop {us['uvloop']:6.0f} = core {us['core']:5.0f} + rest {us['rest_uvloop']:5.0f};  "
+              f"openssl s_server {us['openssl']:6.0f} (all of it)")
+    return out
+
+
 def write_results(path: Path, openssl: str, suite: SuiteParams, args: argparse.Namespace, runs: list[Run],
-                  summary: dict[str, dict[str, Repeated]], ratios: dict[str, dict[str, Repeated]],
-                  wall: float) -> None:
-    """The JSON: configuration, repeated figures, ratios, the target and whether it was met, every run."""
+                  summary: dict[str, dict[str, Repeated]], ratios: dict[str, dict[str, dict[str, Repeated]]],
+                  core: dict[str, Repeated], where: dict[str, dict[str, float]], wall: float) -> None:
+    """The JSON: configuration, repeated figures, ratios (asyncio and uvloop), targets, the core and the split, every run."""
     version = subprocess.run([openssl, "version"], capture_output=True, text=True, check=False).stdout.strip()
     config = {
         "suite": suite.openssl_name, "key": "RSA-2048", "seconds": args.seconds,
@@ -264,9 +350,15 @@ def write_results(path: Path, openssl: str, suite: SuiteParams, args: argparse.N
     write_json(path, {
         "config": config,
         "figures": {k: {f: v.to_json() for f, v in row.items()} for k, row in summary.items()},
-        "ratio": {m: {f: v.to_json() for f, v in row.items()} for m, row in ratios.items()},
+        "ratio": {m: {f: v.to_json() for f, v in row.items()} for m, row in ratios["tls12"].items()},
+        "ratio_uvloop": {m: {f: v.to_json() for f, v in row.items()} for m, row in ratios["uvloop"].items()},
+        "core_per_cpu_s": {m: v.to_json() for m, v in core.items()},
+        "core_handshakes": CORE_HANDSHAKES,
+        "us_per_handshake": where,
         "target": TARGET,
-        "target_met": {m: ratios[m]["per_cpu_s"].median >= TARGET for m in MODES},
+        "target_met": {m: ratios["tls12"][m]["per_cpu_s"].median >= TARGET for m in MODES},
+        "goals": GOALS,
+        "goals_met": {m: ratios["tls12"][m]["per_cpu_s"].median >= GOALS[m] for m in MODES},
         "runs": runs_json,
     }, repeats=args.repeats, wall_s=wall)  # fmt: skip
 
@@ -281,14 +373,18 @@ def main(argv: list[str] | None = None) -> int:
     require_c_extension(BENCH)
     suite = choose_suite(parser, args.cipher)
 
-    runs = measure_runs(openssl, suite, args)
+    runs, core_rates = measure_runs(openssl, suite, args)
     summary = summarise(runs, args.repeats)
-    ratios = tls12_over_openssl(summary)
+    ratios = {server: tls12_over_openssl(summary, server) for server in ("tls12", "uvloop")}
+    core = {mode: Repeated.of(core_rates[mode]) for mode in MODES}
+    for mode in MODES:
+        print(f"{mode:<6} core alone (in memory, server side): {core[mode].text('.0f')} handshakes per CPU s")
+    where = split(summary, core_rates)
     wall = time.perf_counter() - began
     print(f"wall time {wall:.0f} s")
 
     if args.json:
-        write_results(args.json, openssl, suite, args, runs, summary, ratios, wall)
+        write_results(args.json, openssl, suite, args, runs, summary, ratios, core, where, wall)
     return 0
 
 

@@ -2,10 +2,14 @@
 
 Measures ``RecordCipher.seal`` on full-size (16 KiB) records for the C
 extension (stitched one-pass AES-CBC-HMAC-SHA1 path and the generic
-HMAC + CBC path, single calls and ``seal_many`` batches) and for the
-pure-Python twin, and prints each as a ratio of
+HMAC + CBC path, single calls and ``seal_many`` batches; ``seal_stream``, whose
+runs of 8 full records go through OpenSSL's multi-block pass, when ``--size`` is
+16384) and for the pure-Python twin, and prints each as a ratio of
 ``openssl speed -evp aes-128-cbc-hmac-sha1 -bytes SIZE -seconds SECONDS``,
-OpenSSL's own stitched-cipher throughput on this machine.  Throughput is in
+OpenSSL's own stitched-cipher throughput on this machine.  A second reference,
+``openssl speed -mb -evp aes-128-cbc-hmac-sha1`` (its 131072-byte column: 8
+records of 16 KiB interleaved, what libssl does on large writes), is measured in
+the same rounds and every row's ratio to it printed too (``x -mb``).  Throughput is in
 MB/s with MB = 10^6 bytes (the unit of ``openssl speed``) per second of *user
 CPU time*, which is what ``openssl speed`` divides by unless given
 ``-elapsed``; wall-clock throughput is shown alongside for information.
@@ -59,6 +63,7 @@ VERSION = 0x0303  # TLS 1.2
 
 
 REFERENCE = "openssl speed -evp aes-128-cbc-hmac-sha1"
+REFERENCE_MB = "openssl speed -mb -evp aes-128-cbc-hmac-sha1 (8 x 16 KiB)"
 
 
 @dataclass(frozen=True)
@@ -70,13 +75,15 @@ class Row:
     wall_mb_per_s: Repeated | None
     us_per_record: Repeated | None  # user CPU time
     ratio: Repeated  # of the openssl speed reference, pair by pair
+    ratio_mb: Repeated | None = None  # of the openssl speed -mb reference, pair by pair
 
     def to_json(self) -> dict[str, object]:
         def js(v: Repeated | None) -> object:
             return None if v is None else v.to_json()
 
         return {"name": self.name, "mb_per_s": js(self.mb_per_s), "wall_mb_per_s": js(self.wall_mb_per_s),
-                "us_per_record": js(self.us_per_record), "ratio": js(self.ratio)}  # fmt: skip
+                "us_per_record": js(self.us_per_record), "ratio": js(self.ratio),
+                "ratio_mb": js(self.ratio_mb)}  # fmt: skip
 
 
 def openssl_speed(exe: str, size: int, seconds: float) -> tuple[float | None, str]:
@@ -89,6 +96,20 @@ def openssl_speed(exe: str, size: int, seconds: float) -> tuple[float | None, st
         lines = (proc.stderr + proc.stdout).strip().splitlines()
         return None, lines[-1] if lines else "no output"
     return float(match.group(2)) / 1000.0, match.group(0).strip()  # 1000s of bytes/s -> MB/s
+
+
+def openssl_speed_mb(exe: str, seconds: float) -> tuple[float | None, str]:
+    """(MB/s, raw line) of ``openssl speed -mb`` for 8 interleaved 16 KiB records, or (None, reason)."""
+    cmd = [exe, "speed", "-mb", "-evp", "aes-128-cbc-hmac-sha1", "-seconds", str(max(1, round(seconds)))]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    header = re.search(r"^type\s+(.*bytes)\s*$", proc.stdout, re.M)
+    line = re.search(r"^(aes-128-cbc-hmac-sha1)\s+([\d.k ]+)$", proc.stdout, re.I | re.M)
+    if header is None or line is None or "131072 bytes" not in header.group(1):
+        lines = (proc.stderr + proc.stdout).strip().splitlines()
+        return None, lines[-1] if lines else "no output"
+    columns = re.findall(r"(\d+) bytes", header.group(1))
+    values = re.findall(r"([\d.]+)k", line.group(2))
+    return float(values[columns.index("131072")]) / 1000.0, line.group(0).strip()
 
 
 def user_time() -> float:
@@ -174,9 +195,15 @@ def build_candidates(size: int, batch: int) -> list[Candidate]:
     generic = CRecordCipher("aes-128-cbc", "sha1", enc_key, mac_key, stitched=False)
     label = "stitched" if stitched.stitched else "generic: no stitched cipher"
     python = PyRecordCipher("aes-128-cbc", "sha1", enc_key, mac_key)
+    # seal_stream cuts its input into 16 KiB records: comparable only at that size
+    data = plaintext * batch
+    stream = [(f"C seal_stream x{batch} ({'multi-block' if stitched.multiblock else 'no multi-block'},"
+               " random IVs)",
+               lambda seq: stitched.seal_stream(seq, CONTENT_TYPE, VERSION, data), batch)]
     return [
         (f"C seal ({label})", singles(stitched), batch),
         (f"C seal_many x{batch} ({label})", many(stitched), batch),
+        *(stream if size == 2**14 else []),
         ("C seal (generic HMAC + CBC)", singles(generic), batch),
         (f"C seal_many x{batch} (generic)", many(generic), batch),
         ("Python fallback seal", singles(python), batch),
@@ -195,16 +222,27 @@ def measure_rows(openssl: str, args: argparse.Namespace, candidates: list[Candid
             fail(BENCH, f"openssl speed -evp aes-128-cbc-hmac-sha1 gave no figure ({raw})")
         return mbps_ref, math.nan, math.nan
 
+    def reference_mb() -> tuple[float, float, float]:
+        mbps_mb, _ = openssl_speed_mb(openssl, args.seconds)
+        return math.nan if mbps_mb is None else mbps_mb, math.nan, math.nan
+
     steps: dict[str, Callable[[], tuple[float, float, float]]] = {REFERENCE: reference}
+    if args.size == 2**14:
+        steps[REFERENCE_MB] = reference_mb
     for name, run, per_batch in candidates:
         steps[name] = lambda run=run, per_batch=per_batch: measure(run, per_batch, args.size, args.seconds)
     got = rounds(steps, args.repeats)
     ref = Repeated.of(r[0] for r in got[REFERENCE])
     rows = [Row(REFERENCE, ref, None, None, ref.over(ref))]
+    ref_mb = None
+    if REFERENCE_MB in got and not any(math.isnan(r[0]) for r in got[REFERENCE_MB]):
+        ref_mb = Repeated.of(r[0] for r in got[REFERENCE_MB])  # no -mb on this build: no such row
+        rows[0] = Row(REFERENCE, ref, None, None, ref.over(ref), ref.over(ref_mb))
+        rows.append(Row(REFERENCE_MB, ref_mb, None, None, ref_mb.over(ref), ref_mb.over(ref_mb)))
     for name, _, _ in candidates:
         mbps = Repeated.of(r[0] for r in got[name])
         rows.append(Row(name, mbps, Repeated.of(r[1] for r in got[name]), Repeated.of(r[2] for r in got[name]),
-                        mbps.over(ref)))
+                        mbps.over(ref), None if ref_mb is None else mbps.over(ref_mb)))
     return rows
 
 
@@ -215,7 +253,8 @@ def print_table(rows: list[Row], args: argparse.Namespace) -> None:
         f" {args.seconds:g} s; median (min–max) (MB = 1e6 B, measured)"
     )
     width = max(len(r.name) for r in rows)
-    print(f"{'implementation':<{width}}  {'MB/s cpu':>22}  {'MB/s wall':>9}  {'us/rec':>7}  x openssl")
+    print(f"{'implementation':<{width}}  {'MB/s cpu':>22}  {'MB/s wall':>9}  {'us/rec':>7}  x openssl"
+          f"{'':>12}  x -mb")
 
     def cell(value: Repeated | None, spec: str, width: int) -> str:
         return format(value.median, spec) if value is not None else format("-", f">{width}")  # not measured for openssl
@@ -223,7 +262,8 @@ def print_table(rows: list[Row], args: argparse.Namespace) -> None:
     for r in rows:
         print(
             f"{r.name:<{width}}  {r.mb_per_s.text('.1f'):>22}  {cell(r.wall_mb_per_s, '9.1f', 9)}"
-            f"  {cell(r.us_per_record, '7.2f', 7)}  {r.ratio.text('.2f')}"
+            f"  {cell(r.us_per_record, '7.2f', 7)}  {r.ratio.text('.2f'):<21}"
+            f"  {'-' if r.ratio_mb is None else r.ratio_mb.text('.2f')}"
         )
 
 

@@ -4,12 +4,15 @@
   in 64 KiB chunks, at 1 KiB and 16 KiB blocks, reported as a ratio of plain hashlib SHA-256
   throughput over the same bytes in blocks of the same size, measured in the same run (the
   verifier's floor: it must hash every byte once).  Targets: >= 0.6 at 16 KiB, >= 1.0 at 1 KiB
-  (issue 24: one call per run of records, not per block).  Four verifier paths, interleaved
-  with hashlib: the default one, whose runs of records go to the C extension
-  (:mod:`sine.chaincrypto`, OpenSSL EVP); the same with the pure-Python twin
-  (``SINE_PURE_PYTHON=1``); record by record, as before runs existed (``per_record``, the
-  "before" figure); and :func:`sine.chaincrypto.verify_run` alone over the body's records,
-  64 KiB per call, without the verifier and its per-block events (``chain_run``).
+  (issue 24: one call per run of records, not per block).  Five verifier paths, interleaved
+  with hashlib: the headline one, ``StreamVerifier(coalesce=True)``, whose runs of records go
+  to the C extension (:func:`sine.chaincrypto.verify_run_joined`, OpenSSL EVP) and come out
+  as one :class:`~sine.verifier.RunVerified` event per run; the same with the pure-Python twin
+  (``SINE_PURE_PYTHON=1``, ``python_twin``); the default ``coalesce=False``, C runs but one
+  :class:`~sine.verifier.BlockVerified` per block (``block_events``); record by record with
+  per-block events, as before runs existed (``per_record``, the "before" figure); and
+  :func:`sine.chaincrypto.verify_run_joined` alone over the body's records, 64 KiB per call,
+  without the verifier (``chain_run``: the floor of the C path).
 * Generation: :func:`sine.tag.sign_document` (hash chain + one RSA-PSS signature) for a 100 MB
   document (``--quick``: 10 MB), with the same hashlib reference.
 * Chain vs tree (issue 25): verification CPU per MB of the SINE chain (inline body), the
@@ -54,7 +57,7 @@ from sine.algorithms import SigAlg, SigningKey  # noqa: E402
 from sine.experiments.ranges import VerifyCase, verify_cases  # noqa: E402
 from sine.format import push_tag  # noqa: E402
 from sine.tag import encode_stream, sign_document  # noqa: E402
-from sine.verifier import BlockVerified, StreamVerifier  # noqa: E402
+from sine.verifier import BlockVerified, RunVerified, StreamVerifier  # noqa: E402
 
 CHUNK = 64 * 1024
 
@@ -73,25 +76,31 @@ def hashlib_blocks(data: bytes, bs: int) -> None:
         sha(view[i : i + bs]).digest()
 
 
-#: The verifier paths measured against hashlib (see the module docstring).
-PATHS = ("c", "python", "per_record")
+#: The verifier paths measured against hashlib (see the module docstring); the first three
+#: coalesce (one event per run), the others emit one event per block.
+PATHS = ("run", "python", "c", "per_record")
+COALESCED = ("run", "python")
 
 
 @contextmanager
 def verifier_path(path: str) -> Iterator[None]:
-    """:class:`StreamVerifier` with its runs of records checked by the C extension (``"c"``),
-    by the Python twin (``"python"``), or record by record (``"per_record"``: no runs)."""
-    saved_run, saved_fn = StreamVerifier._run, sine.verifier.verify_run
+    """:class:`StreamVerifier` with its runs of records checked by the C extension (``"run"``,
+    ``"c"``), by the Python twin (``"python"``), or record by record (``"per_record"``: no
+    runs)."""
+    saved = StreamVerifier._run, sine.verifier.verify_run, sine.verifier.verify_run_joined
     if path == "per_record":
         StreamVerifier._run = lambda self, view, pos: pos  # type: ignore[method-assign]
     else:
-        fn = chaincrypto.c_verify_run if path == "c" else chaincrypto.py_verify_run
-        assert fn is not None
-        sine.verifier.verify_run = fn
+        c = path != "python"
+        run = chaincrypto.c_verify_run if c else chaincrypto.py_verify_run
+        joined = chaincrypto.c_verify_run_joined if c else chaincrypto.py_verify_run_joined
+        assert run is not None and joined is not None
+        sine.verifier.verify_run, sine.verifier.verify_run_joined = run, joined
     try:
         yield
     finally:
-        StreamVerifier._run, sine.verifier.verify_run = saved_run, saved_fn  # type: ignore[method-assign]
+        (StreamVerifier._run, sine.verifier.verify_run,  # type: ignore[method-assign]
+         sine.verifier.verify_run_joined) = saved
 
 
 def bench_verify(size: int, bs: int, key: SigningKey, repeats: int) -> dict[str, object]:
@@ -102,18 +111,18 @@ def bench_verify(size: int, bs: int, key: SigningKey, repeats: int) -> dict[str,
 
     def verify(path: str) -> None:
         with verifier_path(path):
-            v = StreamVerifier("/bench", 1e9 + 1, public_key=pk)
+            v = StreamVerifier("/bench", 1e9 + 1, public_key=pk, coalesce=path in COALESCED)
             n = 0
             view = memoryview(body)
             for i in range(0, len(body), CHUNK):
                 for e in v.receive_data(view[i : i + CHUNK]):
-                    if isinstance(e, BlockVerified):
+                    if isinstance(e, BlockVerified | RunVerified):
                         n += len(e.data)
             v.receive_eof()
         assert n == len(doc)
 
     info = signed.info
-    run_fn, hash_name = chaincrypto.c_verify_run, "sha256"  # sign_document's default hash
+    run_fn, hash_name = chaincrypto.c_verify_run_joined, "sha256"  # sign_document's default hash
     assert run_fn is not None and info.digest_size == 32
     start, record = len(push_tag(signed.tag)), bs + info.digest_size
     middle = info.block_count - 1  # the records a run may hold (all but the last)
@@ -125,7 +134,7 @@ def bench_verify(size: int, bs: int, key: SigningKey, repeats: int) -> dict[str,
         for i in range(0, middle, per_call):
             blocks, trusted, mismatch = run_fn(hash_name, bs, trusted,
                                                view[i * record : (i + per_call) * record], middle - i)
-            n += len(blocks)
+            n += len(blocks) // bs
         assert n == middle and not mismatch
 
     mb = len(doc) / 1e6
@@ -134,7 +143,7 @@ def bench_verify(size: int, bs: int, key: SigningKey, repeats: int) -> dict[str,
     steps["chain_run"] = lambda: middle * bs / 1e6 / seconds_of(chain_run)  # its bytes only
     steps["hashlib"] = lambda: mb / seconds_of(lambda: hashlib_blocks(doc, bs))
     got = rounds(steps, repeats)
-    ref = Repeated.of(got["hashlib"])
+    ref, head = Repeated.of(got["hashlib"]), Repeated.of(got["run"])
 
     def pair(name: str) -> dict[str, object]:
         cand = Repeated.of(got[name])
@@ -144,10 +153,12 @@ def bench_verify(size: int, bs: int, key: SigningKey, repeats: int) -> dict[str,
         "block_size": bs,
         "document_bytes": len(doc),
         "backend": "c",
-        "verify_MBps": Repeated.of(got["c"]).to_json(),
+        "events": "run",  # StreamVerifier(coalesce=True): one RunVerified per run of records
+        "verify_MBps": head.to_json(),
         "hashlib_MBps": ref.to_json(),
-        "ratio": Repeated.of(got["c"]).over(ref).to_json(),
+        "ratio": head.over(ref).to_json(),
         "python_twin": pair("python"),
+        "block_events": pair("c"),
         "per_record": pair("per_record"),
         "chain_run": pair("chain_run"),
     }
@@ -213,10 +224,10 @@ def main(argv: list[str] | None = None) -> int:
     for bs in (1024, 16 * 1024):
         r = bench_verify(verify_size, bs, key, args.repeats)
         out["verify"].append(r)  # type: ignore[attr-defined]
-        print(f"verify  bs={bs:6d}: {text(r['verify_MBps'], '.1f')} MB/s (C runs), hashlib "
+        print(f"verify  bs={bs:6d}: {text(r['verify_MBps'], '.1f')} MB/s (C runs, an event a run), hashlib "
               f"{text(r['hashlib_MBps'], '.1f')} MB/s, ratio {text(r['ratio'])}")
-        for name, what in (("python_twin", "Python twin"), ("per_record", "record by record"),
-                           ("chain_run", "verify_run alone")):
+        for name, what in (("python_twin", "Python twin"), ("block_events", "an event a block"),
+                           ("per_record", "record by record"), ("chain_run", "C run alone")):
             f = r[name]
             assert isinstance(f, dict)
             print(f"        {what:>18s}: {text(f['verify_MBps'], '.1f')} MB/s, ratio {text(f['ratio'])}")

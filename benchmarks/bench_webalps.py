@@ -11,9 +11,10 @@ measured in the same run on loopback:
    ``GET`` (one ``OPEN`` and one ``SEAL`` exchange with the guardian per request) and the
    difference WebALPS - HTTPS, halved: the cost of one guardian round trip for a record;
 3. **the slowdown** HTTPS -> WebALPS in requests/s for one closed-loop client fetching the
-   2 KB file on a new connection per request (the paper's Table 1 setting). The issue's target
-   is <= 1.5x at native speed: the paper's hardware-bound 5.85x must come from the cost model
-   alone.
+   2 KB file on a new connection per request (the paper's Table 1 setting). Issue 24's target
+   is <= 1.2x at native speed (it was <= 1.5x): the paper's hardware-bound 5.85x must come from
+   the cost model alone.  Where the remaining time goes, against the floor of any Python IPC
+   design measured in the same run, is ``benchmarks/bench_webalps_host.py``'s floor part.
 
 One closed-loop run on a shared machine is noisy (the same slowdown has read 1.44x and 1.60x
 in two runs), so each figure is measured ``--repeats`` times (default 5), HTTPS and WebALPS
@@ -47,7 +48,7 @@ from webalps_sim import experiments as ex  # noqa: E402
 from webalps_sim.aio.loadgen import client_context, closed_loop  # noqa: E402
 
 BENCH = "bench_webalps"
-TARGET_SLOWDOWN = 1.5
+TARGET_SLOWDOWN = 1.2
 HOSTS = ("HTTPS", "WebALPS-native")
 
 

@@ -14,7 +14,18 @@ here with every figure measured in the same run on loopback:
    request (keep-alive), overall and by question.  It also reads the CPU seconds the host and
    the guardian spent, per request: where the time goes.  The target is <= 1.2x, judged on the
    median of the interleaved repeats (HTTPS, WebALPS, HTTPS, WebALPS, ...).
-2. **Plain HTTP beside a frozen guardian**: one WebALPS host also serving plain HTTP
+   Beside them, for the new-connection setting, the same HTTPS host program serving a
+   certificate chain of the guardian's shape (a leaf with the measurement extension and the
+   WebALPS CA certificate, ``https-chain``): what the longer chain alone costs the client.
+2. **The floor** of any Python IPC design: a minimal Python ping-pong over a Unix socket between
+   two processes (a blocking ``recv_into`` / ``sendall`` loop each side, no codec, no event
+   loop), with the bytes per round trip the WebALPS host actually exchanged with its guardian,
+   back to back and paced like the run (the sender busy for the HTTPS time per request between
+   round trips, so the echo side goes idle as the guardian does).  With 1 client it prints how
+   much of WebALPS's extra time per request its round trips at that floor explain, and the
+   slowdown that would remain if every round trip cost only the floor; with 8 clients (CPU
+   bound), the same for the extra CPU time per request.
+3. **Plain HTTP beside a frozen guardian**: one WebALPS host also serving plain HTTP
    (``--http-port``) is loaded over HTTP with its guardian running, then with the guardian
    stopped (SIGSTOP for the measurement window, SIGCONT after), interleaved; the ratio
    frozen/running should be ~1.0 (the host's event loop never waits for the guardian).  During
@@ -27,7 +38,8 @@ command line and the machine (Python, OpenSSL, CPUs, commit); ``--csv PATH`` the
 as a table (one row per figure: median, min, max, n).
 
 Usage: ``python benchmarks/bench_webalps_host.py [--quick] [--seconds S] [--repeats N] [--json PATH]
-[--csv PATH] [--part all|slowdown|freeze] [--freeze-clients N]``.
+[--csv PATH] [--part all|slowdown|freeze] [--freeze-clients N]`` (the floor runs with the
+slowdown part).
 Without the built C extension it exits with status 1 and one line saying so.
 """
 
@@ -36,11 +48,15 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import os
 import platform
 import random
 import signal
+import socket
 import ssl
+import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -73,6 +89,8 @@ TARGET_SLOWDOWN = 1.2
 CLIENTS = (1, 8)
 SETTINGS = ("new-connection", "keep-alive")
 MODES = ("https", "webalps")
+CHAIN_MODE = "https-chain"
+"""HTTPS with a chain of the guardian's shape (new-connection points only)."""
 
 
 @dataclass
@@ -84,6 +102,8 @@ class Servers:
     docroot: Path
     guardian: subprocess.Popen[bytes]
     sock: Path
+    chain: tuple[Path, Path]
+    """PEM chain and key of the ``https-chain`` host (a second leaf of the same WebALPS CA)."""
     count: int = 0
 
     @contextmanager
@@ -94,6 +114,8 @@ class Servers:
         name = f"{mode}-{self.count}"
         stats, log = self.workdir / f"stats-{name}.json", self.workdir / f"host-{name}.log"
         port, extra = tb._free_port(), ["--stats-json", str(stats)]
+        if mode == CHAIN_MODE:
+            mode, extra = "https", [*extra, "--cert", str(self.chain[0]), "--key", str(self.chain[1])]
         if mode == "webalps":
             extra += ["--guardian", str(self.sock)]
         if http:
@@ -121,14 +143,16 @@ def servers() -> Iterator[Servers]:
         docroot = workdir / "docroot"
         docroot.mkdir()
         (docroot / tb.FILE_NAME).write_bytes(random.Random(0).randbytes(tb.FILE_SIZE))
-        state = workdir / "guardian"
+        state, twin = workdir / "guardian", workdir / "https-chain"
         tb.certify_guardian(state, workdir / "ca")
+        tb.certify_guardian(twin, workdir / "ca")  # the https-chain host's key and chain
         sock, log = state / "guardian.sock", workdir / "guardian.log"
         guardian = tb._start(stack, [sys.executable, "-m", "webalps_sim.guardian", "--state-dir",
                                      str(state), "--listen", str(sock), "--app", "null",
                                      "--cost-model", "off"], log)
         tb._wait(sock.exists, guardian, "guardian", log)
-        yield Servers(stack, workdir, docroot, guardian, sock)
+        yield Servers(stack, workdir, docroot, guardian, sock,
+                      (twin / "guardian-chain.pem", twin / "guardian.key"))
 
 
 def _load(setting: str, url: str, seconds: float, clients: int) -> LoadResult:
@@ -157,6 +181,9 @@ def measure_point(bed: Servers, mode: str, setting: str, clients: int, seconds: 
         out["round_trips_per_request"] = guardian.get("round_trips", 0) / max(served, 1)
         out["round_trips_per_connection"] = guardian.get("round_trips", 0) / conns
         out["reconnects"] = guardian.get("reconnects", 0)
+        trips = max(guardian.get("round_trips", 0), 1)
+        out["bytes_out_per_round_trip"] = guardian.get("bytes_out", 0) / trips
+        out["bytes_in_per_round_trip"] = guardian.get("bytes_in", 0) / trips
         out["questions_per_request"] = {op: n / max(served, 1)
                                         for op, n in guardian.get("questions", {}).items()}
         out["questions_per_connection"] = {op: n / conns
@@ -170,7 +197,7 @@ def slowdown_part(bed: Servers, seconds: float, repeats: int,
     steps: dict[str, Callable[[], dict[str, Any]]] = {}
     for setting in SETTINGS:
         for clients in CLIENTS:
-            for mode in MODES:
+            for mode in (*MODES, CHAIN_MODE) if setting == "new-connection" else MODES:
                 key = f"{setting}/{clients}/{mode}"
 
                 def step(key: str = key, mode: str = mode, setting: str = setting,
@@ -180,8 +207,146 @@ def slowdown_part(bed: Servers, seconds: float, repeats: int,
                     return got
 
                 steps[key] = step
-    runs = rounds(steps, repeats)
-    return {key: runs[key] for key in steps}
+    return rounds(steps, repeats)
+
+
+# -- the floor: a minimal Python ping-pong over a Unix socket ---------------------------------
+
+ECHO = """
+import socket, struct, sys
+sock = socket.socket(fileno=int(sys.argv[1]))
+buf, pending, replies = bytearray(1 << 18), bytearray(), {}
+view = memoryview(buf)
+while n := sock.recv_into(buf):
+    pending += view[:n]
+    while len(pending) >= 8:
+        length, size = struct.unpack_from(">II", pending)
+        if len(pending) < 8 + length:
+            break
+        del pending[:8 + length]
+        sock.sendall(replies.get(size) or replies.setdefault(size, bytes(size)))
+"""
+"""The echo side: reads frames (length, reply size, body) and answers each with that many bytes."""
+
+FLOOR_ROUND_TRIPS = 2000
+
+
+def _spin(seconds: float) -> float:
+    """Stay busy ``seconds``; the seconds it took."""
+    start = now = time.perf_counter()
+    while now < start + seconds:
+        now = time.perf_counter()
+    return now - start
+
+
+def ping_pong(request: int, reply: int, gap: float, n: int = FLOOR_ROUND_TRIPS) -> dict[str, float]:
+    """``n`` round trips of ``request`` bytes out and ``reply`` bytes back with a child Python
+    process over a Unix socket pair, this side busy ``gap`` s before each: the median round trip
+    (µs) and the CPU µs per round trip of both processes together."""
+    here, there = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    child = subprocess.Popen([sys.executable, "-c", ECHO, str(there.fileno())],
+                             pass_fds=[there.fileno()])
+    there.close()
+    body = max(request - 8, 0)
+    frame = struct.pack(">II", body, reply) + bytes(body)
+    buf, times, spun = bytearray(1 << 18), [], 0.0
+    try:
+        for i in range(n + n // 10):  # the first tenth warms up
+            if i == n // 10:
+                cpu, spun = (time.process_time(), tb.cpu_seconds(child.pid)), 0.0
+            spun += _spin(gap) if gap else 0.0
+            start = time.perf_counter()
+            here.sendall(frame)
+            got = 0
+            while got < reply:
+                got += here.recv_into(buf)
+            times.append(time.perf_counter() - start)
+        used = time.process_time() - cpu[0] + tb.cpu_seconds(child.pid) - cpu[1] - spun
+    finally:
+        here.close()
+        child.wait(10)
+    return {"round_trip_us": 1e6 * statistics.median(times[n // 10:]),
+            "cpu_us_per_round_trip": 1e6 * max(used, 0.0) / n}
+
+
+def floor_part(slow: dict[str, list[dict[str, Any]]], repeats: int,
+               progress: Callable[[str], None]) -> dict[str, list[dict[str, float]]]:
+    """The ping-pong of each setting: the bytes per round trip its WebALPS host exchanged, back
+    to back and paced (busy for the HTTPS time per request, 1 client, between round trips)."""
+    steps: dict[str, Callable[[], dict[str, float]]] = {}
+    for setting in SETTINGS:
+        w = _summarise(slow[f"{setting}/1/webalps"])
+        https_s = 1 / max(statistics.median(r["rps"] for r in slow[f"{setting}/1/https"]), 1e-9)
+        trips = max(w[f"round_trips_per_{_unit(setting)}"].median, 1.0)
+        size = (round(w["bytes_out_per_round_trip"].median), round(w["bytes_in_per_round_trip"].median))
+        for pace, gap in (("back-to-back", 0.0), ("paced", https_s / trips)):
+            def step(size: tuple[int, int] = size, gap: float = gap, key: str = f"{setting}/{pace}"
+                     ) -> dict[str, float]:
+                got = {"request_bytes": size[0], "reply_bytes": size[1], "gap_us": 1e6 * gap,
+                       **ping_pong(*size, gap)}
+                progress(f"floor {key}: {got['round_trip_us']:.1f} µs per round trip")
+                return got
+            steps[f"{setting}/{pace}"] = step
+    return rounds(steps, repeats)
+
+
+def _unit(setting: str) -> str:
+    return "connection" if setting == "new-connection" else "request"
+
+
+def _chain_us(slow: dict[str, list[dict[str, Any]]], setting: str, clients: int, https_us: float,
+              what: str) -> float:
+    """What the chain of the guardian's shape costs per request over HTTPS's own (time with 1
+    client, host CPU with 8; 0 where it was not measured)."""
+    runs = slow.get(f"{setting}/{clients}/{CHAIN_MODE}")
+    if not runs:
+        return 0.0
+    chain = _summarise(runs)
+    if what == "time":
+        return 1e6 / chain["rps"].median - https_us
+    return 1e3 * chain["host_cpu_ms_per_request"].median - https_us
+
+
+def report_floor(slow: dict[str, list[dict[str, Any]]], floor: dict[str, list[dict[str, float]]]
+                 ) -> dict[str, Any]:
+    """Print the floor and how much of the remaining slowdown it explains; its JSON."""
+    out: dict[str, Any] = {}
+    for setting in SETTINGS:
+        f = {pace: _summarise(floor[f"{setting}/{pace}"]) for pace in ("back-to-back", "paced")}
+        rt = f["paced"]["round_trip_us"].median
+        print(f"  floor, {setting}: Python ping-pong over a Unix socket, "
+              f"{f['paced']['request_bytes'].median:.0f} B out / {f['paced']['reply_bytes'].median:.0f} B "
+              f"back per round trip: {f['back-to-back']['round_trip_us'].text('.1f')} µs back to back, "
+              f"{f['paced']['round_trip_us'].text('.1f')} µs paced like the run; CPU "
+              f"{f['back-to-back']['cpu_us_per_round_trip'].text('.1f')} µs per round trip")
+        out[setting] = {pace: _to_json(fig) for pace, fig in f.items()}
+        for clients in CLIENTS:
+            h, w = (_summarise(slow[f"{setting}/{clients}/{m}"]) for m in MODES)
+            trips = w[f"round_trips_per_{_unit(setting)}"].median
+            if clients == 1:  # latency bound: time per request
+                https_us, extra = 1e6 / h["rps"].median, 1e6 / w["rps"].median - 1e6 / h["rps"].median
+                at_floor, what = trips * rt, "time"
+            else:  # CPU bound: CPU per request
+                https_us = 1e3 * h["host_cpu_ms_per_request"].median
+                extra = 1e3 * (w["host_cpu_ms_per_request"].median
+                               + w["guardian_cpu_ms_per_request"].median) - https_us
+                at_floor, what = trips * f["back-to-back"]["cpu_us_per_round_trip"].median, "CPU"
+            chain = _chain_us(slow, setting, clients, https_us, what)
+            share = at_floor / extra if extra > 0 else math.inf
+            best = (https_us + at_floor) / https_us
+            rest = extra - at_floor - chain
+            print(f"      {clients} client(s): WebALPS {what} per request {extra:+.0f} µs over HTTPS "
+                  f"({https_us:.0f} µs); its {trips:.2f} round trips at the floor explain "
+                  f"{at_floor:.0f} µs ({100 * share:.0f} %)"
+                  + (f", the longer certificate chain {chain:.0f} µs" if chain else "")
+                  + f"; the rest, {rest:.0f} µs, is Python work around the round trips (host "
+                  f"channel and event loop, guardian service); at the floor the slowdown would be "
+                  f"{best:.2f}x")
+            out[setting][f"{clients}"] = {
+                "basis": what.lower(), "https_us_per_request": https_us, "extra_us_per_request": extra,
+                "round_trips": trips, "floor_us": at_floor, "floor_share": share,
+                "chain_us": chain, "rest_us": rest, "slowdown_at_floor": best}
+    return out
 
 
 def _summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -286,9 +451,17 @@ def report_slowdown(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
                   f"WebALPS host {w['host_cpu_ms_per_request'].text('.2f')}, guardian "
                   f"{w['guardian_cpu_ms_per_request'].text('.2f')}; errors HTTPS "
                   f"{sum(h['errors'].repeats):.0f}, WebALPS {sum(w['errors'].repeats):.0f}")
-            out[f"{setting}/{clients}"] = {
+            out[f"{setting}/{clients}"] = point = {
                 "slowdown": ratio.to_json(), "target_met": ratio.median <= TARGET_SLOWDOWN,
                 **{mode: _to_json(got[mode]) for mode in MODES}}
+            chain_runs = runs.get(f"{setting}/{clients}/{CHAIN_MODE}")
+            if chain_runs:
+                chain = _summarise(chain_runs)
+                same = chain["rps"].over(w["rps"])
+                print(f"      HTTPS with a chain of the guardian's shape {chain['rps'].text('.1f')} req/s "
+                      f"(vs HTTPS {h['rps'].over(chain['rps']).text('.2f')}x); WebALPS vs it "
+                      f"{same.text('.2f')}x")
+                point.update({CHAIN_MODE: _to_json(chain), "slowdown_same_chain": same.to_json()})
     return out
 
 
@@ -376,10 +549,12 @@ def main(argv: list[str] | None = None) -> int:
         slow = slowdown_part(bed, args.seconds, args.repeats, progress) if args.part != "freeze" else None
         frozen = (freeze_part(bed, args.seconds, args.repeats, args.freeze_clients, progress)
                   if args.part != "slowdown" else None)
+    floor = floor_part(slow, args.repeats, progress) if slow is not None else None
     print(f"{BENCH}: 2 KB file, loopback, guardian cost model off (all measured); median "
           f"(min–max, n) of {args.repeats} interleaved repeats of {args.seconds:g} s")
-    if slow is not None:
+    if slow is not None and floor is not None:
         out["slowdown"] = report_slowdown(slow)
+        out["floor"] = report_floor(slow, floor)
     if frozen is not None:
         out["freeze"] = report_freeze(frozen)
     wall = time.perf_counter() - began

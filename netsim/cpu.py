@@ -165,6 +165,8 @@ class Tls12Cpu:
             read, wrote = _wire_view(self._in.feed(received)), _wire_view(self._out.feed(sent))
             return self._charge_in(*read) + self._charge_out(*wrote)
         events = self._conn.take_trace()
+        if not events and not self._untraced:     # a step that read or wrote no whole record
+            return []
         read, wrote = _split_trace(events)
         if self._untraced:          # the first step also sends what was queued before bind
             self._untraced = False

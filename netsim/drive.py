@@ -78,6 +78,7 @@ Example: a real TLS 1.2 handshake and one HTTP/1.0 GET over a 160 kbit/s line::
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -154,7 +155,7 @@ class Side:
         bind = getattr(cpu, "bind", None)
         if bind is not None:        # the model charges what the object reports (netsim.cpu)
             bind(obj)
-        self.inbox: simpy.Store = simpy.Store(env)
+        self.inbox = _Inbox(env)
         self.bytes_sent = 0
         self.bytes_received = 0
         self.cpu_seconds = 0.0
@@ -178,18 +179,8 @@ class Side:
         self.finished = True
 
     def deliver(self, item: object) -> None:
-        """Put ``item`` in the inbox: what ``inbox.put(item)`` does, without its bookkeeping.
-
-        The same event is scheduled at the same point (the put, whose processing hands the
-        item to a waiting ``get``), so the side steps exactly when it would have; the put
-        event is not returned (the driver never waits on one).
-        """
-        inbox = self.inbox
-        if inbox.put_queue or len(inbox.items) >= inbox.capacity:   # a full store: its way
-            inbox.put(item)
-            return
-        inbox.items.append(item)
-        now_event(self.env, inbox._trigger_get)
+        """Put ``item`` (a chunk that arrived, ``None`` for a RST, or a wake) in the inbox."""
+        self.inbox.put(item)
 
     def wake(self) -> None:
         """Step this side soon with no bytes received: its object has bytes to send.
@@ -204,6 +195,42 @@ class Side:
         if not self.finished:
             return False
         return not self.linger or self.tx.seq.fin_sent or self.tx.seq.reset
+
+
+class _Inbox:
+    """What arrived for a side and is not yet stepped: an unbounded ``simpy.Store`` with one getter.
+
+    It schedules the events such a store does, at the same points -- a put's event, whose
+    processing hands the head item to a waiting ``get``; a ``get`` that fires at once when an
+    item is queued -- so a side steps exactly when it would on a store, with none of the
+    store's queues of put and get requests around each.
+    """
+
+    __slots__ = ("env", "items", "_getter")
+
+    def __init__(self, env: simpy.Environment) -> None:
+        self.env = env
+        self.items: deque[object] = deque()
+        self._getter: simpy.Event | None = None
+
+    def put(self, item: object) -> None:
+        self.items.append(item)
+        now_event(self.env, self._serve)
+
+    def _serve(self, _: simpy.Event) -> None:
+        getter = self._getter
+        if getter is not None and self.items:
+            self._getter = None
+            getter.succeed(self.items.popleft())
+
+    def get(self) -> simpy.Event:
+        """An event whose value is the next item (at once if one is queued)."""
+        event = simpy.Event(self.env)
+        if self.items:
+            event.succeed(self.items.popleft())
+        else:
+            self._getter = event
+        return event
 
 
 #: An application callback: ``app(side, event)`` for every event of that side's object.
@@ -315,11 +342,11 @@ class Driver:
             yield side.host.compute(seconds, f"{side.name}:{top[0]}")
         tx = side.tx
         if out and not tx.seq.reset and not tx.seq.fin_sent and not side.reset:
-            tx.send(out)
+            tx.write(out)
             side.bytes_sent += len(out)
             self.flights.append(Flight(self.env.now, side.name, len(out)))
         if side._shutdown and not tx.seq.fin_sent and not tx.seq.reset:
-            tx.close()
+            tx.close_nowait()
 
     # -- results ----------------------------------------------------------------------------
     def bytes_by_direction(self) -> dict[str, int]:

@@ -184,7 +184,8 @@ Tap = Callable[["HalfConnection", "Segment | Ack", Callable[[Packet], None]],
 class HalfConnection:
     """One direction of a connection: a sender at one end, a receiver at the other.
 
-    Application side: :meth:`send`, :meth:`close`, :meth:`abort`; at the receiving end the
+    Application side: :meth:`send`, :meth:`close`, :meth:`abort` (:meth:`write` and
+    :meth:`close_nowait` when nothing waits for the delivery); at the receiving end the
     ``on_data(chunk)`` and ``on_reset()`` callbacks. Model side: :attr:`seq` (a
     :class:`SeqState`), :meth:`seed_isn`, :meth:`set_ack_limit`, ``send_rst``. Metrics:
     ``packets_sent``, ``retransmits`` (segments sent again: their first sequence number had
@@ -234,6 +235,24 @@ class HalfConnection:
 
         The event fires (value: the time) when the receiver has every byte queued so far.
         """
+        self._enqueue(data)
+        return self._queued()
+
+    def write(self, data: bytes | int) -> None:
+        """:meth:`send` for a caller that never waits for the delivery: no event is made.
+
+        The same segments at the same times; only the delivery event (one SimPy event per
+        write, processed with nothing waiting on it) is left out. :mod:`netsim.drive` writes so.
+        """
+        self._enqueue(data)
+        self._kick()
+
+    def close_nowait(self) -> None:
+        """:meth:`close` without the event that fires when the receiver has the FIN."""
+        self._queue_fin()
+        self._kick()
+
+    def _enqueue(self, data: bytes | int) -> None:
         if isinstance(data, int):
             if data < 0:
                 raise ValueError(f"cannot send {data} bytes")
@@ -249,10 +268,13 @@ class HalfConnection:
             chunk = None if payload is None else payload[off : off + n]
             self._segs.append(Segment(st.snd_end, n, chunk))
             st.snd_end += n
-        return self._queued()
 
     def close(self) -> simpy.Event:
         """Queue a FIN after the data; the event fires when the receiver has it."""
+        self._queue_fin()
+        return self._queued()
+
+    def _queue_fin(self) -> None:
         st = self.seq
         if st.rst_sent:
             raise TcpStateError(f"{self.name}: close after RST")
@@ -260,7 +282,6 @@ class HalfConnection:
             st.fin_sent = True
             self._segs.append(Segment(st.snd_end, 0, b"", fin=True))
             st.snd_end += 1
-        return self._queued()
 
     def abort(self) -> None:
         """Reset the connection: drop unsent data, send a RST (unless ``send_rst`` is False)."""
@@ -301,9 +322,13 @@ class HalfConnection:
             done.succeed(self.env.now)
         else:
             self._deliveries.append((end, done))
+        self._kick()
+        return done
+
+    def _kick(self) -> None:
+        """Wake the sender (it waits for data once everything queued is acknowledged)."""
         if not self._data_event.triggered:
             self._data_event.succeed()
-        return done
 
     def _sender(self) -> ProcessGenerator:
         env = self.env

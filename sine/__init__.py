@@ -53,6 +53,7 @@ from .verifier import (
     DocumentVerified,
     Event,
     ForwardAuthenticatorVerified,
+    RunVerified,
     StreamVerifier,
     TagVerified,
 )
@@ -88,6 +89,7 @@ __all__ = [
     "Event",
     "TagVerified",
     "BlockVerified",
+    "RunVerified",
     "ForwardAuthenticatorVerified",
     "DocumentVerified",
     "StreamVerifier",

@@ -13,3 +13,13 @@ def verify_run(
     links: bytes | bytearray | memoryview | None = None,
     /,
 ) -> tuple[list[bytes], bytes, bool]: ...
+
+def verify_run_joined(
+    hash_name: str,
+    block_size: int,
+    trusted: bytes,
+    data: bytes | bytearray | memoryview,
+    max_records: int,
+    links: bytes | bytearray | memoryview | None = None,
+    /,
+) -> tuple[bytes, bytes, bool]: ...

@@ -16,7 +16,7 @@ import hmac
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["verify_run", "MIN_BLOCK_SIZE", "MAX_BLOCK_SIZE", "GIL_RELEASE_BYTES"]
+__all__ = ["verify_run", "verify_run_joined", "MIN_BLOCK_SIZE", "MAX_BLOCK_SIZE", "GIL_RELEASE_BYTES"]
 
 MIN_BLOCK_SIZE = 16
 MAX_BLOCK_SIZE = 1 << 20
@@ -96,3 +96,18 @@ def verify_run(
                 blocks.append(block)
                 trusted = link
             return blocks, trusted, False
+
+
+def verify_run_joined(
+    hash_name: str,
+    block_size: int,
+    trusted: bytes,
+    data: bytes | bytearray | memoryview,
+    max_records: int,
+    links: bytes | bytearray | memoryview | None = None,
+    /,
+) -> tuple[bytes, bytes, bool]:
+    """:func:`verify_run` with the verified blocks joined into one bytes object."""
+    blocks, trusted, mismatch = verify_run(hash_name, block_size, trusted, data, max_records,
+                                           links)
+    return b"".join(blocks), trusted, mismatch

@@ -27,6 +27,11 @@ records in ``data`` are bare blocks of ``block_size`` bytes, record ``k`` of the
 when ``H(B || links[k]) == trusted``, and ``links[k]`` becomes the trusted value; the run is
 also bounded by the number of whole links.
 
+:func:`verify_run_joined` takes the same arguments and makes the same checks; it returns
+the verified blocks joined into one bytes object (``len(joined) // block_size`` records
+verified) instead of a list, one allocation per run instead of one per block
+(``StreamVerifier(coalesce=True)`` uses it).
+
 The last record of a chain (zero padding, the implicit terminator) is not a run record: the
 caller stops the run before it (``max_records``).  :class:`sine.verifier.StreamVerifier`
 feeds every run of whole records it holds to one call.
@@ -41,10 +46,10 @@ released while a run of at least :data:`GIL_RELEASE_BYTES` bytes is hashed) and 
 pure-Python twin ``sine._chaincrypto_py`` (hashlib), which give identical results for every
 input.  Both copy each block before hashing it and return that copy, so the released bytes
 are the checked bytes even if ``data`` is a buffer someone else may write to; a call keeps no
-state, so threads may call it at once.  :data:`verify_run`
+state, so threads may call it at once.  :data:`verify_run` (and :data:`verify_run_joined`)
 is the C function when the extension is importable, unless ``SINE_PURE_PYTHON=1``;
 :data:`BACKEND` says which.  :data:`py_verify_run` is always the twin and :data:`c_verify_run`
-the C function or ``None``.
+the C function or ``None`` (likewise ``py_verify_run_joined``, ``c_verify_run_joined``).
 """
 
 from __future__ import annotations
@@ -57,13 +62,17 @@ __all__ = [
     "BACKEND",
     "GIL_RELEASE_BYTES",
     "c_verify_run",
+    "c_verify_run_joined",
     "py_verify_run",
+    "py_verify_run_joined",
     "verify_run",
+    "verify_run_joined",
 ]
 
 GIL_RELEASE_BYTES = _chaincrypto_py.GIL_RELEASE_BYTES
 
 py_verify_run = _chaincrypto_py.verify_run
+py_verify_run_joined = _chaincrypto_py.verify_run_joined
 
 try:
     from . import _chaincrypto as _c
@@ -71,10 +80,13 @@ except ImportError:  # extension not built
     _c = None  # type: ignore[assignment]  # optional extension: every use checks for None
 
 c_verify_run = None if _c is None else _c.verify_run
+c_verify_run_joined = None if _c is None else _c.verify_run_joined
 
 if _c is not None and os.environ.get("SINE_PURE_PYTHON", "") not in ("1", "true", "yes"):
     BACKEND = "c"
     verify_run = _c.verify_run
+    verify_run_joined = _c.verify_run_joined
 else:
     BACKEND = "python"
     verify_run = _chaincrypto_py.verify_run
+    verify_run_joined = _chaincrypto_py.verify_run_joined

@@ -25,6 +25,7 @@
 #define AAD_LENGTH 13
 #define MAC_LENGTH_MAX 32
 #define PLAINTEXT_MAX 16384
+#define HEADER_LENGTH 5
 #define FRAGMENT_MAX (16384 + 2048)
 #define TLS1_1 0x0302
 #define BAD_RECORD "bad record MAC"
@@ -41,7 +42,7 @@ typedef struct {
     PyObject_HEAD
     int ready; /* __init__ succeeded: every context the methods use exists */
     int null_cipher, mac_length, block_size, has_mac_key;
-    char stitched;
+    char stitched, multiblock;
     EVP_CIPHER_CTX *cbc_encrypt, *cbc_decrypt, *ecb_decrypt, *stitched_encrypt, *stitched_decrypt;
     EVP_MAC_CTX *hmac;
     unsigned char mac_key[MAC_LENGTH_MAX];
@@ -78,10 +79,15 @@ int rc_seal_generic(RecordCipherObject *self, const unsigned char *aad,
 int rc_seal_stitched(RecordCipherObject *self, const RecordHeader *h, uint64_t seq,
                      const unsigned char *plaintext, size_t length, const unsigned char *iv,
                      unsigned char *out);
+Py_ssize_t rc_seal_random_iv(RecordCipherObject *self, const RecordHeader *h, uint64_t seq,
+                             const unsigned char *plaintext, size_t length, unsigned char *out);
+Py_ssize_t rc_seal_multiblock(RecordCipherObject *self, const RecordHeader *h, uint64_t seq,
+                              const unsigned char *plaintext, unsigned int count,
+                              unsigned char *out);
 Py_ssize_t rc_open_one(RecordCipherObject *self, const RecordHeader *h, uint64_t seq,
                        const unsigned char *fragment, size_t n, const unsigned char **plaintext);
 void rc_free_contexts(RecordCipherObject *self);
 int rc_setup(RecordCipherObject *self, const char *cipher, const char *mac, PyObject *enc_key,
-             PyObject *mac_key, int want_stitched);
+             PyObject *mac_key, int want_stitched, int want_multiblock);
 
 #endif /* TLS12_RECORDCRYPTO_H */

@@ -19,10 +19,19 @@ class RecordCipher:
     def block_size(self) -> int: ...
     @property
     def stitched(self) -> bool: ...
+    @property
+    def multiblock(self) -> bool: ...
     def __init__(
-        self, cipher: str, mac: str, enc_key: bytes, mac_key: bytes, *, stitched: bool = True
+        self,
+        cipher: str,
+        mac: str,
+        enc_key: bytes,
+        mac_key: bytes,
+        *,
+        stitched: bool = True,
+        multiblock: bool = True,
     ) -> None: ...
-    # compute_mac, open, seal_many, open_many parse positional arguments only (METH_VARARGS)
+    # compute_mac, open, seal_many, open_many, seal_stream: positional arguments only (METH_VARARGS)
     def compute_mac(
         self, seq: int, content_type: int, version: int, plaintext: bytes, /
     ) -> bytes: ...
@@ -43,4 +52,6 @@ class RecordCipher:
     def open_many(
         self, seq: int, content_type: int, version: int, fragments: Sequence[bytes], /
     ) -> list[bytes]: ...
-
+    def seal_stream(
+        self, seq: int, content_type: int, version: int, data: bytes, /
+    ) -> bytes: ...

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -81,14 +82,22 @@ def _bytes_list(name: str, values: Iterable[bytes]) -> list[bytes]:
 class RecordCipher:
     """Protection of one direction of a TLS 1.2 connection (MAC-then-encrypt, RFC 5246 §6.2.3).
 
-    ``stitched`` is accepted for API parity with the C class and ignored: the
-    Python twin always runs the generic (separate HMAC and CBC) construction.
+    ``stitched`` and ``multiblock`` are accepted for API parity with the C class and
+    ignored: the Python twin always runs the generic (separate HMAC and CBC) construction,
+    one record at a time.
     """
 
-    __slots__ = ("mac_length", "block_size", "stitched", "_key", "_hmac")
+    __slots__ = ("mac_length", "block_size", "stitched", "multiblock", "_key", "_hmac")
 
     def __init__(
-        self, cipher: str, mac: str, enc_key: bytes, mac_key: bytes, *, stitched: bool = True
+        self,
+        cipher: str,
+        mac: str,
+        enc_key: bytes,
+        mac_key: bytes,
+        *,
+        stitched: bool = True,
+        multiblock: bool = True,
     ) -> None:
         if cipher not in _KEY_LENGTHS:
             raise ValueError(f"unknown cipher {cipher}")
@@ -103,6 +112,7 @@ class RecordCipher:
         self.mac_length = mac_length
         self.block_size = 0 if key_length == 0 else AES_BLOCK
         self.stitched = False
+        self.multiblock = False
         self._key = enc_key
         self._hmac = hmac.new(mac_key, digestmod=digest) if mac_key else None
 
@@ -184,6 +194,25 @@ class RecordCipher:
             self.seal(seq + i, content_type, version, p, iv)
             for i, (p, iv) in enumerate(zip(items, ivs, strict=True))
         ]
+
+    def seal_stream(self, seq: int, content_type: int, version: int, data: bytes) -> bytes:
+        """Whole wire records (5-byte headers included) of ``data`` cut into 2^14-byte pieces
+        (the last shorter; none for ``b""``), numbered from ``seq``, each with a fresh random
+        explicit IV.  The C class seals runs of full records in OpenSSL's multi-block pass,
+        whose IVs come from OpenSSL's RNG; here each record draws ``os.urandom(16)``, so the
+        two agree on everything but the IVs (and hence the ciphertext)."""
+        self._require_mac_key()
+        _check_bytes("data", data)
+        pieces = [data[i : i + PLAINTEXT_MAX] for i in range(0, len(data), PLAINTEXT_MAX)]
+        _header(seq, content_type, version, len(pieces))
+        if self.block_size and version < 0x0302:
+            raise ValueError("seal_stream draws explicit IVs: version must be TLS 1.1 (0x0302) or later")
+        head = bytes((content_type, version >> 8, version & 0xFF))
+        out = []
+        for i, piece in enumerate(pieces):
+            body = self.seal(seq + i, content_type, version, piece, os.urandom(self.block_size))
+            out.append(head + len(body).to_bytes(2, "big") + body)
+        return b"".join(out)
 
     # -- open ------------------------------------------------------------------
 

@@ -39,21 +39,38 @@ class Buffer:
         return int.from_bytes(self.pull_bytes(width), "big")
 
     def pull_uint8(self) -> int:
-        return self.pull_uint(1)
+        pos = self._pos
+        if pos >= len(self._data):
+            raise DecodeError(f"message truncated: wanted 1 bytes, {self.remaining} left")
+        self._pos = pos + 1
+        return self._data[pos]
 
     def pull_uint16(self) -> int:
-        return self.pull_uint(2)
+        data, pos = self._data, self._pos
+        if pos + 2 > len(data):
+            raise DecodeError(f"message truncated: wanted 2 bytes, {self.remaining} left")
+        self._pos = pos + 2
+        return (data[pos] << 8) | data[pos + 1]
 
     def pull_uint24(self) -> int:
         return self.pull_uint(3)
 
     def pull_vector(self, length_width: int, minimum: int = 0, maximum: int | None = None) -> bytes:
         """A ``<minimum..maximum>`` vector with a ``length_width``-byte length prefix."""
-        n = self.pull_uint(length_width)
+        data, pos = self._data, self._pos
+        start = pos + length_width
+        if start > len(data):
+            raise DecodeError(f"message truncated: wanted {length_width} bytes, {self.remaining} left")
+        n = int.from_bytes(data[pos:start], "big")
+        self._pos = start
         top = (1 << (8 * length_width)) - 1 if maximum is None else maximum
         if n < minimum or n > top:
             raise DecodeError(f"vector length {n} outside <{minimum}..{top}>")
-        return self.pull_bytes(n)
+        end = start + n
+        if end > len(data):
+            raise DecodeError(f"message truncated: wanted {n} bytes, {self.remaining} left")
+        self._pos = end
+        return data[start:end]
 
     def pull_rest(self) -> bytes:
         return self.pull_bytes(self.remaining)

@@ -113,7 +113,7 @@ class ClientConnection(Connection):
     peer_certificates = ContextAttribute()
 
     def __init__(self, config: ClientConfig, record_writer: RecordWriter | None = None, *, start: bool = True) -> None:
-        super().__init__(config.rng, record_writer)
+        super().__init__(config.rng, record_writer, random_ivs=config.random_ivs)
         self.config = config
         self.server_name = config.server_name
         if config.trace:

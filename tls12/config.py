@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -12,13 +13,23 @@ from .keys import LocalKey, PrivateKeyOperations
 from .session import SessionStore
 from .suites import DEFAULT_SUITES, SUITES, CipherSuite
 
-__all__ = ["ServerConfig", "ClientConfig", "SUPPORTED_GROUPS", "Random"]
+__all__ = ["ServerConfig", "ClientConfig", "SUPPORTED_GROUPS", "Random", "SYSTEM_RNGS"]
 
 Random = Callable[[int], bytes]
 """An injected source of random bytes: ``rng(n) -> n bytes``.  Default ``os.urandom``;
 tests and simulations pass a seeded generator for reproducible transcripts."""
 
 SUPPORTED_GROUPS: tuple[str, ...] = ("x25519", "secp256r1")
+
+SYSTEM_RNGS: tuple[Random, ...] = (os.urandom, secrets.token_bytes)
+"""The ``rng`` values that mean "no reproducible transcript wanted": the only ones that
+``random_ivs=True`` accepts."""
+
+
+def _check_random_ivs(random_ivs: bool, rng: Random) -> None:
+    if random_ivs and rng not in SYSTEM_RNGS:
+        raise ValueError("random_ivs=True needs the system rng (os.urandom): a seeded rng asks "
+                         "for reproducible records, which OpenSSL's own IVs cannot give")
 
 
 def _check_keylog(keylog: object) -> None:
@@ -58,6 +69,13 @@ class ServerConfig:
     key_operations: PrivateKeyOperations | None = None
     groups: tuple[str, ...] = SUPPORTED_GROUPS
     rng: Random = field(default=os.urandom)
+    random_ivs: bool = False
+    """Draw explicit CBC IVs at random instead of from k' (:mod:`tls12.record`); off by default.
+    On, bulk application-data writes go through OpenSSL's multi-block AES-CBC-HMAC-SHA pass
+    (:meth:`tls12.record.WriteProtection.seal_many`), which draws their IVs itself, and every
+    other record's IV comes from ``rng``.  The price: records are no longer byte-reproducible
+    from exported state, so no mirror that re-seals them (SSLACC) may serve such a connection;
+    and only a system ``rng`` (:data:`SYSTEM_RNGS`) is accepted."""
     trace: bool = False
     """Record what each connection does from its first byte (:mod:`tls12.trace`)."""
     keylog: KeyLog | None = None
@@ -67,6 +85,7 @@ class ServerConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "cipher_suites", _check_suites(self.cipher_suites))
         _check_keylog(self.keylog)
+        _check_random_ivs(self.random_ivs, self.rng)
         bad = [g for g in self.groups if g not in SUPPORTED_GROUPS]
         if bad or not self.groups:
             raise ValueError(f"groups must be a non-empty subset of {SUPPORTED_GROUPS}, got {self.groups}")
@@ -93,6 +112,8 @@ class ClientConfig:
     session: object | None = None
     verify_certificate: Callable[[list[bytes]], None] | None = None
     rng: Random = field(default=os.urandom)
+    random_ivs: bool = False
+    """As :attr:`ServerConfig.random_ivs`, for the client's writes."""
     trace: bool = False
     """Record what each connection does from its first byte (:mod:`tls12.trace`)."""
     keylog: KeyLog | None = None
@@ -102,6 +123,7 @@ class ClientConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "cipher_suites", _check_suites(self.cipher_suites))
         _check_keylog(self.keylog)
+        _check_random_ivs(self.random_ivs, self.rng)
         bad = [g for g in self.groups if g not in SUPPORTED_GROUPS]
         if bad or not self.groups:
             raise ValueError(f"groups must be a non-empty subset of {SUPPORTED_GROUPS}, got {self.groups}")

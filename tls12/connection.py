@@ -141,8 +141,10 @@ class Connection(KeySchedule, StateSeam, Delegation):
     own states as members of another ``Enum`` and list them here (Reverse SSL
     does), since the machinery only compares and looks them up."""
 
-    def __init__(self, rng: Callable[[int], bytes], record_writer: RecordWriter | None = None) -> None:
+    def __init__(self, rng: Callable[[int], bytes], record_writer: RecordWriter | None = None,
+                 *, random_ivs: bool = False) -> None:
         self._rng = rng
+        self._random_ivs = random_ivs  # the config's random_ivs: see WriteProtection
         self.record_writer = record_writer or RecordWriter()
         self.state: Enum = HandshakeState.CLOSED
         self.context: HandshakeContext = self.CONTEXT()
@@ -361,8 +363,13 @@ class Connection(KeySchedule, StateSeam, Delegation):
                 self._trace_sent(content_type, fragments, b"", True)
             return
         version = self.context.version
-        records = [OutgoingRecord(content_type, version, self._write.next_seq(), f) for f in fragments]
-        wire = self.record_writer.write_records(records, self._write)
+        write = self._write
+        if len(fragments) == 1 and type(self.record_writer) is RecordWriter:
+            # one record through the default writer: what RecordWriter.write_records does for it
+            wire = write.seal(OutgoingRecord(content_type, version, write.next_seq(), fragments[0]))
+        else:
+            records = [OutgoingRecord(content_type, version, write.next_seq(), f) for f in fragments]
+            wire = self.record_writer.write_records(records, write)
         self._output += wire
         if self.trace is not None:
             self._trace_sent(content_type, fragments, wire, self._write.encrypted)
@@ -506,14 +513,13 @@ class Connection(KeySchedule, StateSeam, Delegation):
 
     def _send_handshake(self, *messages: tuple[int, bytes]) -> None:
         """Frame, hash and send a flight, coalescing messages into as few records as possible."""
-        flight = b""
-        for msg_type, body in messages:
-            if self.trace is not None:
+        if self.trace is not None:
+            for msg_type, body in messages:
                 self._emit("handshake", "message_sent", type=handshake_type(msg_type), length=len(body))
-            framed = frame_handshake(msg_type, body)
-            self.context.transcript += framed
-            flight += framed
-        chunks = [flight[i : i + MAX_PLAINTEXT] for i in range(0, len(flight), MAX_PLAINTEXT)]
+        flight = b"".join([frame_handshake(msg_type, body) for msg_type, body in messages])
+        self.context.transcript += flight
+        chunks = ([flight] if 0 < len(flight) <= MAX_PLAINTEXT else
+                  [flight[i : i + MAX_PLAINTEXT] for i in range(0, len(flight), MAX_PLAINTEXT)])
         self._write_records(ContentType.HANDSHAKE, chunks)
 
     def _handle_change_cipher_spec(self, fragment: bytes) -> None:
@@ -533,7 +539,7 @@ class Connection(KeySchedule, StateSeam, Delegation):
     def _send_change_cipher_spec(self) -> None:
         self._write_records(ContentType.CHANGE_CIPHER_SPEC, [b"\x01"])
         if self._delegate is None:
-            self._write = WriteProtection(self._pending_write, self._rng)
+            self._write = WriteProtection(self._pending_write, self._rng, random_ivs=self._random_ivs)
         else:
             from .delegate import DelegatedWriteProtection
 

@@ -46,6 +46,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
+from operator import attrgetter
 from typing import Any, ClassVar, Generic, TypeVar
 
 from cryptography import x509
@@ -157,26 +158,28 @@ GROUP_AND_POINT: FieldCodec[tuple[int, bytes] | None] = optional(
 )
 
 
-class ContextAttribute:
+class ContextAttribute(property):
     """A connection attribute stored in the connection's handshake context.
 
     ``conn.master_secret`` reads ``conn.context.master_secret``; assigning
     writes it there.  Declared on the connection class as
-    ``master_secret = ContextAttribute()``.
+    ``master_secret = ContextAttribute()``.  A :class:`property` whose getter is an
+    :func:`operator.attrgetter` (no Python frame per read: handshake handlers read these
+    attributes dozens of times per handshake).
     """
 
     name: str
 
+    def __init__(self) -> None:
+        super().__init__()
+
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
 
-    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
-        if obj is None:
-            return self
-        return getattr(obj.context, self.name)
+        def set_field(obj: Any, value: Any) -> None:
+            setattr(obj.context, name, value)
 
-    def __set__(self, obj: Any, value: Any) -> None:
-        setattr(obj.context, self.name, value)
+        property.__init__(self, attrgetter(f"context.{name}"), set_field)
 
 
 @dataclass(eq=False)

@@ -13,6 +13,7 @@ unknown extensions are preserved (and ignored by the handshake); the helpers
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -117,27 +118,42 @@ Extensions = tuple[tuple[int, bytes], ...]
 def _pull_extensions(buf: Buffer) -> Extensions:
     if buf.eof():  # the extensions block is optional (RFC 5246 §7.4.1.2)
         return ()
-    block = Buffer(buf.pull_vector(2))
+    block = buf.pull_vector(2)
     out: list[tuple[int, bytes]] = []
     seen: set[int] = set()
-    while not block.eof():
-        ext_type = block.pull_uint16()
-        data = block.pull_vector(2)
+    pos, end = 0, len(block)
+    while pos < end:  # type (2 bytes), data<0..2^16-1>; read in place, as Buffer would
+        if end - pos < 4:  # the type, or the data's length, is cut short
+            left = end - pos if end - pos < 2 else end - pos - 2
+            raise DecodeError(f"message truncated: wanted 2 bytes, {left} left")
+        ext_type = (block[pos] << 8) | block[pos + 1]
+        n = (block[pos + 2] << 8) | block[pos + 3]
+        pos += 4
+        if pos + n > end:
+            raise DecodeError(f"message truncated: wanted {n} bytes, {end - pos} left")
         if ext_type in seen:
             raise IllegalParameter(f"duplicate extension {ext_type}")
         seen.add(ext_type)
-        out.append((ext_type, data))
+        out.append((ext_type, block[pos : pos + n]))
+        pos += n
     return tuple(out)
 
 
 def _push_extensions(w: Writer, extensions: Extensions | None) -> None:
-    if extensions is None:
-        return
-    block = Writer()
-    for ext_type, data in extensions:
-        block.push_uint16(ext_type)
-        block.push_vector(2, data)
-    w.push_vector(2, block.getvalue())
+    if extensions is not None:
+        w.push_bytes(_extensions_block(extensions))
+
+
+def _vector(length_width: int, data: bytes) -> bytes:
+    """``data`` with its length prefix (what :meth:`Writer.push_vector` appends)."""
+    if len(data) >= 1 << (8 * length_width):
+        raise ValueError(f"vector of {len(data)} bytes does not fit a {length_width}-byte length")
+    return len(data).to_bytes(length_width, "big") + data
+
+
+def _extensions_block(extensions: Extensions) -> bytes:
+    """The extensions block, length prefix included."""
+    return _vector(2, b"".join([ext_type.to_bytes(2, "big") + _vector(2, data) for ext_type, data in extensions]))
 
 
 @dataclass(frozen=True)
@@ -163,7 +179,7 @@ def pull_client_hello(buf: Buffer) -> ClientHello:
     suites_raw = buf.pull_vector(2, 2, 0xFFFE)
     if len(suites_raw) % 2:
         raise DecodeError("odd cipher_suites length")
-    suites = tuple(int.from_bytes(suites_raw[i : i + 2], "big") for i in range(0, len(suites_raw), 2))
+    suites = _u16s(suites_raw)
     compression = buf.pull_vector(1, 1, 255)
     extensions = None if buf.eof() else _pull_extensions(buf)
     buf.expect_end("ClientHello")
@@ -209,14 +225,14 @@ def pull_server_hello(buf: Buffer) -> ServerHello:
 
 
 def push_server_hello(msg: ServerHello) -> bytes:
-    w = Writer()
-    w.push_uint16(msg.server_version)
-    w.push_bytes(msg.random)
-    w.push_vector(1, msg.session_id)
-    w.push_uint16(msg.cipher_suite)
-    w.push_uint8(msg.compression_method)
-    _push_extensions(w, msg.extensions)
-    return w.getvalue()
+    return b"".join((
+        msg.server_version.to_bytes(2, "big"),
+        msg.random,
+        _vector(1, msg.session_id),
+        msg.cipher_suite.to_bytes(2, "big"),
+        msg.compression_method.to_bytes(1, "big"),
+        b"" if msg.extensions is None else _extensions_block(msg.extensions),
+    ))
 
 
 @dataclass(frozen=True)
@@ -433,7 +449,12 @@ def decode_u16_list(data: bytes, length_width: int = 2) -> tuple[int, ...]:
     buf.expect_end("extension")
     if len(raw) % 2:
         raise DecodeError("odd length in a list of 16-bit values")
-    return tuple(int.from_bytes(raw[i : i + 2], "big") for i in range(0, len(raw), 2))
+    return _u16s(raw)
+
+
+def _u16s(raw: bytes) -> tuple[int, ...]:
+    """Big-endian 16-bit values (``raw`` has an even length)."""
+    return struct.unpack(f">{len(raw) // 2}H", raw)
 
 
 def decode_ec_point_formats(data: bytes) -> bytes:

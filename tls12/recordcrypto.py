@@ -45,12 +45,23 @@ Python makes no timing promises at all.
 
 The API
 -------
-``RecordCipher(cipher, mac, enc_key, mac_key, *, stitched=True)`` with
+``RecordCipher(cipher, mac, enc_key, mac_key, *, stitched=True, multiblock=True)`` with
 ``cipher`` in ``{"null", "aes-128-cbc", "aes-256-cbc"}`` and ``mac`` in
-``{"sha1", "sha256"}``; ``mac_length`` (20/32), ``block_size`` (0/16) and
-``stitched`` (whether OpenSSL's one-pass AES-CBC-HMAC cipher is in use) are
-read-only attributes.  Methods: ``compute_mac``, ``seal``, ``seal_with_mac``,
+``{"sha1", "sha256"}``; ``mac_length`` (20/32), ``block_size`` (0/16),
+``stitched`` (whether OpenSSL's one-pass AES-CBC-HMAC cipher is in use) and
+``multiblock`` (below) are read-only attributes.  Methods: ``compute_mac``, ``seal``, ``seal_with_mac``,
 ``open``, ``seal_many``, ``open_many`` (record *i* uses ``seq + i``).
+
+``seal_stream(seq, type, version, data)`` is the exception to "no randomness
+here": it cuts ``data`` into 2^14-byte records (the last shorter) and returns
+them as whole wire records, 5-byte headers included, each with a *random*
+explicit IV.  The C class seals runs of 8 or 4 full records in one interleaved
+pass of OpenSSL's stitched cipher (``EVP_CTRL_TLS1_1_MULTIBLOCK_AAD`` /
+``_ENCRYPT``, as libssl's ``ssl3_write_bytes`` does on large writes), which
+draws the IVs from OpenSSL's RNG; ``multiblock`` says whether it does
+(AES-NI machines; ``multiblock=False`` at construction turns it off).  The
+rest, and the Python twin, seal one record at a time with a fresh random IV.
+Only :class:`tls12.record.WriteProtection` with ``random_ivs=True`` calls it.
 
 * ``explicit_iv`` is the record's IV field **verbatim** (16 bytes for AES,
   ``b""`` for NULL).  No randomness is drawn here: the connection draws IVs

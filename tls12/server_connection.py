@@ -50,6 +50,7 @@ has no key log (:mod:`tls12.keylog`): the delegate, which holds the secrets, wri
 
 from __future__ import annotations
 
+import functools
 import hmac
 from enum import Enum
 from typing import TYPE_CHECKING
@@ -109,6 +110,12 @@ __all__ = ["ServerConnection", "GROUP_IDS", "ecdhe_keypair", "ecdhe_shared_secre
 _CCS_RECORD = int(ContentType.CHANGE_CIPHER_SPEC)
 _HANDSHAKE_RECORD = int(ContentType.HANDSHAKE)
 
+
+@functools.lru_cache(maxsize=64)
+def _certificate_body(chain_der: tuple[bytes, ...]) -> bytes:
+    """The Certificate message body of a chain: the same bytes for every connection of a config."""
+    return push_certificate(Certificate(chain_der))
+
 class ServerConnection(Connection):
     """A sans-IO TLS 1.2 server connection."""
 
@@ -156,7 +163,7 @@ class ServerConnection(Connection):
                 "a delegated connection holds no master secret to log: give the key log to the "
                 "delegate (tls12.delegate.LocalDelegate(keylog=...)), not to the ServerConfig"
             )
-        super().__init__(config.rng, record_writer)
+        super().__init__(config.rng, record_writer, random_ivs=config.random_ivs)
         self.config = config
         self.state = HandshakeState.EXPECT_CLIENT_HELLO
         self._delegate = delegate
@@ -214,34 +221,36 @@ class ServerConnection(Connection):
             raise ProtocolVersionError(f"client offers only version 0x{hello.client_version:04x}")
         if 0 not in hello.compression_methods:
             raise IllegalParameter("client does not offer the null compression method")
-        self.client_version = hello.client_version
-        self.client_random = hello.random
-        ri = hello.extension(ExtensionType.RENEGOTIATION_INFO)
+        ctx = self.context  # the ContextAttributes' storage, read directly on this hot path
+        ctx.client_version = hello.client_version
+        ctx.client_random = hello.random
+        exts = dict(reversed(hello.extensions or ()))  # the first of a type, as hello.extension()
+        ri = exts.get(ExtensionType.RENEGOTIATION_INFO)
         if ri is not None and ri != b"\x00":
             raise HandshakeFailure("non-empty renegotiation_info in an initial handshake")
-        self.secure_renegotiation = ri is not None or SCSV_RENEGOTIATION in hello.cipher_suites
-        ems = hello.extension(ExtensionType.EXTENDED_MASTER_SECRET)
+        ctx.secure_renegotiation = ri is not None or SCSV_RENEGOTIATION in hello.cipher_suites
+        ems = exts.get(ExtensionType.EXTENDED_MASTER_SECRET)
         if ems not in (None, b""):
             raise DecodeError("extended_master_secret extension must be empty")
-        sni = hello.extension(ExtensionType.SERVER_NAME)
-        self.server_name = decode_server_name(sni) if sni else None
-        groups_ext = hello.extension(ExtensionType.SUPPORTED_GROUPS)
+        sni = exts.get(ExtensionType.SERVER_NAME)
+        ctx.server_name = decode_server_name(sni) if sni else None
+        groups_ext = exts.get(ExtensionType.SUPPORTED_GROUPS)
         client_groups = decode_u16_list(groups_ext) if groups_ext is not None else (NamedGroup.SECP256R1,)
-        formats = hello.extension(ExtensionType.EC_POINT_FORMATS)
+        formats = exts.get(ExtensionType.EC_POINT_FORMATS)
         if formats is not None and 0 not in decode_ec_point_formats(formats):
             raise IllegalParameter("client does not accept uncompressed points")
-        sig_ext = hello.extension(ExtensionType.SIGNATURE_ALGORITHMS)
+        sig_ext = exts.get(ExtensionType.SIGNATURE_ALGORITHMS)
         if sig_ext is not None:
-            self.context.client_schemes = decode_u16_list(sig_ext)
-        self.context.group = next(
+            ctx.client_schemes = decode_u16_list(sig_ext)
+        ctx.group = next(
             (GROUP_IDS[g] for g in self.config.groups if GROUP_IDS[g] in client_groups), None
         )
-        self.cipher_suite = self._select_cipher_suite(hello)
-        self.server_random = self.config.rng(32)
+        ctx.cipher_suite = self._select_cipher_suite(hello)
+        ctx.server_random = self.config.rng(32)
         session = self._find_session(hello, ems is not None)
         if session is not None:
             return self._resume(session, hello)
-        self.extended_master_secret = ems is not None
+        ctx.extended_master_secret = ems is not None
         return self._full_handshake(hello)
 
     def _select_cipher_suite(self, hello: ClientHello) -> int:
@@ -331,7 +340,7 @@ class ServerConnection(Connection):
         """Queue ServerHello, Certificate, [ServerKeyExchange,] ServerHelloDone."""
         flight: list[tuple[int, bytes]] = [
             (HandshakeType.SERVER_HELLO, self._server_hello(hello)),
-            (HandshakeType.CERTIFICATE, push_certificate(Certificate(tuple(self.config.credentials.chain_der)))),
+            (HandshakeType.CERTIFICATE, _certificate_body(tuple(self.config.credentials.chain_der))),
         ]
         if ske is not None:
             flight.append((HandshakeType.SERVER_KEY_EXCHANGE, ske))

@@ -33,6 +33,7 @@ __all__ = ["GUARDIAN_FILES", "TLS12_FILES", "guardian_sources", "measure", "sour
 
 GUARDIAN_FILES: tuple[str, ...] = (
     "webalps_sim/__init__.py",
+    "webalps_sim/_wire.py",
     "webalps_sim/aio/__init__.py",
     "webalps_sim/aio/guardian.py",
     "webalps_sim/app.py",

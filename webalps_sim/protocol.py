@@ -5,7 +5,12 @@ in frames of :mod:`webalps_sim.codec` (length, type, request id, payload).  This
 sans-IO: each message is a frozen dataclass whose ``LAYOUT`` lists its fields **in wire order**
 with the :class:`webalps_sim.codec.Field` that writes each one; :func:`push_message` and
 :func:`pull_message` walk that one declaration, so a message is encoded and decoded by the same
-table (``to_payload`` / ``from_payload`` are the same two calls as methods).  Anything malformed
+table (``to_payload`` / ``from_payload`` are the same two calls as methods).  The messages of
+every served request -- ``OPEN``, ``SEAL``, ``OPENED``, ``SEALED``, ``RELEASE`` -- also have
+hand-written codecs (:mod:`webalps_sim._wire`, one ``struct`` call per record), which
+``to_payload`` and :func:`decode_message` use first; the table stays the reference (a
+randomized test holds the two to the same bytes, and anything the fast decoder does not take
+is judged by the table).  Anything malformed
 -- an unknown type, a length above :data:`MAX_FRAME`, a truncated field, trailing bytes after
 the last field -- is one typed :class:`ProtocolError`, never a crash: the guardian answers it
 with an :class:`Error` frame and closes that host connection only.
@@ -125,6 +130,12 @@ class Message:
     LAYOUT: ClassVar[Layout] = ()
 
     def to_payload(self) -> bytes:
+        fast = _wire.ENCODERS.get(type(self))
+        if fast is not None:
+            try:
+                return fast(self)
+            except _wire.ENCODE_ERRORS:
+                pass  # the reference below raises its own error
         w = Writer()
         push_message(w, self)
         return w.getvalue()
@@ -467,6 +478,11 @@ MESSAGES: dict[int, type[Message]] = {
 
 def decode_message(frame: Frame) -> Any:
     """The message a frame carries; :class:`ProtocolError` (with its request id) if malformed."""
+    fast = _wire.DECODERS.get(frame.type)
+    if fast is not None:
+        message = fast(frame.payload)
+        if message is not None:
+            return message
     try:
         return MESSAGES[frame.type].from_payload(frame.payload)
     except ProtocolError as exc:
@@ -476,3 +492,8 @@ def decode_message(frame: Frame) -> Any:
 def message_frame(message: Message, request_id: int) -> bytes:
     """The frame carrying ``message``."""
     return encode_frame(message.TYPE, request_id, message.to_payload())
+
+
+# the hot messages' hand-written codecs (the reference above decides anything they do not take);
+# imported last: they build these classes
+from . import _wire  # noqa: E402

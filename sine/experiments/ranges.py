@@ -23,9 +23,10 @@ function                                what it returns (and what kind of number
 ======================================  ====================================================
 
 The verifiers timed are the real ones, fed bytes made by the real encoders:
-:class:`~sine.verifier.StreamVerifier` over a ``sine`` body (``sine-inline``) or the plain
-document with the separate tag (``sine-separate``), :func:`~sine.httpsig.open_mice_response`
-and :class:`~sine.mice.MiceDecoder` (``mice``), :class:`~sine.tree_verifier.TreeVerifier` over
+:class:`~sine.verifier.StreamVerifier` (``coalesce=True``: one event per run of records) over a
+``sine`` body (``sine-inline``) or the plain document with the separate tag
+(``sine-separate``), :func:`~sine.httpsig.open_mice_response` and
+:class:`~sine.mice.MiceDecoder` (``mice``), :class:`~sine.tree_verifier.TreeVerifier` over
 the combined stream and :class:`~sine.tree_verifier.SliceVerifier` over a 1 MiB range
 (``tree-*``).  Each timing includes the head's signature check (RSA-PSS-2048; MICE: the RFC 9421
 signature), so it is a fetch's whole verification CPU.  The reference hashes the same bytes in
@@ -80,7 +81,7 @@ from ..tree import (
     sign_tree,
 )
 from ..tree_verifier import RangeVerified, SliceVerifier, TreeVerifier, VerifiedData
-from ..verifier import BlockVerified, StreamVerifier
+from ..verifier import BlockVerified, RunVerified, StreamVerifier
 
 __all__ = ["GB", "POSITIONS", "GOAL_TREE_MAX", "GOAL_CHAIN_MIN", "VerifyCase", "CpuFigure",
            "verify_cases", "measure_verify_cpu", "cpu_table", "calibration", "overhead_table",
@@ -149,7 +150,8 @@ def _feed(make: Callable[[], Any], chunks: Sequence[memoryview], released: Calla
 
 
 def _block(e: Any) -> int:
-    return len(e.data) if isinstance(e, BlockVerified | RecordVerified | VerifiedData) else 0
+    released = BlockVerified | RunVerified | RecordVerified | VerifiedData
+    return len(e.data) if isinstance(e, released) else 0
 
 
 def _chain_cases(doc: bytes, g: int, key: SigningKey) -> list[VerifyCase]:
@@ -169,10 +171,12 @@ def _chain_cases(doc: bytes, g: int, key: SigningKey) -> list[VerifyCase]:
 
     return [
         VerifyCase("sine-inline", g, "stream", len(doc),
-                   _feed(lambda: StreamVerifier(PATH, NOW + 1, public_key=pk), body, _block),
+                   _feed(lambda: StreamVerifier(PATH, NOW + 1, public_key=pk, coalesce=True),
+                         body, _block),
                    _plain("sine-inline", doc, g)),
         VerifyCase("sine-separate", g, "stream", len(doc),
-                   _feed(lambda: StreamVerifier(PATH, NOW + 1, public_key=pk, separate=at),
+                   _feed(lambda: StreamVerifier(PATH, NOW + 1, public_key=pk, separate=at,
+                                              coalesce=True),
                          _chunks(doc), _block), _plain("sine-separate", doc, g)),
         VerifyCase("mice", g, "stream", len(doc), _feed(mice, _chunks(enc.body), _block),
                    _plain("mice", doc, g)),

@@ -279,6 +279,8 @@ class HTTPFileHandler:
             try:
                 async with asyncio.timeout_at(deadline):
                     data = await self.stream.read()
+                if data and self._parked and isinstance(self.stream, TLSProtocol) and self._fast(data):
+                    continue  # what the callback would have answered (it arrived before we waited)
             except TimeoutError:
                 if self._last_fast is None or self._last_fast + self.idle_timeout <= deadline:
                     raise
@@ -292,7 +294,9 @@ class HTTPFileHandler:
         """Answer a keep-alive GET or HEAD of a small file inside the transport's callback.
 
         Called by :class:`tls12.aio.TLSProtocol` with the plaintext that arrived while
-        :meth:`_next_event` waits between two requests.  It answers only the plainest case --
+        :meth:`_next_event` waits between two requests, and by :meth:`_next_event` with what
+        its read returned in that state (a connection's first request, which arrives before a
+        ``lazy_handler`` starts this handler).  It answers only the plainest case --
         one whole request head that :data:`_FAST_REQUEST` matches, exactly one ``Host`` and no
         header of :data:`_SLOW_HEADERS`, a regular file under the root reached without a
         symlink, small enough for one write, a transport not above its high-water mark -- and
@@ -369,7 +373,10 @@ class HTTPFileHandler:
         """
         loop = self._loop
         body_bytes = 0
-        deadline = loop.time() + self.idle_timeout
+        # the first request's clock starts at the end of the handshake: a TLSProtocol served with
+        # lazy_handler starts this handler only when the client sends its first bytes
+        started = getattr(self.stream, "handshake_at", None)
+        deadline = (loop.time() if started is None else started) + self.idle_timeout
         while True:
             if self.h11.our_state is h11.MUST_CLOSE or self.h11.their_state is h11.MUST_CLOSE:
                 return

@@ -72,6 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="write each response head in a TLS record of its own (default: the head shares the first record with the body)",
     )
     parser.add_argument(
+        "--random-ivs",
+        action="store_true",
+        help="random explicit CBC IVs, so large writes use OpenSSL's multi-block seal "
+        "(tls12.config.ServerConfig.random_ivs; default: IVs derived from k', reproducible)",
+    )
+    parser.add_argument(
         "--loop", choices=LOOPS, default="asyncio",
         help="event loop: asyncio's own or uvloop (optional: the 'fast' extra; default %(default)s)",
     )
@@ -124,6 +130,7 @@ def _main(args: argparse.Namespace) -> int:
         cipher_suites=suites,
         session_store=InMemorySessionStore() if args.session_cache else None,
         keylog=cli.keylog_arg(args.keylog),
+        random_ivs=args.random_ivs,
     )
     with asyncio.Runner(loop_factory=factory) as runner:
         runner.run(_serve_until_signal(args, config))

@@ -77,7 +77,10 @@ async def start_server(
     delegate's answers for connections that ask by event (:func:`tls12.aio.serve`).
     The handler gets each connection as a :class:`~tls12.aio.TLSProtocol`, a
     :class:`~tls12.aio.TLSStream` subclass, and answers keep-alive GETs of small files inside
-    the transport's callback (:attr:`~tls12.aio.TLSProtocol.fast_reader`).
+    the transport's callback (:attr:`~tls12.aio.TLSProtocol.fast_reader`).  The handler starts
+    with the client's first bytes after the handshake (``lazy_handler``, HTTP's client speaks
+    first): a client that handshakes and leaves costs no task; the first request's idle
+    timeout counts from the end of the handshake all the same.
     """
     root_path = Path(root).resolve(strict=True)
     if not root_path.is_dir():
@@ -97,6 +100,7 @@ async def start_server(
         answer=answer,
         on_open=the_stats.open,
         on_close=_chain(the_stats.record, on_close),
+        lazy_handler=idle_timeout,  # HTTP: the client speaks first; a silent client costs no task
     )
 
 

@@ -30,6 +30,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
@@ -130,15 +131,21 @@ def list_leftovers(prefix: str, spare_live_runs: bool = False) -> list[str]:
             and not (spare_live_runs and held_by_another_run(n))]
 
 
-def delete_namespace(name: str) -> None:
-    """Kill every process in namespace ``name``, then delete it (missing is fine)."""
-    pids = sh(["ip", "netns", "pids", name], check=False).stdout.split()
-    for pid in pids:
-        try:
-            os.kill(int(pid), signal.SIGKILL)
-        except (ProcessLookupError, ValueError):
-            pass
-    sh(["ip", "netns", "del", name], check=False)
+def delete_namespace(name: str, attempts: int = 3) -> None:
+    """Kill every process in namespace ``name``, then delete it (missing is fine). A process
+    that entered it between the listing and the deletion (a program started at that instant)
+    can make ``ip netns del`` fail: the whole is tried again, up to ``attempts`` times."""
+    for attempt in range(attempts):
+        pids = sh(["ip", "netns", "pids", name], check=False).stdout.split()
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+        if sh(["ip", "netns", "del", name], check=False).returncode == 0 or name not in (
+                list_leftovers(name)):  # fmt: skip
+            break
+        time.sleep(0.05 * (attempt + 1))
     (OWNERS / name).unlink(missing_ok=True)
 
 

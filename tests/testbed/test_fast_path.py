@@ -20,7 +20,7 @@ from pathlib import Path
 
 import h11
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from testbed.apps import file_handler
@@ -200,6 +200,9 @@ def test_idle_timeout_closes_idle_connections_not_busy_ones(root: Path) -> None:
     ), max_size=4),
     end=st.sampled_from([b"\r\n", b"\n"]),
 )
+# one request the fast path accepts, so that the comparison below runs in every run (random
+# binary targets rarely make one)
+@example(method=b"GET", target=b"/f", version=b"HTTP/1.1", headers=[(b"Host", b": ", b"x")], end=b"\r\n")
 def test_what_the_callback_path_accepts_h11_parses_alike(method: bytes, target: bytes, version: bytes,
                                                         headers: list[tuple[bytes, bytes, bytes]], end: bytes) -> None:
     head = method + b" " + target + b" " + version + end
@@ -215,7 +218,8 @@ def test_what_the_callback_path_accepts_h11_parses_alike(method: bytes, target: 
     event = conn.next_event()
     assert isinstance(event, h11.Request), event
     assert (event.method, event.target, event.http_version) == (m.group(1), m.group(2), b"1.1")
-    assert conn.next_event() is h11.NEED_DATA  # no body, nothing left over
+    assert isinstance(conn.next_event(), h11.EndOfMessage)  # no body
+    assert conn.next_event() is h11.NEED_DATA  # nothing left over
     conn.send(h11.Response(status_code=200, headers=[("Content-Length", "0")]))
     conn.send(h11.EndOfMessage())
     assert conn.our_state is h11.DONE and conn.their_state is h11.DONE  # keep-alive, not MUST_CLOSE

@@ -383,3 +383,47 @@ def test_eof_after_data_is_reported_after_the_data() -> None:
             await client.close()
 
     asyncio.run(main())
+
+
+def test_lazy_handler_starts_with_the_first_bytes_or_its_timer() -> None:
+    """``lazy_handler``: a client that handshakes and leaves (FIN) costs no task and no handler,
+    and ``on_close`` still runs once; one that sends is served as usual; one that stays silent
+    gets its handler ``lazy_handler`` seconds after the handshake, ``handshake_at`` telling when
+    that was."""
+    started: list[tuple[TLSStream, float]] = []
+
+    async def handler(stream: TLSStream) -> None:
+        started.append((stream, asyncio.get_running_loop().time()))
+        await _echo(stream)
+
+    async def main() -> None:
+        server, port, closed = await _serve(handler, lazy_handler=0.3)
+        async with server:
+            def handshake_and_leave() -> None:
+                sock, _ = _tls12_client(port)
+                sock.close()
+
+            before = len(asyncio.all_tasks())
+            await asyncio.to_thread(handshake_and_leave)
+            await _wait_until(lambda: len(closed) == 1)
+            assert not started and len(asyncio.all_tasks()) == before
+            assert closed[0].handshake is not None and closed[0].error is None
+
+            client = await connect("127.0.0.1", port, client_config())
+            client.write(b"ping")
+            assert await client.read() == b"ping"
+            assert len(started) == 1
+            await client.close()
+            await _wait_until(lambda: len(closed) == 2)
+
+            silent = await connect("127.0.0.1", port, client_config())
+            await _wait_until(lambda: len(started) == 2)
+            stream, at = started[1]
+            assert isinstance(stream, TLSProtocol) and stream.handshake_at is not None
+            assert at - stream.handshake_at >= 0.29
+            silent.write(b"late")
+            assert await silent.read() == b"late"
+            await silent.close()
+            await _wait_until(lambda: len(closed) == 3)
+
+    asyncio.run(main())

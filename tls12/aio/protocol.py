@@ -9,13 +9,15 @@ pattern of aioquic's ``asyncio/protocol.py`` (the servers of :mod:`testbed.apps`
     transport --buffer_updated()--> conn.receive_data() --> events
     conn.data_to_send() --transport.write()--> transport
 
-* **No stream objects.**  Bytes arrive in a buffer the protocol owns (``get_buffer`` /
-  ``buffer_updated``, one ``recv_into`` per readable event) and leave through
-  ``transport.write``.
+* **No stream objects.**  Bytes arrive in a receive buffer (``get_buffer`` / ``buffer_updated``,
+  one ``recv_into`` per readable event; one buffer per thread, copied out at once) and leave
+  through ``transport.write``.
 * **The handshake runs in callbacks.**  :func:`serve_protocol` creates no task until the
   handshake is complete: the records of a handshake are fed to the core as they arrive, its
   answer is written at the end of the same callback (one write per received chunk, whatever
   the core queued in between), and the handshake timeout is a timer, not a task waiting.
+  With ``lazy_handler`` not even then: the task starts with the client's first bytes after
+  the handshake, so a client that handshakes and leaves costs no task at all.
 * **The application side is a** :class:`tls12.aio.TLSStream`: :class:`TLSProtocol` is a
   subclass, so a handler written for :func:`tls12.aio.serve` (``read``, ``write``,
   ``write_last``, ``drain``, ``close``, the byte counters, ``handshake``, ``alerts``,
@@ -54,6 +56,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
@@ -75,6 +78,21 @@ from .stream import (
 __all__ = ["TLSProtocol", "ProtocolHandler", "serve_protocol"]
 
 logger = logging.getLogger("tls12.aio")
+
+_buffers = threading.local()
+
+
+def _receive_buffer(size: int) -> memoryview:
+    """This thread's receive buffer of ``size`` bytes (see :meth:`TLSProtocol.get_buffer`)."""
+    try:
+        return _buffers.by_size[size]  # type: ignore[no-any-return]  # a threading.local attribute
+    except AttributeError:
+        _buffers.by_size = {}
+    except KeyError:
+        pass
+    view: memoryview = memoryview(bytearray(size))
+    _buffers.by_size[size] = view
+    return view
 
 ProtocolHandler = Callable[[TLSStream], Awaitable[None]]
 """What :func:`serve_protocol` calls with each handshaken connection (a :class:`TLSProtocol`)."""
@@ -104,18 +122,21 @@ class TLSProtocol(TLSStream, asyncio.BufferedProtocol):
         handshake_timeout: float | None = DEFAULT_HANDSHAKE_TIMEOUT,
         on_open: Callable[[TLSStream], None] | None = None,
         on_close: Callable[[TLSStream], None] | None = None,
+        lazy_handler: float | None = None,
     ) -> None:
         self._init_state(conn, read_size=read_size, answer=answer)
         self.fast_reader = None
         self._handler = handler
+        self._lazy_handler = lazy_handler
+        self.handshake_at: float | None = None
+        """Loop time when the handshake completed (``None`` before)."""
         self._handshake_timeout = handshake_timeout
         self._on_open = on_open
         self._on_close = on_close
         self._transport: asyncio.Transport | None = None
         self._loop = asyncio.get_running_loop()
         self._peername: Any = None
-        self._buffer = bytearray(read_size)
-        self._view = memoryview(self._buffer)
+        self._view = _receive_buffer(read_size)
         self._raw = bytearray()
         """Bytes received and not yet fed to the core (the application is not reading)."""
         self._in_handshake = handler is not None
@@ -128,7 +149,8 @@ class TLSProtocol(TLSStream, asyncio.BufferedProtocol):
         """The peer ended its direction (FIN); reported after the bytes before it."""
         self._lost = False
         self._lingering = False
-        self._closed_future: asyncio.Future[None] = self._loop.create_future()
+        self._closed_future: asyncio.Future[None] | None = None
+        """Made by the first :meth:`close` that waits for ``connection_lost``."""
         self._timer: asyncio.TimerHandle | None = None
         self._task: asyncio.Task[None] | None = None
         self._finished = False
@@ -150,8 +172,9 @@ class TLSProtocol(TLSStream, asyncio.BufferedProtocol):
         """asyncio: the connection is gone; wakes every waiter, ``on_close`` once."""
         self._lost = True
         self._socket_closed = True
-        if not self._closed_future.done():
-            self._closed_future.set_result(None)
+        closed = self._closed_future
+        if closed is not None and not closed.done():
+            closed.set_result(None)
         self._cancel_timer()
         self._wake()
         for fut in self._drain_waiters:
@@ -160,8 +183,8 @@ class TLSProtocol(TLSStream, asyncio.BufferedProtocol):
         self._drain_waiters.clear()
         if self._handler_done:
             self._finish()
-        elif self._in_handshake and self._task is None:
-            if self.error is None and self.handshake is None:
+        elif self._task is None and self._handler is not None:  # in the handshake, or a lazy handler not started
+            if self._in_handshake and self.error is None and self.handshake is None:
                 logger.info("connection from %s lost during the handshake: %r", self._peername, exc)
             self._finish()
 
@@ -180,7 +203,9 @@ class TLSProtocol(TLSStream, asyncio.BufferedProtocol):
     # -- asyncio.BufferedProtocol ---------------------------------------------
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        """The protocol's own receive buffer (asyncio reads into it with ``recv_into``)."""
+        """The receive buffer (asyncio reads into it with ``recv_into``): one per thread and size,
+        shared by the protocols of the thread's event loop, since :meth:`buffer_updated` copies
+        what arrived out of it at once (the transport calls the two back to back)."""
         return self._view
 
     def buffer_updated(self, nbytes: int) -> None:
@@ -198,6 +223,8 @@ class TLSProtocol(TLSStream, asyncio.BufferedProtocol):
         waiter = self._waiter
         if waiter is None or waiter.done() or self._waiting() or self._raw:
             self._keep_raw(data)
+            if self._task is None and self._handler is not None:
+                self._start_handler()  # lazy_handler: the first bytes after the handshake
             return
         self._feed(data)
         fast = self.fast_reader
@@ -214,6 +241,13 @@ class TLSProtocol(TLSStream, asyncio.BufferedProtocol):
         if self._in_handshake:
             if not self._waiting() and not self._raw:
                 self._handshake_step(b"")
+        elif self._task is None and self._handler is not None:  # lazy_handler, not started yet
+            if self._raw or self._waiting():
+                self._start_handler()  # it reads what is pending, then the end of file
+            else:  # the peer ended its side before sending anything: no handler runs
+                self._handler_done = True
+                self._cancel_timer()
+                self._feed(b"")
         else:
             self._wake()
         return True  # keep the transport open for writing: a half-close ends the peer's side only
@@ -282,12 +316,36 @@ class TLSProtocol(TLSStream, asyncio.BufferedProtocol):
                 self._handshake_step(b"")
             return
         self._in_handshake = False
+        self.handshake_at = self._loop.time()
+        if self._handler is None or self._task is not None:
+            self._cancel_timer()
+        elif (self._lazy_handler is None or self._raw or self._plaintext or self._eof or self._socket_closed
+                or self.close_event is not None or self._pending_error is not None):
+            self._start_handler()
+        else:  # see lazy_handler in serve_protocol: started by the first bytes, or at the latest...
+            self._lazy_timer()
+
+    def _lazy_timer(self) -> None:
+        """... ``lazy_handler`` seconds after the handshake.  A handshake timer that fires before
+        that is kept, and calls back here when it fires: one timer per connection, not two."""
+        assert self.handshake_at is not None and self._lazy_handler is not None
+        due = self.handshake_at + self._lazy_handler
+        if self._timer is not None and self._timer.when() <= due:
+            return
         self._cancel_timer()
-        if self._handler is not None and self._task is None:
+        self._timer = self._loop.call_at(due, self._start_handler)
+
+    def _start_handler(self) -> None:
+        """Run ``handler(self)`` in a task of its own (once)."""
+        self._cancel_timer()
+        if self._task is None and self._handler is not None and not self._handler_done:
             self._task = self._loop.create_task(self._run_handler(self._handler))
 
     def _handshake_timed_out(self) -> None:
         self._timer = None
+        if self.handshake is not None and self._task is None and not self._handler_done and not self._socket_closed:
+            self._lazy_timer()  # the handshake is over; its timer now waits for the lazy handler
+            return
         if self.handshake is not None or self._socket_closed:
             return
         self.conn.abort(AlertDescription.HANDSHAKE_FAILURE)
@@ -435,6 +493,8 @@ class TLSProtocol(TLSStream, asyncio.BufferedProtocol):
             # a peer that reads nothing could keep a closing transport open: abort it then
             self._loop.call_later(timeout, self._force_lost)
             return
+        if self._closed_future is None:
+            self._closed_future = self._loop.create_future()
         try:
             async with asyncio.timeout(timeout):
                 await asyncio.shield(self._closed_future)
@@ -505,10 +565,19 @@ async def serve_protocol(
     on_open: Callable[[TLSStream], None] | None = None,
     on_close: Callable[[TLSStream], None] | None = None,
     answer: Answer | None = None,
+    lazy_handler: float | None = None,
     **server_kwargs: Any,
 ) -> asyncio.Server:
     """Start a TLS server on the transport-level adapter: :func:`tls12.aio.serve`'s arguments
     and guarantees, a :class:`TLSProtocol` per connection, no task until its handshake is done.
+
+    ``lazy_handler``, for protocols in which the client speaks first (HTTP): no task until the
+    client sends something after the handshake either.  The handler starts when the first bytes
+    after the handshake arrive, or ``lazy_handler`` seconds after the handshake, whichever
+    comes first (:attr:`TLSProtocol.handshake_at` says when the handshake ended, for a handler
+    whose idle timeout counts from there); a client that ends its side (FIN) before sending
+    anything ends the connection without the handler, as a handler that reads end of file at
+    once would.  ``None`` (the default): the handler starts when the handshake is complete.
 
     ``server_kwargs`` go to ``loop.create_server`` (``backlog``, ``reuse_port``, ...).
     """
@@ -516,6 +585,7 @@ async def serve_protocol(
 
     def factory() -> TLSProtocol:
         return TLSProtocol(connection_factory(config), read_size=read_size, answer=answer, handler=handler,
-                           handshake_timeout=handshake_timeout, on_open=on_open, on_close=on_close)
+                           handshake_timeout=handshake_timeout, on_open=on_open, on_close=on_close,
+                           lazy_handler=lazy_handler)
 
     return await loop.create_server(factory, host, port, **server_kwargs)

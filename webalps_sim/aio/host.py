@@ -22,7 +22,11 @@ differ only in the transport:
   opens every client record, answers the requests its application claims, and seals every
   record the host sends (``webalps.md`` §4.1).  Suites: :data:`WEBALPS_SUITES` (RSA and ECDHE_RSA
   key exchange, CBC records).  ``--session-cache`` resumes sessions by ID: the cache holds key
-  handles (:class:`GuardianSessionStore`), the master secrets stay in the guardian.
+  handles (:class:`GuardianSessionStore`), the master secrets stay in the guardian.  A
+  keep-alive GET of a small file takes the HTTPS server's fast path (:class:`WebALPSProtocol`:
+  answered in the callback that supplies the guardian's ``OPEN`` answer); each request then
+  costs one ``OPEN`` and one ``SEAL`` round trip, and a connection's ``RELEASE`` rides with
+  the next request (:mod:`webalps_sim.aio.channel`).
 
 ``--http-port`` serves plain HTTP from the same process beside the TLS port, as the paper's
 Figure 4 server answers plain and secure requests side by side.  The host never waits for the
@@ -66,7 +70,7 @@ from testbed import cli
 from testbed.apps.file_handler import DEFAULT_IDLE_TIMEOUT, HTTPFileHandler
 from testbed.apps.server import start_server
 from testbed.apps.stats import ServerStats
-from tls12.aio import TLSStream
+from tls12.aio import DEFAULT_HANDSHAKE_TIMEOUT, TLSProtocol, TLSStream
 from tls12.certs import Credentials, generate_self_signed
 from tls12.config import ServerConfig
 from tls12.delegate import DelegateRequest, EphemeralKey, EventDelegate, FlightResult, KeyHandle
@@ -86,6 +90,7 @@ __all__ = [
     "GuardianSessionStore",
     "handle_releaser",
     "start_webalps_server",
+    "WebALPSProtocol",
     "PlainStream",
     "start_http_server",
     "main",
@@ -214,18 +219,61 @@ def handle_releaser(channel: Any, store: GuardianSessionStore | None = None
     return release
 
 
+class WebALPSProtocol(TLSProtocol):
+    """A WebALPS host connection on its transport, with the HTTPS server's fast path.
+
+    :class:`tls12.aio.TLSProtocol` offers its :attr:`~tls12.aio.TLSProtocol.fast_reader` the
+    plaintext that arrives in the transport's callback; a WebALPS connection's plaintext
+    arrives later, with the guardian's ``OPEN`` answer, so it is offered there (the same
+    conditions: one piece, the handler waiting, nothing wrong).  And a write is ready when no
+    record waits for its ``SEAL`` (not never, as for any connection that asks by event), so a
+    keep-alive GET of a small file is answered as HTTPS answers it: in the callback, bytes for
+    bytes what the handler would write, its response then sealed in one ``SEAL``.
+    """
+
+    @property
+    def write_ready(self) -> bool:
+        return not (self._write_paused or self._socket_closed
+                    or self.conn.unsealed_slots)  # type: ignore[attr-defined]  # a delegating core
+
+    def _supply(self, request: Any, answer: object) -> None:
+        super()._supply(request, answer)
+        fast = self.fast_reader
+        if (fast is not None and not self._in_handshake and len(self._plaintext) == 1
+                and self.close_event is None and self._pending_error is None
+                and not self._socket_closed and fast(self._plaintext[0])):
+            self._plaintext.clear()
+
+
 async def start_webalps_server(docroot: str | Path, host: str, port: int, channel: GuardianChannel,
                                *, suites: tuple[CipherSuite, ...] = WEBALPS_SUITES,
                                session_cache: bool = False, stats: ServerStats | None = None,
                                idle_timeout: float = DEFAULT_IDLE_TIMEOUT) -> asyncio.Server:
-    """The WebALPS host's TLS server on the running loop (the channel is connected here)."""
+    """The WebALPS host's TLS server on the running loop (the channel is connected here): the
+    HTTPS file server of :func:`testbed.apps.server.start_server`, each connection a
+    :class:`WebALPSProtocol` asking ``channel``."""
     chain = await channel.chain()
     store = GuardianSessionStore(channel) if session_cache else None
-    return await start_server(docroot, host, port, webalps_config(chain, suites, store),
-                              stats=stats, idle_timeout=idle_timeout,
-                              connection_factory=webalps_connection,
-                              on_close=handle_releaser(channel, store),
-                              answer=guardian_answer(channel))
+    config = webalps_config(chain, suites, store)
+    root = Path(docroot).resolve(strict=True)
+    if not root.is_dir():
+        raise NotADirectoryError(f"{docroot} is not a directory")
+    counters = stats if stats is not None else ServerStats()
+    answer, release = guardian_answer(channel), handle_releaser(channel, store)
+
+    async def handler(stream: TLSStream) -> None:
+        await HTTPFileHandler(stream, root, counters, idle_timeout).run()
+
+    def on_close(stream: TLSStream) -> None:
+        counters.record(stream)
+        release(stream)
+
+    def factory() -> WebALPSProtocol:
+        return WebALPSProtocol(webalps_connection(config), answer=answer, handler=handler,
+                               handshake_timeout=DEFAULT_HANDSHAKE_TIMEOUT,
+                               on_open=counters.open, on_close=on_close)
+
+    return await asyncio.get_running_loop().create_server(factory, host, port)
 
 
 class PlainStream:
@@ -308,8 +356,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="resume sessions by session ID (https, webalps)")
     parser.add_argument("--stats-json", type=Path, metavar="FILE",
                         help="on exit (SIGTERM/SIGINT), write the counters as JSON: requests "
-                        "served per port and, in webalps mode, guardian questions per operation "
-                        "and round trips")
+                        "served per port and, in webalps mode, guardian questions per operation, "
+                        "round trips and bytes each way")
     cli.add_keylog_option(parser, "https mode only (in webalps mode the guardian writes it): ")
     parser.add_argument("--quiet", action="store_true", help="no per-request log lines")
     return parser
@@ -359,7 +407,8 @@ def _write_stats(path: Path, counters: dict[str, ServerStats],
     }
     for channel in channels:
         data["guardian"] = {"questions": dict(channel.requests), "round_trips": channel.round_trips,
-                            "reconnects": channel.reconnects}
+                            "reconnects": channel.reconnects, "bytes_out": channel.bytes_out,
+                            "bytes_in": channel.bytes_in}
     path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 

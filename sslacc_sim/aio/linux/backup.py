@@ -53,7 +53,7 @@ from . import repair
 from .claim import PortFence, StandbyAddress
 from .mirror import ACK, MirrorError, MirrorState, recv_frame, send_frame
 from .primary import DEAD_AFTER_S, Primary, normal_thread, realtime_thread
-from .service import Docroot, LeaseExpired, Service, write_leased
+from .service import ALONE_WAIT_S, Docroot, LeaseExpired, Service, write_leased
 from .sessions import SESSIONS, SharedSessionStore, read_sessions_frame, sessions_frame
 from .sniff import FlowTracker, Sniffer, packet_socket
 from .takeover import Restored, replay_syns, restore_flow, resume_all, tail
@@ -327,10 +327,19 @@ class Backup:
                     raise ConnectionError("the next buddy did not acknowledge it")
                 kept.append(r)
             except OSError as exc:
-                print(f"ERROR adopt {r.key}: {exc!r}", file=sys.stderr, flush=True)
                 links.pop(r.key, None)
+                if self._mirror_dead_too():
+                    kept.append(r)  # a member's mirror died as well: it goes on alone
+                    continue
+                print(f"ERROR adopt {r.key}: {exc!r}", file=sys.stderr, flush=True)
                 r.sock.close()
         return kept, links
+
+    def _mirror_dead_too(self) -> bool:
+        """Whether this node's own mirror is declared dead (now or within the wait for the
+        verdict): a bucket-layout member whose predecessor and mirror died close together."""
+        alone = self.chain.alone if self.chain is not None else None
+        return alone is not None and alone.wait(ALONE_WAIT_S)
 
     def _serve_restored(self, r: Restored, sock: socket.socket, mirror: socket.socket | None,
                         sent: int, go: threading.Event) -> None:  # fmt: skip
@@ -352,13 +361,28 @@ class Backup:
             # done on every end of the connection, as on the first owner: a link to the next
             # buddy closed without it would make that buddy take this whole node over (the
             # full campaign saw it: a false takeover of a healthy new owner)
-            Service(sock, self.docroot, conn, snd_pos=r.state.snd_pos, rcv_pos=r.state.rcv_pos,
-                    app=dict(r.state.app) or {"phase": "request", "offset": 0},
-                    keys_sent=r.state.tls_keys is not None, mirror=mirror,
-                    lease=lease).serve_to_end()  # fmt: skip
-            if mirror is not None:
-                mirror.settimeout(10.0)
-                recv_frame(mirror)  # the buddy closes the link once it has read done
+            # a bucket-layout member's chain is its own Primary: when that mirror dies too,
+            # the connection goes on alone or is handed to the next mirror, as its own are
+            chain = self.chain if mirror is not None else None
+            readopt = chain is not None and chain.readopt
+            service = Service(sock, self.docroot, conn, snd_pos=r.state.snd_pos,
+                              rcv_pos=r.state.rcv_pos,
+                              app=dict(r.state.app) or {"phase": "request", "offset": 0},
+                              keys_sent=r.state.tls_keys is not None, mirror=mirror, lease=lease,
+                              alone=chain.alone if chain is not None else None,
+                              shadow=r.state if readopt else None)  # fmt: skip
+            if chain is not None and readopt:
+                chain.register(service)
+            try:
+                service.serve_to_end()
+            finally:
+                if chain is not None:
+                    chain.unregister(service)
+            if service.mirror is not None:
+                service.mirror.settimeout(10.0)
+                recv_frame(service.mirror)  # the buddy closes the link once it has read done
+                if service.mirror is not mirror:
+                    service.mirror.close()
         except LeaseExpired:
             assert self.chain is not None
             self.chain.fence_self("the lease ran out during a write")

@@ -33,7 +33,8 @@ kill to each affected client's next byte; it writes ``trials.csv``, ``connection
 ``--control`` turns one mechanism off (a negative control): the campaign must then lose
 connections or let a zombie through, which the tests check.
 
-What this chain does not do yet (issue 22): a master with bucket assignment, joins and leaves.
+``--layout buckets`` runs the same trials on three members that each serve their own buckets
+(:mod:`~sslacc_sim.aio.linux.campaign_buckets`): the victim is drawn among them.
 Resuming clients resume from the nodes' shared session table (:mod:`.sessions`), on the owner
 and after a takeover alike; ``summary.json`` counts the resumptions asked and got.
 """
@@ -42,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import queue
 import random
 import shutil
 import signal
@@ -54,7 +54,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -64,8 +64,15 @@ from tqdm import tqdm
 from testbed import cli
 from testbed.linux.capture import Capture
 
-from . import clients
-from .failover import HOSTNAME, file_bytes, lines_of, node_env, site_credentials, wait_line
+from .campaign_load import (
+    READY_S,
+    Site,
+    Trial,
+    client_capture,
+    make_site,
+    run_load,
+)
+from .failover import node_env, wait_line
 from .loadstats import (
     HIT,
     campaign_summary,
@@ -77,7 +84,6 @@ from .netns import (
     MIRROR_ADDRESSES,
     NEXT_MIRROR_ADDRESSES,
     PREFIX,
-    VIP,
     Topology,
     sweep_leftovers,
 )
@@ -94,14 +100,12 @@ CONTROLS: dict[str, tuple[list[str], list[str]]] = {
     "no-sniff-data": ([], ["--no-sniff-data"]),
     "no-sniff-unaccepted": ([], ["--no-sniff-unaccepted"]),
     "no-syn-replay": ([], ["--no-syn-replay"]),
+    "no-ring": ([], []),  # the bucket layout's: members started without --ring
 }
+#: The controls each layout knows.
+LAYOUT_CONTROLS = {"chain": set(CONTROLS) - {"no-ring"}, "buckets": {"none", "no-ring"}}
 #: The files served (bytes); each connection draws one.
 SIZES = (1 << 10, 1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22, 1 << 24)
-_PORT = 443
-_READY_S = 30.0
-_RESUME_SHARE = 0.25
-_UPLOAD_SHARE = 0.2  # of the connections: POST a file (the answer is a receipt of it)
-_KEEPALIVE_SHARE = 0.2  # of those not resuming: 2 or 3 requests on one connection
 
 
 @dataclass(frozen=True)
@@ -125,14 +129,23 @@ class CampaignConfig:
     """The owner waits this long before each accept and each read (``--stall-ms`` of the
     node): queues fill, and a fault finds connections established but not accepted, and
     client bytes acknowledged but not consumed."""
+    layout: str = "chain"
+    """``chain``: an owner, its buddy (and for ``double`` the buddy's buddy); ``buckets``:
+    three members serving their own buckets (:mod:`~sslacc_sim.aio.linux.campaign_buckets`)."""
     pcap: Path | None = None
     """A folder: each trial's traffic as the client's interface saw it goes to
     ``t<N>.pcap`` there (tcpdump, headers only: :mod:`testbed.linux.capture`), to read with
     Wireshark or ``tshark`` beside ``flows.csv``."""
 
     def __post_init__(self) -> None:
-        if self.control not in CONTROLS:
-            raise ValueError(f"control must be one of {sorted(CONTROLS)}, got {self.control!r}")
+        if self.layout not in LAYOUT_CONTROLS:
+            raise ValueError(f"layout must be chain or buckets, got {self.layout!r}")
+        if self.control not in LAYOUT_CONTROLS[self.layout]:
+            raise ValueError(f"control must be one of {sorted(LAYOUT_CONTROLS[self.layout])} with "
+                             f"the {self.layout} layout, got {self.control!r}")
+        if self.layout == "buckets" and (self.pcap is not None or self.stall_ms):
+            raise ValueError("--pcap and --stall-ms are the chain layout's (the bucket layout's "
+                             "nodes share a MAC; its members do not stall)")
         if not self.modes or set(self.modes) - set(MODES):
             raise ValueError(f"modes must be a non-empty subset of {MODES}, got {self.modes}")
         if not self.tag_prefix.isalpha() or len(self.tag_prefix) > 4:
@@ -141,86 +154,8 @@ class CampaignConfig:
             raise ValueError(f"window must be 0 <= start <= end, got {self.window}")
 
 
-@dataclass
-class _Site:
-    """The files, the certificate and what the nodes share, written once per campaign."""
-
-    work: Path
-    files: dict[str, bytes]
-    cert: Path
-    key: Path
-
-    def node_args(self, suite: str) -> list[str]:
-        return ["--docroot", str(self.work / "docroot"), "--vip", VIP, "--mirror",
-                MIRROR_ADDRESSES["b"], "--port", str(_PORT), "--suite", suite,
-                "--cert", str(self.cert), "--key", str(self.key)]  # fmt: skip
-
-
-def _site(work: Path, sizes: tuple[int, ...]) -> _Site:
-    root = work / "docroot"
-    root.mkdir()
-    data = file_bytes(max(sizes))
-    files = {}
-    for i, size in enumerate(sizes):
-        body = data[i * 7919 % 4096 :][:size] if size + 4096 <= len(data) else data[:size]
-        (root / f"f{i}").write_bytes(body)
-        files[f"/f{i}"] = body
-    cert, key = site_credentials(work)
-    return _Site(work, files, cert, key)
-
-
-@dataclass
-class _Trial:
-    """What one trial ran and saw."""
-
-    index: int
-    mode: str
-    kill_at: float | None
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    report: dict[str, Any] | None = None
-    kill: float | None = None
-    woke: float | None = None
-    second_after: float = 0.0
-    """``double``: seconds from the first takeover's claim to the second kill."""
-    first: dict[str, Any] | None = None
-    """``double``: the first kill's time and takeover report."""
-    victim_node: str = "a"
-    victim: str = ""
-    work: Path = Path()
-    said: dict[str, list[str]] = field(default_factory=dict)
-    start: float = 0.0
-    load_s: float = 0.0
-    capture: list[list[Any]] = field(default_factory=list)
-
-
-def _plan(rng: random.Random, cfg: CampaignConfig, site: _Site, work: Path
-          ) -> list[clients.Request]:  # fmt: skip
-    kinds = [clients.CLIENTS[i % len(clients.CLIENTS)] for i in range(cfg.connections)]
-    rng.shuffle(kinds)
-    reqs = []
-    for i, kind in enumerate(kinds):
-        path = rng.choice(sorted(site.files))
-        resume = kind in clients.RESUMING_CLIENTS and rng.random() < _RESUME_SHARE
-        upload = site.work / "docroot" / path.lstrip("/") if rng.random() < _UPLOAD_SHARE else None
-        # an upload is asked once per connection (the load's choice, as in the runs so far;
-        # a longer upload survives too: test_long_upload)
-        alone = resume or upload is not None
-        repeat = rng.choice((2, 3)) if not alone and rng.random() < _KEEPALIVE_SHARE else 1
-        reqs.append(clients.Request(kind, HOSTNAME, VIP, _PORT, "/upload" if upload else path,
-                                    site.cert, work / f"c{i}.out", timeout=cfg.client_timeout,
-                                    suite=cfg.suite, resume=resume, upload=upload,
-                                    repeat=repeat))  # fmt: skip
-    return reqs
-
-
-def _expected(site: _Site, req: clients.Request) -> bytes:
-    """The body each response of ``req`` must carry: the file, or the receipt of the upload."""
-    sent = site.files["/" + req.upload.name] if req.upload is not None else site.files[req.path]
-    return clients.expected_body(req, sent)
-
-
 @contextmanager
-def _nodes(topo: Topology, site: _Site, cfg: CampaignConfig, logs: Path, mode: str
+def _nodes(topo: Topology, site: Site, cfg: CampaignConfig, logs: Path, mode: str
            ) -> Iterator[dict[str, subprocess.Popen[str]]]:  # fmt: skip
     """The nodes, each started once the one before said ``ready``: for ``double``, C (B's
     buddy) first, then B (A's buddy, with C as its own), then the owner A."""
@@ -233,7 +168,7 @@ def _nodes(topo: Topology, site: _Site, cfg: CampaignConfig, logs: Path, mode: s
             err = stack.enter_context(open(logs / f"{name}.stderr", "w"))
             procs[name] = topo.popen(name, [*node, *argv], stdout=subprocess.PIPE, stderr=err,
                                      env=node_env())  # fmt: skip
-            wait_line(procs[name], "ready", _READY_S)
+            wait_line(procs[name], "ready", READY_S)
 
         next_mirror: list[str] = []
         if mode == "double":
@@ -261,7 +196,7 @@ def _report(proc: subprocess.Popen[str], timeout: float) -> dict[str, Any] | Non
         return None
 
 
-def _fail(trial: _Trial, topo: Topology, procs: dict[str, subprocess.Popen[str]],
+def _fail(trial: Trial, topo: Topology, procs: dict[str, subprocess.Popen[str]],
           cfg: CampaignConfig) -> threading.Thread | None:  # fmt: skip
     """At ``trial.kill_at`` after the load started: kill or hang the owner (for ``double``,
     then the new owner ``trial.second_after`` s after its takeover). Reads the last takeover's
@@ -292,22 +227,7 @@ def _fail(trial: _Trial, topo: Topology, procs: dict[str, subprocess.Popen[str]]
     return None
 
 
-def _unread_lines(proc: subprocess.Popen[str]) -> list[str]:
-    """What a node printed that nobody has read yet (a takeover in a trial without a fault)."""
-    out: list[str] = []
-    q = lines_of(proc)
-    while True:
-        try:
-            line = q.get_nowait()
-        except queue.Empty:
-            return out
-        if line is None:
-            q.put(None)
-            return out
-        out.append(line.rstrip("\n")[:2000])
-
-
-def _wake(trial: _Trial, topo: Topology, primary: subprocess.Popen[str], cfg: CampaignConfig
+def _wake(trial: Trial, topo: Topology, primary: subprocess.Popen[str], cfg: CampaignConfig
           ) -> None:  # fmt: skip
     assert trial.kill is not None
     time.sleep(max(0.0, trial.kill + cfg.wake_after - time.monotonic()))
@@ -317,52 +237,30 @@ def _wake(trial: _Trial, topo: Topology, primary: subprocess.Popen[str], cfg: Ca
     time.sleep(1.0)  # long enough for a retransmission timer, a reset, a write to show
 
 
-def run_trial(site: _Site, cfg: CampaignConfig, trial: _Trial, rng: random.Random) -> _Trial:
+def run_trial(site: Site, cfg: CampaignConfig, trial: Trial, rng: random.Random) -> Trial:
     """One trial (module docstring) in fresh namespaces, removed after."""
     work = Path(tempfile.mkdtemp(prefix=f"t{trial.index}-", dir=site.work))
-    with Topology(tag=f"{cfg.tag_prefix}{trial.index % 100000}") as topo:
-        sniff_out = work / "capture.json"
-        sniffer = topo.popen("client", [sys.executable, "-m", "sslacc_sim.aio.linux.node",
-                                        "sniff", "--src", VIP, "--port", str(_PORT),
-                                        "--out", str(sniff_out)],
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=node_env())  # fmt: skip
-        wait_line(sniffer, "ready", _READY_S)
+    with Topology(tag=f"{cfg.tag_prefix}{trial.index % 100000}") as topo, \
+            client_capture(topo, work, trial):
         with ExitStack() as stack:
             if cfg.pcap is not None:
                 stack.enter_context(Capture(topo, "client", "eth0",
                                             cfg.pcap / f"t{trial.index}.pcap"))
             procs = stack.enter_context(_nodes(topo, site, cfg, work, trial.mode))
             macs = {n: topo.mac(n) for n in procs}
-            reqs = _plan(random.Random(rng.random()), cfg, site, work)
-            trial.start = time.monotonic()
-            running = [clients.start(r, wrap=lambda argv: topo.command("client", argv))
-                       for r in reqs]  # fmt: skip
-            waker = _fail(trial, topo, procs, cfg) if trial.kill_at is not None else None
-            outcomes = [clients.finish(p, r, _expected(site, r))
-                        for p, r in zip(running, reqs, strict=True)]  # fmt: skip
-            trial.load_s = time.monotonic() - trial.start
-            if waker is not None:
-                waker.join()
-            trial.said = {n: _unread_lines(p) for n, p in procs.items()}
+            run_load(site, cfg, trial, rng, work, topo, procs,
+                     lambda: _fail(trial, topo, procs, cfg))  # fmt: skip
         if cfg.pcap is not None:  # the capture's clock is the wall clock: the fault on it
             to_wall = time.time() - time.monotonic()
             (cfg.pcap / f"t{trial.index}.json").write_text(json.dumps(
                 {"mode": trial.mode, "kill_epoch": None if trial.kill is None else trial.kill + to_wall,
                  "woke_epoch": None if trial.woke is None else trial.woke + to_wall}) + "\n")  # fmt: skip
-        sniffer.send_signal(signal.SIGTERM)
-        sniffer.wait(timeout=30)
-        trial.capture = json.loads(sniff_out.read_text()) if sniff_out.exists() else []
-    trial.rows = [{"trial": trial.index, "mode": trial.mode, **asdict(o), "resume": r.resume,
-                   "upload": r.upload is not None, "repeat": r.repeat,
-                   "size": r.upload.stat().st_size if r.upload else len(site.files[r.path]),
-                   "ok": o.ok}
-                  for o, r in zip(outcomes, reqs, strict=True)]  # fmt: skip
     trial.victim = macs[trial.victim_node]
     trial.work = work
     return trial
 
 
-def _keep_evidence(t: _Trial, out: Path) -> None:
+def _keep_evidence(t: Trial, out: Path) -> None:
     """A failed trial's logs and capture (not the bodies) go to ``out/failed/t<N>`` (also a
     fault that no takeover answered, and a takeover that came before its fault: a false
     death); the rest of its folder is removed."""
@@ -381,7 +279,7 @@ def _keep_evidence(t: _Trial, out: Path) -> None:
     shutil.rmtree(work, ignore_errors=True)
 
 
-def _trial_row(t: _Trial) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _trial_row(t: Trial) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The trial's summary row and one row per connection seen in the capture."""
     rows = t.rows
     flows: list[dict[str, Any]] = []
@@ -448,11 +346,14 @@ def run_campaign(cfg: CampaignConfig, out: Path, *, progress: bool = True
                  ) -> dict[str, Any]:  # fmt: skip
     """Trial 0 without a fault (it measures the load's length), then ``cfg.trials`` fault
     trials; writes the CSVs and ``summary.json`` into ``out`` and returns the summary."""
+    from .campaign_buckets import run_bucket_trial
+
+    trial_runner = run_bucket_trial if cfg.layout == "buckets" else run_trial
     out.mkdir(parents=True, exist_ok=True)
     rng = random.Random(cfg.seed)
     trial_rows, conn_rows, flow_rows = [], [], []
     with tempfile.TemporaryDirectory(prefix="sacc-campaign-") as tmp:
-        site = _site(Path(tmp), cfg.sizes)
+        site = make_site(Path(tmp), cfg.sizes)
         plan = [("none", None)] + [(cfg.modes[i % len(cfg.modes)], rng.random())
                                    for i in range(cfg.trials)]  # fmt: skip
         length = 0.0
@@ -462,9 +363,9 @@ def run_campaign(cfg: CampaignConfig, out: Path, *, progress: bool = True
             kill_at = None if u is None else (lo + (hi - lo) * u) * length
             # one load for every trial (its requests drawn from the seed), so that trial 0's
             # length is the length each kill instant is drawn over
-            trial = _Trial(index, mode, kill_at, second_after=random.Random(
+            trial = Trial(index, mode, kill_at, second_after=random.Random(
                 f"{cfg.seed}-{index}").random())  # uniform over the second after the takeover
-            t = run_trial(site, cfg, trial, random.Random(cfg.seed))
+            t = trial_runner(site, cfg, trial, random.Random(cfg.seed))
             if index == 0:
                 length = t.load_s
             row, flows = _trial_row(t)
@@ -513,7 +414,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--window", default="0,1",
                    help="kill instants are drawn over this fraction of the load (default 0,1)")
     p.add_argument("--control", choices=sorted(CONTROLS), default="none",
-                   help="a negative control: turn one mechanism off")
+                   help="a negative control: turn one mechanism off (no-ring: the bucket "
+                   "layout's; the others the chain's)")
+    p.add_argument("--layout", choices=("chain", "buckets"), default="chain",
+                   help="chain: owner, buddy (and the buddy's buddy); buckets: three members "
+                   "each serving its buckets, a random one failing (default chain)")
     p.add_argument("--out", default="results/sslacc_campaign", help="results folder")
     p.add_argument("--json", help="also write the summary here")
     p.add_argument("--pcap", metavar="DIR",
@@ -551,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
                                  modes=modes, wake_after=args.wake_after,
                                  client_timeout=args.client_timeout, control=args.control,
                                  stall_ms=args.stall_ms, window=(lo, hi),
-                                 tag_prefix=args.tag_prefix or "cp",
+                                 tag_prefix=args.tag_prefix or "cp", layout=args.layout,
                                  pcap=Path(args.pcap) if args.pcap else None)  # fmt: skip
         except ValueError as exc:
             raise cli.UsageError(str(exc)) from None

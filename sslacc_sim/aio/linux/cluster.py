@@ -108,12 +108,15 @@ def start_nodes(topo: Topology, stack: ExitStack, *, nodes: int, docroot: Path, 
 
 def start_members(topo: Topology, stack: ExitStack, *, members: int, docroot: Path, cert: Path,
                   key: Path, port: int = 443, suite: str = "AES128-SHA", buckets: int = 64,
-                  keylog: Path | None = None, member_args: Sequence[str] = ()
+                  keylog: Path | None = None, member_args: Sequence[str] = (),
+                  ring: bool = True, logs: Path | None = None
                   ) -> dict[str, subprocess.Popen[str]]:  # fmt: skip
     """Start the bucket layout (:mod:`~sslacc_sim.aio.linux.member`) in ``topo``, which must
     be built with ``shared_vip=True``: ``members`` (1 to 3) member processes on nodes A, B, C,
     all started at once (each waits for its mirror's listener), then every one's ``ready``
-    awaited. ``stack`` stops them."""
+    awaited. ``stack`` stops them. ``ring=False`` leaves out ``--ring`` (a negative control:
+    with three members the ring does not re-form after a death). ``logs``: a folder for each
+    member's standard error (``<node>.stderr``; else it goes where this process's goes)."""
     if not topo.shared_vip:
         raise ValueError("the bucket layout needs Topology(shared_vip=True)")
     if not 1 <= members <= 3:
@@ -129,14 +132,17 @@ def start_members(topo: Topology, stack: ExitStack, *, members: int, docroot: Pa
               *(["--keylog", str(keylog.resolve())] if keylog else [])]  # fmt: skip
     procs: dict[str, subprocess.Popen[str]] = {}
     for i, name in enumerate(names):
-        ring = []
+        neighbours: list[str] = []
         if members > 1:
-            ring = ["--listen", CLUSTER_ADDRESSES[name],
+            neighbours = ["--listen", CLUSTER_ADDRESSES[name],
                     "--mirror", CLUSTER_ADDRESSES[names[(i + 1) % members]],
+                    *(["--ring", ",".join(CLUSTER_ADDRESSES[n] for n in names),
+                       "--switch-ports", ",".join(f"p{n}" for n in names)] if ring else []),
                     *topo.fence_args(names[i - 1]), *member_args]
+        err = stack.enter_context(open(logs / f"{name}.stderr", "w")) if logs else None
         proc = topo.popen(name, [sys.executable, "-m", "sslacc_sim.aio.linux.node", "member",
-                                 *common, "--index", str(i), *ring],
-                          stdout=subprocess.PIPE, env=node_env())  # fmt: skip
+                                 *common, "--index", str(i), *neighbours],
+                          stdout=subprocess.PIPE, stderr=err, env=node_env())  # fmt: skip
         stack.callback(_stop, proc)
         procs[name] = proc
     for proc in procs.values():

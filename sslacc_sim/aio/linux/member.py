@@ -33,10 +33,25 @@ buckets to its filter -- its *claim*, instead of the address -- replays the SYNs
 answered, and serves on. The LAN record (the sniffer) keeps only the connections of the
 buckets the member mirrors.
 
-**Not yet** (``docs/sslacc-cluster.md``, "Buckets"): with three members a death is reported
-(``DEAD ...``) and not taken over -- the dead member was also the mirror of another member,
-which would have to be told (the master and its table epochs, :mod:`sslacc_sim.membership`)
-before it could go on -- and joins and leaves come after that.
+**A death with three members** (``--ring``: every member's cluster address, and the switch
+port of each). Every member keeps its own copy of the bucket table and applies a death to it
+as the table's rule says (:meth:`BucketTable.remove <sslacc_sim.buckets.BucketTable.remove>`:
+the dead member's buckets go to its mirror, the next member), so the ring re-forms without a
+message: the dead member's *successor* learns of the death from its links (as above) and
+takes the dead member's buckets and connections over, each restored connection handed to its
+own mirror (``adopt``) before a byte of it leaves; the dead member's *predecessor* learns of it
+from its keepalives (no answer for :data:`~sslacc_sim.aio.linux.primary.DEAD_AFTER_S`, or an
+error on the link, while its own port is up: else it fences itself), lets its running
+connections go on alone for the moment, and mirrors from then on to the successor, which
+listens for it on a port of its own (:func:`link_port`) and keeps its states; each running
+connection is handed over in one ``adopt`` frame (its own copy of the mirror's view,
+:attr:`Service.shadow <sslacc_sim.aio.linux.service.Service.shadow>`), and the session table
+goes along. Two members remain, and a second death is the two-member case above.
+
+**Not yet** (``docs/sslacc-cluster.md``, "Buckets"): with four or more members the members
+that are neither the dead one's predecessor nor its successor would have to be told (the
+master and its table epochs, :mod:`sslacc_sim.membership`), and joins and leaves come after
+that.
 """
 
 from __future__ import annotations
@@ -46,6 +61,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,16 +70,33 @@ from tls12 import ServerConfig
 from ...buckets import BucketTable
 from .backup import Backup
 from .buckets import BucketFilter, LibNft, bucket_of
-from .primary import Primary, realtime_thread
+from .mirror import ACK, send_frame
+from .primary import DEAD_AFTER_S, Primary, realtime_thread
 from .service import ALONE_WAIT_S, Docroot
+from .sessions import SharedSessionStore, sessions_frame
 from .sniff import FlowTracker, Sniffer, packet_socket
 
-__all__ = ["Member", "run_member", "carrier", "CONNECT_WITHIN_S", "TIE_BREAK_S"]
+__all__ = ["Member", "run_member", "carrier", "link_port", "CONNECT_WITHIN_S", "TIE_BREAK_S"]
 
 #: Seconds a member waits for its mirror's listener at start (members start together).
 CONNECT_WITHIN_S = 30.0
 #: Seconds the higher-id member waits before it fences the other (two keepalive intervals).
 TIE_BREAK_S = 0.1
+#: Seconds a member whose mirror died tries to reach its new mirror (the successor starts
+#: listening for it once it has taken the dead member over).
+RETARGET_WITHIN_S = 10.0
+#: Seconds a member whose mirror went silent waits (beating on) before it judges: longer than
+#: a successor that saw this member die takes to fence it (:data:`TIE_BREAK_S` and the fence's
+#: ioctl), so that a member woken from a stop finds itself fenced, never the mirror dead; a
+#: mirror that answers again meanwhile was only slow.
+SILENT_WAIT_S = 0.3
+
+
+def link_port(base: int, predecessor: int, first: bool) -> int:
+    """The port where a member takes member ``predecessor``'s links: ``base`` for the ring's
+    first predecessor, ``base + 1 + predecessor`` for one it gains when the ring re-forms (the
+    first listener stays with the Backup that took the dead member over)."""
+    return base if first else base + 1 + predecessor
 
 
 @dataclass
@@ -87,13 +120,30 @@ class Member:
     """The switch's namespace and the predecessor's port there (taken down on its death)."""
     takeover: bool = True
     """Off only as a negative control: a death is reported and nothing is taken over."""
+    ring: tuple[str, ...] = ()
+    """Every member's cluster-LAN address, by index (``()``: a fixed ring; with three or more
+    members a death is then only reported)."""
+    switch_ports: tuple[str, ...] = ()
+    """Every member's port on the switch, by index (with :attr:`ring`: the fence of whichever
+    member becomes this one's predecessor)."""
     table: BucketTable = field(init=False)
+    _owner: Primary | None = field(default=None, init=False)
+    _nft: BucketFilter | None = field(default=None, init=False)
+    _ring_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _filtered: set[int] = field(default_factory=set, init=False)
+    """The buckets this member's filter lets in."""
+    _judging: bool = field(default=False, init=False)
+    """A verdict on the silent mirror is under way (:meth:`_verdict`)."""
+    _theirs: dict[int, set[int]] = field(default_factory=dict, init=False)
+    """Per predecessor watched: the buckets whose connections its watch keeps and claims."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.index < self.members:
             raise ValueError(f"member index {self.index} outside 0..{self.members - 1}")
         if (self.mirror is None) != (self.members == 1):
             raise ValueError("a mirror address is needed exactly when there are other members")
+        if self.ring and len(self.ring) != self.members or len(self.switch_ports) not in (0, len(self.ring)):
+            raise ValueError("--ring and the switch ports need one entry per member")
         self.table = BucketTable(self.members, self.buckets)
 
     @property
@@ -103,68 +153,214 @@ class Member:
 
     @property
     def predecessor(self) -> int:
-        """The member whose buckets this one mirrors."""
-        return (self.index - 1) % self.members
+        """The member whose buckets this one mirrors (the live one before it in the ring)."""
+        live = self.table.members
+        return live[(live.index(self.index) - 1) % len(live)]
+
+    @property
+    def mirror_index(self) -> int | None:
+        """The member this one mirrors to (the live one after it), ``None`` alone."""
+        return self.table.next_fit(self.index)
 
     def run(self) -> int:
         """Filter, mirror links, own mirror, listener; print ``ready``; serve until killed."""
-        nft = BucketFilter(LibNft(), self.vip, self.port, self.buckets)
+        nft = self._nft = BucketFilter(LibNft(), self.vip, self.port, self.buckets)
         nft.install(self.owned)
-        owner = Primary(self.vip, self.port, self.mirror, self.docroot, self.config,
-                        lan_dev=self.dev,
-                        alone=threading.Event() if self.members > 1 else None,
-                        stand_down=lambda: not carrier(self.dev))  # fmt: skip
+        self._filtered = set(self.owned)
+        owner = self._owner = Primary(self.vip, self.port, self.mirror, self.docroot, self.config,
+                                      lan_dev=self.dev,
+                                      alone=threading.Event() if self.members > 1 else None,
+                                      stand_down=lambda: not carrier(self.dev))  # fmt: skip
         owner.lease.grace = ALONE_WAIT_S
+        owner.readopt = bool(self.ring) and self.members > 2
         if self.members > 1:
-            self._mirror_predecessor(nft, owner)
+            self._mirror_predecessor(self.predecessor, self.listen_on, self.fence_port)
         control = _connect(owner) if self.mirror is not None else None
         listener = owner.listen()
         if control is not None:
-            threading.Thread(target=owner.heartbeat, args=(control,), daemon=True,
-                             name="heartbeat").start()  # fmt: skip
+            self._beat(control)
         print(f"ready member {self.index}/{self.members} owns {len(self.owned)} of "
               f"{self.buckets} buckets", flush=True)  # fmt: skip
         while True:
             sock, _ = listener.accept()
             threading.Thread(target=owner.serve_one, args=(sock,), daemon=True).start()
 
-    def _mirror_predecessor(self, nft: BucketFilter, owner: Primary) -> None:
-        """Take the predecessor's links, hear its clients on the LAN, watch for its death."""
-        theirs = set(self.table.owned_by(self.predecessor))
-        backup = Backup(self.vip, self.port, self.listen_on, self.dev, self.docroot,
-                        self.config, fence_port=self.fence_port)  # fmt: skip
-        backup.claim = lambda: nft.own(theirs)
+    def _beat(self, link: socket.socket) -> None:
+        assert self._owner is not None
+        silent = self._mirror_silent if self.ring else None
+        threading.Thread(target=self._owner.heartbeat, args=(link, silent), daemon=True,
+                         name="heartbeat").start()  # fmt: skip
+
+    def _mirror_predecessor(self, pred: int, listen_on: tuple[str, int],
+                            fence_port: tuple[str, str] | None) -> None:  # fmt: skip
+        """Take ``pred``'s links on ``listen_on``, hear its clients on the LAN, watch for its
+        death (its buckets: :attr:`_theirs`, grown when it inherits another member's)."""
+        theirs = self._theirs.setdefault(pred, set(self.table.owned_by(pred)))
+        backup = Backup(self.vip, self.port, listen_on, self.dev, self.docroot,
+                        self.config, fence_port=fence_port)  # fmt: skip
         backup.arm_fence()
         backup.tracker = FlowTracker((self.vip, self.port), keep=lambda client: bucket_of(
             client[0], client[1], self.buckets) in theirs)  # fmt: skip
         sniffer = Sniffer(packet_socket(self.dev), backup.tracker).start()
         backup.start_links()
-        threading.Thread(target=self._watch, args=(backup, owner, sniffer), daemon=True,
-                         name="predecessor").start()  # fmt: skip
+        threading.Thread(target=self._watch, args=(backup, sniffer, pred), daemon=True,
+                         name=f"predecessor-{pred}").start()  # fmt: skip
 
-    def _watch(self, backup: Backup, owner: Primary, sniffer: Sniffer) -> None:
+    def _watch(self, backup: Backup, sniffer: Sniffer, pred: int) -> None:
+        owner, nft = self._owner, self._nft
+        assert owner is not None and nft is not None
         realtime_thread()  # the takeover runs first when the death comes
         backup.death.wait()
         # Each member can see the other die (two members: each is the other's mirror); only
         # one may fence the other. A member whose own port is down has been fenced: it never
         # fences, it stands down. The higher id waits a little first, so that when both see a
         # death at once (the cluster LAN cut, both alive) the lower id fences it first.
-        if self.index > self.predecessor:
+        if self.index > pred:
             time.sleep(TIE_BREAK_S)
         if not carrier(self.dev):
-            owner.fence_self(f"member {self.predecessor} looked dead, but this member's own "
+            owner.fence_self(f"member {pred} looked dead, but this member's own "
                              "port is down: fenced")  # fmt: skip
-        if self.members == 2:
+        theirs = set(self._theirs[pred])
+        if self._declare_dead(pred):
             owner.go_alone()  # the dead member was this one's mirror too
-        if not self.takeover or self.members > 2:
-            print(f"DEAD member {self.predecessor}: {backup.reason} (its buckets are not taken "
-                  "over" + (" with more than two members yet)" if self.takeover else ")"),
-                  flush=True)  # fmt: skip
+        if not self.takeover or (self.members > 2 and not self.ring):
+            print(f"DEAD member {pred}: {backup.reason} (its buckets are not taken "
+                  "over" + (" with more than two members without --ring)" if self.takeover
+                            else ")"), flush=True)  # fmt: skip
             return
         gc.disable()  # no collection pause between the death and the last resume
+        # the dead member's buckets, and those of every connection it held (one it had taken
+        # over from a member that died just before, which this one may not know dead yet)
+        backup.claim = lambda: self._own(theirs | {bucket_of(ip, port, self.buckets)
+                                                   for ip, port in list(backup.states)})
+        # every restored connection goes to this member's own mirror before a byte of it
+        # leaves (adopt), unless the dead member was that mirror: then they go on alone
+        backup.chain = self._chain_for_takeover(owner)
         restored, report = backup.take_over(sniffer)
-        report["member"] = self.predecessor
+        report["member"] = pred
+        self._own(self.owned)  # buckets the table gave it with no connection in them too
+        self._gain_predecessor(pred)
         backup.serve_taken_over(None, restored, report)  # also re-enables gc
+
+    def _chain_for_takeover(self, owner: Primary) -> Primary | None:
+        """Where the connections taken over go first: this member's own mirror (``owner``),
+        unless it is dead too -- declared so, or silent, and then declared so within the wait
+        for this member's verdict on it (two deaths close together) -- then nowhere: alone."""
+        def alone() -> bool:
+            return owner.alone is not None and owner.alone.is_set()
+
+        if not alone() and time.monotonic() - owner.answered_at > DEAD_AFTER_S:
+            assert owner.alone is not None
+            owner.alone.wait(ALONE_WAIT_S)
+        return owner if self.mirror_index is not None and not alone() else None
+
+    def _own(self, buckets: Iterable[int]) -> None:
+        """Add ``buckets`` to the filter, those it does not hold yet (one transaction)."""
+        assert self._nft is not None
+        with self._ring_lock:
+            new = set(buckets) - self._filtered
+            self._filtered |= new
+        self._nft.own(new)
+
+    def _declare_dead(self, dead: int) -> bool:
+        """Apply ``dead``'s death to this member's table (once; its buckets go to their heir,
+        whose watched set grows); whether ``dead`` was this member's mirror."""
+        with self._ring_lock:
+            if dead not in self.table.members or dead == self.index:
+                return False
+            was_mirror = self.table.next_fit(self.index) == dead
+            lost = self.table.owned_by(dead)
+            self.table.remove(dead)
+            if lost and self.table.owner[lost[0]] in self._theirs:
+                self._theirs[self.table.owner[lost[0]]].update(lost)
+            return was_mirror
+
+    def _gain_predecessor(self, old: int) -> None:
+        """After ``old``'s death: mirror the member now before this one, if that changed."""
+        new = self.predecessor
+        if not self.ring or new in (self.index, old) or new in self._theirs:
+            return
+        fence = (self.fence_port[0], self.switch_ports[new]) if (
+            self.fence_port is not None and self.switch_ports) else None  # fmt: skip
+        self._mirror_predecessor(new, (self.listen_on[0], link_port(self.listen_on[1], new, False)),
+                                 fence)  # fmt: skip
+        print(f"PREDECESSOR member {new}", flush=True)
+
+    def _mirror_silent(self, reason: str) -> bool:
+        """The heartbeat's call when the mirror stops answering (three or more members: with
+        two, the predecessor's watch decides): judge it in :meth:`_verdict`, the keepalives
+        going on meanwhile unless the link itself failed (``True``: the heartbeat ends)."""
+        if len(self.table.members) <= 2:
+            return False
+        if reason.startswith("keepalive link"):  # nothing more can be sent on it
+            self._verdict(reason, None)
+            return True
+        if not self._judging:
+            self._judging = True
+            threading.Thread(target=self._verdict, args=(reason, time.monotonic()), daemon=True,
+                             name="verdict").start()  # fmt: skip
+        return False
+
+    def _verdict(self, reason: str, since: float | None) -> None:
+        """Wait until a member that took this one over would have fenced it; then an answer
+        since ``since`` -- the mirror lives; own port down -- this member was fenced (or cut):
+        fence self; else the mirror is dead: go on alone, and mirror to the next member."""
+        owner = self._owner
+        assert owner is not None
+        time.sleep(SILENT_WAIT_S)  # the lease has run out meanwhile: nothing is written
+        if since is not None and owner.answered_at >= since:
+            self._judging = False
+            return
+        if not carrier(self.dev):
+            owner.fence_self(f"the mirror looked dead ({reason}), but this member's own port "
+                             "is down: fenced")  # fmt: skip
+        owner.stop_heartbeat()
+        dead = self.mirror_index
+        assert dead is not None
+        self._declare_dead(dead)
+        owner.go_alone()
+        self._own(self.owned)  # when a member it watched died just before, unknown till now
+        self._judging = False
+        print(f"MIRROR DEAD member {dead}: {reason}", flush=True)
+        threading.Thread(target=self._retarget, daemon=True, name="retarget").start()
+
+    def _retarget(self) -> None:
+        """Link to the new mirror (the dead one's successor, listening for this member once it
+        has taken the dead one over), hand it the session table, beat on."""
+        owner, new = self._owner, self.mirror_index
+        assert owner is not None
+        if new is None:
+            return  # alone for good
+        address = (self.ring[new], link_port(self.listen_on[1], self.index, False))
+        deadline = time.monotonic() + RETARGET_WITHIN_S
+        while True:
+            try:
+                link = owner.retarget(address)
+                break
+            except OSError as exc:
+                if time.monotonic() > deadline:
+                    print(f"ERROR member {self.index}: no new mirror at {address}: {exc!r}",
+                          file=sys.stderr, flush=True)  # fmt: skip
+                    return
+                time.sleep(0.05)
+        _hand_sessions(owner, self.config)
+        self._beat(link)
+        print(f"MIRROR member {new}", flush=True)
+
+
+def _hand_sessions(owner: Primary, config: ServerConfig | None) -> None:
+    """This member's session table to its (new) mirror, which resumes them after a death."""
+    store = config.session_store if config is not None else None
+    if not isinstance(store, SharedSessionStore):
+        return
+    try:
+        with owner.link() as link:
+            send_frame(link, *sessions_frame(store.snapshot()))
+            link.settimeout(10.0)
+            if link.recv(1) != ACK:
+                raise ConnectionError("the new mirror did not acknowledge the sessions")
+    except OSError as exc:
+        print(f"ERROR sessions to the new mirror: {exc!r}", file=sys.stderr, flush=True)
 
 
 def carrier(dev: str) -> bool:

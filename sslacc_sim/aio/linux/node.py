@@ -162,13 +162,18 @@ def _member(args: argparse.Namespace) -> int:
         raise cli.UsageError(f"--index {args.index}: must be below --members {args.members}")
     if args.members > 1 and not (args.listen and args.mirror):
         raise cli.UsageError("--listen and --mirror are needed with more than one member")
+    for option, value in (("--ring", args.ring), ("--switch-ports", args.switch_ports)):
+        if value and len(value.split(",")) != args.members:
+            raise cli.UsageError(f"{option} needs one entry per member ({args.members})")
     member = Member(args.index, args.members, args.buckets, args.vip, args.port,
                     (args.listen or "0.0.0.0", args.mirror_port),
                     (args.mirror, args.mirror_port) if args.members > 1 else None,
                     _docroot(args), _config(args), dev=args.dev,
                     fence_port=(args.fence_netns, args.fence_port)
                     if args.fence_netns and args.fence_port else None,
-                    takeover=not args.no_takeover)  # fmt: skip
+                    takeover=not args.no_takeover,
+                    ring=tuple(args.ring.split(",")) if args.ring else (),
+                    switch_ports=tuple(args.switch_ports.split(",")) if args.switch_ports else ())  # fmt: skip
     return run_member(member)
 
 
@@ -191,6 +196,12 @@ def _member_arguments(m: argparse.ArgumentParser) -> None:
                    "before its buckets are taken over")
     m.add_argument("--no-takeover", action="store_true",
                    help="negative control: a dead member's buckets are not taken over")
+    m.add_argument("--ring", help="every member's cluster-LAN address by index, comma-separated: "
+                   "the ring re-forms after a death (needed to take a death over with three "
+                   "members)")
+    m.add_argument("--switch-ports", help="every member's port on the switch by index, "
+                   "comma-separated (with --ring and --fence-netns: the fence of whichever "
+                   "member becomes this one's predecessor)")
 
 
 def _parser() -> argparse.ArgumentParser:

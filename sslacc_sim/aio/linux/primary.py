@@ -29,7 +29,7 @@ from tls12 import ServerConfig, ServerConnection
 
 from . import repair
 from .claim import link_down
-from .mirror import ACK, recv_frame, send_frame
+from .mirror import ACK, MirrorState, recv_frame, send_frame
 from .service import ALONE_WAIT_S, DiePoint, Docroot, Lease, LeaseExpired, Service
 
 __all__ = [
@@ -77,6 +77,16 @@ class Primary:
     """The bucket layout's member sets it when the cluster declares this node's mirror dead
     (:meth:`go_alone`); ``None`` in the chain layout, where losing the buddy means the lease
     runs out."""
+    readopt: bool = False
+    """A bucket-layout member whose ring re-forms: each connection keeps the mirror's view of
+    itself (:attr:`Service.shadow <sslacc_sim.aio.linux.service.Service.shadow>`), and
+    :meth:`retarget` hands every running one to the new mirror (:meth:`Service.readopt
+    <sslacc_sim.aio.linux.service.Service.readopt>`) instead of leaving it alone to its end."""
+    _services: set[Service] = field(default_factory=set)
+    answered_at: float = 0.0
+    """When the last keepalive the mirror answered was sent (``time.monotonic``)."""
+    _control: socket.socket | None = None
+    """The keepalive link :meth:`heartbeat` beats on; another (or ``None``) ends it."""
     _socks: set[socket.socket] = field(default_factory=set)
     _links: set[socket.socket] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -127,20 +137,35 @@ class Primary:
         print(f"FENCED {why}", flush=True)
         os._exit(_SELF_FENCE_EXIT)
 
-    def heartbeat(self, link: socket.socket) -> None:
-        """Send keepalives on ``link``; renew the lease with each answer; fence on expiry."""
+    def heartbeat(self, link: socket.socket, on_silent: Callable[[str], bool] | None = None) -> None:
+        """Send keepalives on ``link``; renew the lease with each answer; fence on expiry.
+
+        ``on_silent`` (a bucket-layout member of three or more): called once the mirror has
+        not answered for :data:`DEAD_AFTER_S`, or its link fails, with the reason; ``True``: the
+        member has dealt with it (the mirror is declared dead, :meth:`retarget`), the
+        heartbeat ends; ``False``: go on as without it."""
         send_frame(link, {"type": "control"})
         link.settimeout(BEAT_S)
         realtime_thread()
-        while True:
+        answered = time.monotonic()
+        self._control = link
+        while self._control is link:
             sent = time.monotonic()
+            failed = ""
             try:
                 send_frame(link, {"type": "beat"})
                 if link.recv(1) == ACK:
                     self.lease.renew(sent)
+                    answered = self.answered_at = sent
             except TimeoutError:
                 pass
-            except OSError:
+            except OSError as exc:
+                failed = f"keepalive link: {exc!r}"
+            if not failed and time.monotonic() - answered > DEAD_AFTER_S:
+                failed = f"no answer to a keepalive for {DEAD_AFTER_S} s"
+            if failed and on_silent is not None and on_silent(failed):
+                return
+            if failed.startswith("keepalive link"):
                 return  # the buddy is gone: nothing left to renew the lease; it runs out
             if self.alone is not None and self.alone.is_set():
                 return  # no mirror left to beat for (go_alone)
@@ -148,6 +173,43 @@ class Primary:
                     self.stand_down is None or self.stand_down()):
                 self.fence_self("the lease ran out")
             time.sleep(max(0.0, BEAT_S - (time.monotonic() - sent)))
+
+    def stop_heartbeat(self) -> None:
+        """End :meth:`heartbeat` (the mirror it beats for was declared dead)."""
+        self._control = None
+
+    def register(self, service: Service) -> None:
+        """Count ``service`` among the running connections :meth:`retarget` hands over."""
+        with self._lock:
+            self._services.add(service)
+
+    def unregister(self, service: Service) -> None:
+        with self._lock:
+            self._services.discard(service)
+
+    def retarget(self, buddy: tuple[str, int]) -> socket.socket:
+        """Mirror to ``buddy`` from now on (a bucket-layout member whose mirror died, the ring
+        re-formed): the first link to it (its keepalive link, for :meth:`heartbeat`), a fresh
+        lease and a fresh :attr:`alone` for the connections accepted from now on, and every
+        running connection handed to it (:attr:`readopt`), each on a link of its own: those
+        it does not take go on alone to their end."""
+        assert self.alone is not None, "only a member re-forms its ring"
+        self.buddy = buddy
+        link = self.link()
+        lease = Lease(self.lease.duration, grace=self.lease.grace)
+        alone = threading.Event()
+        self.lease, self.alone = lease, alone
+        with self._lock:
+            running = list(self._services)
+        for service in running:
+            try:
+                relink = self.link()
+            except OSError:
+                break  # the new mirror is gone too: the rest go on alone
+            with self._lock:
+                self._links.add(relink)
+            service.readopt(relink, lease, alone)
+        return link
 
     def serve_one(self, sock: socket.socket) -> None:
         """One accepted connection, mirrored on its own link, from snapshot to ``done``."""
@@ -160,24 +222,36 @@ class Primary:
             snap = repair.snapshot(sock)
             conn = ServerConnection(self.config) if self.config is not None else None
             lease = self.lease if self.keepalive and self.self_fence else None
+            alone = self.alone
+            first = {"type": "tcp", "tcp": snap.to_json()}
+            shadow = MirrorState() if self.readopt else None
+            if shadow is not None:
+                shadow.apply(first, b"")
             try:
                 mirror = self.link()
                 with self._lock:
                     self._links.add(mirror)
-                send_frame(mirror, {"type": "tcp", "tcp": snap.to_json()})
+                send_frame(mirror, first)
             except OSError:
-                if self.alone is None or not self.alone.wait(ALONE_WAIT_S):
+                if alone is None or not alone.wait(ALONE_WAIT_S):
                     raise
                 Service(sock, self.docroot, conn, stall=self.stall).serve()  # the mirror is dead
                 return
-            with mirror:
-                service = Service(sock, self.docroot, conn, mirror=mirror, die=self.die,
-                                  lease=lease, stall=self.stall, alone=self.alone)  # fmt: skip
+            service = Service(sock, self.docroot, conn, mirror=mirror, die=self.die, lease=lease,
+                              stall=self.stall, alone=alone, shadow=shadow)  # fmt: skip
+            if shadow is not None:
+                self.register(service)
+            try:
                 service.serve_to_end()
                 if service.mirror is not None:
                     # wait for the buddy to close: it has read ``done`` then
-                    mirror.settimeout(_LINK_TIMEOUT_S)
-                    recv_frame(mirror)
+                    service.mirror.settimeout(_LINK_TIMEOUT_S)
+                    recv_frame(service.mirror)
+            finally:
+                self.unregister(service)
+                mirror.close()
+                if service.mirror is not None and service.mirror is not mirror:
+                    service.mirror.close()
         except LeaseExpired:
             self.fence_self("the lease ran out during a write")
         except Exception as exc:  # noqa: BLE001 - one connection's error ends it alone

@@ -13,8 +13,9 @@ node that was stopped and wakes up finds its lease expired and fences itself bef
 leaves. A connection is handed off as finished (the ``done`` frame) only once the kernel's send
 queue is empty (``SIOCOUTQ``): until then the buddy can still be asked for the tail.
 
-:func:`rebuild` is the buddy's side of the recipe: from the mirrored state and the file it
-produces, byte for byte, the server bytes the client may still lack.
+:func:`~sslacc_sim.aio.linux.rebuild.rebuild` is the buddy's side of the recipe: from the
+mirrored state and the file it produces, byte for byte, the server bytes the client may still
+lack.
 """
 
 from __future__ import annotations
@@ -31,16 +32,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tls12 import ServerConfig, ServerConnection
+from tls12 import ServerConnection
 from tls12.events import ApplicationData, ConnectionClosed
-from tls12.state import Progress
 
 from ...errors import SslaccError
 from ...sessions import encode_session
-from .mirror import ACK, MirrorState, Segment, join_blob, send_frame
+from .mirror import ACK, MirrorState, join_blob, send_frame
 
 __all__ = [
-    "BATCH", "Docroot", "Stream", "Lease", "LeaseExpired", "DiePoint", "Service", "rebuild",
+    "BATCH", "Docroot", "Stream", "Lease", "LeaseExpired", "DiePoint", "Service",
     "response_head", "receipt", "outq", "write_leased",
 ]
 
@@ -215,7 +215,7 @@ class DiePoint:
 _die_lock = threading.Lock()
 
 
-@dataclass
+@dataclass(eq=False)
 class Service:
     """One connection's server side (module docstring).
 
@@ -246,6 +246,11 @@ class Service:
     member: :mod:`~sslacc_sim.aio.linux.member`). A mirror link that fails then, or within
     :data:`ALONE_WAIT_S` after, leaves the connection unmirrored instead of ending it; without
     the event (the chain layout) a failing link ends the connection, as before."""
+    shadow: MirrorState | None = None
+    """The mirror's view of this connection, kept here too (every frame applied before it is
+    sent): what :meth:`readopt` hands a new mirror in one ``adopt`` frame."""
+    _mirror_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    """Held while a frame goes to the mirror and its answer is awaited, and by :meth:`readopt`."""
 
     def __post_init__(self) -> None:
         if self.stream is None and self.app["phase"] == "response":
@@ -460,14 +465,15 @@ class Service:
         """Tell the buddy this connection is over (``done``): finished, or ended by the client
         or an error here (``why``), never to be taken over. Sent once; a link that fails here
         is left to the buddy's rule (its end is then a death)."""
-        if self.mirror is None or self.done_sent:
-            return
-        self.done_sent = True
-        try:
-            send_frame(self.mirror, {"type": "done", **({"why": why} if why else {})})
-        except OSError:
-            if not self._go_alone():
-                raise
+        with self._mirror_lock:
+            if self.mirror is None or self.done_sent:
+                return
+            self.done_sent = True
+            try:
+                send_frame(self.mirror, {"type": "done", **({"why": why} if why else {})})
+            except OSError:
+                if not self._go_alone():
+                    raise
 
     def _write(self, data: bytes) -> None:
         write_leased(self.sock, data, self.lease)
@@ -475,8 +481,9 @@ class Service:
 
     def _commit(self, parts: dict[str, bytes], *, seg: dict[str, Any] | None = None,
                 length: int = 0, raw: bool = False) -> None:  # fmt: skip
-        """Cluster-then-commit: the update for the bytes about to be written, acknowledged."""
-        if self.mirror is None:
+        """Cluster-then-commit: the update for the bytes about to be written, acknowledged (and
+        applied to :attr:`shadow` even while the connection is alone, for :meth:`readopt`)."""
+        if self.mirror is None and self.shadow is None:
             return
         if raw and parts.get("raw"):
             seg = {"pos": self.snd_pos, "length": len(parts["raw"]), "raw": True}
@@ -493,26 +500,32 @@ class Service:
         header = {"type": "update", "rcv_pos": self.rcv_pos, "snd_pos": self.snd_pos + length,
                   "una_pos": self.snd_pos - outq(self.sock), "app": self.app, "seg": seg,
                   "parts": lengths}  # fmt: skip
-        try:
-            send_frame(self.mirror, header, blob)
-            answer = self.mirror.recv(1)
-        except TimeoutError:
-            answer = b""
-        except OSError:
-            if self._go_alone():
-                return
-            raise
-        if answer != ACK:
-            if self._go_alone():
-                return
-            raise ConnectionError(
-                f"the buddy did not acknowledge an update within {_ACK_TIMEOUT_S} s")
+        with self._mirror_lock:
+            if self.shadow is not None:
+                self.shadow.apply(header, blob)  # before it is sent: an adopt carries it too
+            if self.mirror is None:
+                return  # alone (readopt may hand it to a new mirror later)
+            try:
+                send_frame(self.mirror, header, blob)
+                answer = self.mirror.recv(1)
+            except TimeoutError:
+                answer = b""
+            except OSError:
+                if self._go_alone():
+                    return
+                raise
+            if answer != ACK:
+                if self._go_alone():
+                    return
+                raise ConnectionError(
+                    f"the buddy did not acknowledge an update within {_ACK_TIMEOUT_S} s")
 
     def _go_alone(self) -> bool:
         """The mirror link failed: if the cluster declares the mirror dead (now or within
         :data:`ALONE_WAIT_S`), go on unmirrored and say so; else ``False`` (the caller raises).
         An update the dead mirror never acknowledged is not committed anywhere, and no byte
-        it describes has left: the node, the only one left for it, writes it now."""
+        it describes has left: the node, the only one left for it, writes it now (and, when
+        the ring re-forms, hands it to the new mirror with the rest: :meth:`readopt`)."""
         if self.alone is None or not self.alone.wait(ALONE_WAIT_S):
             return False
         if self.mirror is not None:
@@ -520,59 +533,28 @@ class Service:
         self.mirror = None
         return True
 
-
-# --- rebuilding on the buddy ----------------------------------------------------------------
-
-
-def rebuild(state: MirrorState, streams: Docroot | Stream | None, config: ServerConfig | None,
-            lo: int | None = None, hi: int | None = None) -> tuple[int, bytes]:  # fmt: skip
-    """``(position, bytes)``: the server bytes from the first segment the client may lack up to
-    ``state.snd_pos``, byte-identical to what the primary wrote (or was about to write).
-
-    ``streams``: where the body segments' plaintext comes from: a :class:`Docroot` (each
-    segment names its response, which a keep-alive connection may have had several of) or one
-    :class:`Stream` for every segment. ``lo``/``hi``: only the bytes ``[lo, hi)`` of that span
-    (clamped to it), rebuilding only the segments they touch: a takeover rebuilds what the
-    client may be acknowledging before it claims the address, the rest after."""
-    segments = state.unacked()
-    start = segments[0].pos if segments else state.snd_pos
-    lo = start if lo is None else max(lo, start)
-    hi = state.snd_pos if hi is None else min(hi, state.snd_pos)
-    touched = [seg for seg in segments if seg.end > lo and seg.pos < hi]
-    opened: dict[str, Stream] = {}
-
-    def stream_of(seg: Segment) -> Stream | None:
-        if not isinstance(streams, Docroot):
-            return streams
-        if seg.stream is None:
-            raise ValueError("a body segment that names no response")
-        if seg.stream not in opened:
-            opened[seg.stream] = streams.open(json.loads(seg.stream))
-        return opened[seg.stream]
-
-    data = b"".join(_segment_bytes(seg, state, stream_of(seg) if seg.raw is None else None,
-                                   config) for seg in touched)  # fmt: skip
-    if touched:
-        data = data[lo - touched[0].pos : hi - touched[0].pos]
-    return lo, data
-
-
-def _segment_bytes(seg: Segment, state: MirrorState, stream: Stream | None,
-                   config: ServerConfig | None) -> bytes:  # fmt: skip
-    if seg.raw is not None:
-        return seg.raw
-    if stream is None:
-        raise ValueError("a body segment without a response stream")
-    plain = stream.read(seg.offset, seg.plain_len)
-    if seg.write_seq is None:
-        data = plain
-    else:
-        if config is None or state.tls_keys is None:
-            raise ValueError("a TLS segment without mirrored keys")
-        conn = ServerConnection.import_state(config, state.tls_keys)
-        conn.import_progress(Progress(0, seg.write_seq))
-        conn.send_data(plain)
-        data = conn.data_to_send()
-    if len(data) != seg.length:
-        raise ValueError(f"rebuilt {len(data)} bytes for a {seg.length}-byte segment")
-    return data
+    def readopt(self, link: socket.socket, lease: Lease, alone: threading.Event) -> bool:
+        """The ring re-formed (another thread's call): hand this connection to the new mirror on
+        ``link`` -- its whole :attr:`shadow` in one ``adopt`` frame, the update its dead mirror
+        never acknowledged included -- and mirror to it from then on, under its ``lease`` and
+        ``alone``. ``False`` (``link`` closed) if the connection has ended, keeps no shadow, or
+        the new mirror does not acknowledge it: it goes on alone."""
+        with self._mirror_lock:
+            if self.shadow is None or self.done_sent or self.shadow.tcp is None:
+                link.close()
+                return False
+            try:
+                send_frame(link, *self.shadow.adopt_frame())
+                link.settimeout(_ACK_TIMEOUT_S)
+                taken = link.recv(1) == ACK
+            except OSError:
+                taken = False
+            if not taken:
+                link.close()
+                return False
+            if self.mirror is not None:
+                self.mirror.close()
+            self.mirror, self.alone = link, alone
+            if self.lease is not None:
+                self.lease = lease  # written under the new mirror's lease from now on
+            return True

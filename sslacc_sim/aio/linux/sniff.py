@@ -313,6 +313,8 @@ class Sniffer:
     def __init__(self, sock: socket.socket, tracker: FlowTracker) -> None:
         self.sock = sock
         self.sock.setblocking(False)
+        # each frame's kernel receive time: sync() stops at the frames that came after it
+        self.sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
         self.tracker = tracker
         self._wake_r, self._wake_w = os.pipe()
         self._feeding = threading.Lock()  # held while frames are read and fed
@@ -324,8 +326,10 @@ class Sniffer:
 
     def sync(self) -> None:
         """Feed, in the calling thread, every frame the socket holds now (the thread may lag
-        behind the wire when the CPU is busy); the thread goes on after."""
-        self._drain()
+        behind the wire when the CPU is busy); the thread goes on after. It stops at the first
+        frame received after the call: under a load that keeps the socket from ever being
+        empty (other members serving on, in the bucket layout) it would never return."""
+        self._drain(until=time.monotonic())
 
     def stop(self) -> None:
         """Stop listening, feed what the socket holds already, return when it is fed."""
@@ -344,11 +348,13 @@ class Sniffer:
             if self._wake_r in ready:
                 return
 
-    def _drain(self) -> None:
+    def _drain(self, until: float | None = None) -> None:
+        """Feed every frame queued, or (``until``, ``time.monotonic``) up to the first one
+        received after ``until``."""
         with self._feeding:
             while True:
                 try:
-                    frame = self.sock.recv(1 << 17)
+                    frame, ancillary, _, _ = self.sock.recvmsg(1 << 17, 64)
                 except BlockingIOError:
                     return
                 except InterruptedError:
@@ -358,6 +364,18 @@ class Sniffer:
                 seg = parse_frame(frame)
                 if seg is not None:
                     self.tracker.feed(seg)
+                if until is not None and _received_at(ancillary) > until:
+                    return
+
+
+def _received_at(ancillary: list[tuple[int, int, bytes]]) -> float:
+    """A frame's kernel receive time (``SO_TIMESTAMPNS``, the wall clock) on the
+    ``time.monotonic`` clock; now if the kernel gave none."""
+    offset = time.time() - time.monotonic()  # read each time: the wall clock may be slewed
+    return next((sec + nsec / 1e9 - offset
+                 for level, kind, data in ancillary
+                 if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(data) >= 16
+                 for sec, nsec in [struct.unpack("=qq", data[:16])]), time.monotonic())  # fmt: skip
 
 
 def record_frames(sock: socket.socket, service: tuple[str, int], stop: Callable[[], bool]
@@ -380,11 +398,7 @@ def record_frames(sock: socket.socket, service: tuple[str, int], stop: Callable[
             frame, ancillary, _, _ = sock.recvmsg(1 << 17, 64)
         except (TimeoutError, InterruptedError):
             continue
-        offset = time.time() - time.monotonic()  # read each time: the wall clock may be slewed
-        now = next((sec + nsec / 1e9 - offset
-                    for level, kind, data in ancillary
-                    if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(data) >= 16
-                    for sec, nsec in [struct.unpack("=qq", data[:16])]), time.monotonic())  # fmt: skip
+        now = _received_at(ancillary)
         seg = parse_frame(frame)
         if seg is None:
             continue

@@ -38,7 +38,8 @@ from tls12 import ServerConfig
 
 from . import repair
 from .mirror import MirrorState
-from .service import Docroot, rebuild
+from .rebuild import rebuild
+from .service import Docroot
 from .sniff import Flow
 
 __all__ = ["Restored", "restore_flow", "resume_all", "acknowledge", "replay_syns", "tail", "snapshot_from_flow",

@@ -40,8 +40,9 @@ from sslacc_sim.aio.linux.mirror import (
 )
 from sslacc_sim.aio.linux.netns import PREFIX, Topology, list_leftovers
 from sslacc_sim.aio.linux.node import POINTS
+from sslacc_sim.aio.linux.rebuild import rebuild
 from sslacc_sim.aio.linux.repair import TcpSnapshot
-from sslacc_sim.aio.linux.service import BATCH, Docroot, Service, Stream, rebuild, receipt
+from sslacc_sim.aio.linux.service import BATCH, Docroot, Service, Stream, receipt
 from tls12 import ClientConfig, ClientConnection, ServerConfig, ServerConnection
 from tls12.events import ApplicationData
 from tls12.suites import CipherSuite

@@ -23,8 +23,8 @@ from sslacc_sim.aio.linux.failover import node_env
 from sslacc_sim.aio.linux.loadstats import CLIENT, flows_at
 from sslacc_sim.aio.linux.mirror import MirrorState, join_blob
 from sslacc_sim.aio.linux.netns import ADDRESSES, VIP, Topology
+from sslacc_sim.aio.linux.rebuild import rebuild
 from sslacc_sim.aio.linux.repair import TcpSnapshot
-from sslacc_sim.aio.linux.service import rebuild
 from sslacc_sim.aio.linux.sniff import ACK, SYN, FlowTracker, Sniffer, packet_socket
 
 

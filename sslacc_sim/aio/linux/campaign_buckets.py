@@ -1,0 +1,125 @@
+"""The campaign's trial on the bucket layout: ``campaign --layout buckets``.
+
+The same load, faults and judgement as the chain's trial (:mod:`~sslacc_sim.aio.linux.campaign`),
+on three members that each serve their own buckets, mirrored to the next
+(:mod:`~sslacc_sim.aio.linux.member`, started by :func:`~sslacc_sim.aio.linux.cluster.start_members`).
+Each fault trial draws its victim among the three members (from the trial's seed) as well as
+its instant:
+
+``kill``
+    the victim's link is cut, then it gets SIGKILL: its successor takes its buckets over, its
+    predecessor re-forms the ring;
+``hang``
+    the victim gets SIGSTOP and its link is cut; ``wake-after`` seconds later its link comes
+    back and it gets SIGCONT: it must find itself fenced;
+``double``
+    the victim is killed, then its successor -- the new owner of the victim's connections,
+    which it has handed to its own mirror -- at an instant uniform over the second after its
+    takeover; the last member serves everything.
+
+Two things differ from the chain's trial. Every member holds the virtual IP's MAC, so the
+client's capture cannot tell the woken member's frames from the others': the zombie count is
+not taken (the fence, the victim's switch port taken down, is what keeps them off the wire;
+``test_members_three.py`` checks a woken member fences itself). And the gap from the fault to
+each client's next byte counts any server segment after the fault (the victim, cut first,
+sends none).
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .campaign_load import Site, Trial, client_capture, run_load
+from .cluster import start_members
+from .netns import Topology
+
+if TYPE_CHECKING:
+    from .campaign import CampaignConfig
+
+__all__ = ["MEMBERS", "run_bucket_trial"]
+
+#: Members of the bucket layout in a trial (the topology's nodes A, B, C).
+MEMBERS = "abc"
+_BUCKETS = 64
+_PORT = 443
+_READY_S = 30.0
+
+
+def run_bucket_trial(site: Site, cfg: CampaignConfig, trial: Trial, rng: random.Random
+                     ) -> Trial:  # fmt: skip
+    """One trial (module docstring) in fresh namespaces, removed after."""
+    work = Path(tempfile.mkdtemp(prefix=f"t{trial.index}-", dir=site.work))
+    victim = MEMBERS[random.Random(f"{cfg.seed}-victim-{trial.index}").randrange(len(MEMBERS))]
+    with Topology(tag=f"{cfg.tag_prefix}{trial.index % 100000}", shared_vip=True) as topo, \
+            client_capture(topo, work, trial), ExitStack() as stack:
+        procs = start_members(topo, stack, members=len(MEMBERS), docroot=site.work / "docroot",
+                              cert=site.cert, key=site.key, port=_PORT, suite=cfg.suite,
+                              buckets=_BUCKETS, ring=cfg.control != "no-ring", logs=work)  # fmt: skip
+        run_load(site, cfg, trial, rng, work, topo, procs,
+                 lambda: _fail(trial, topo, procs, cfg, victim))  # fmt: skip
+    trial.victim = ""  # one MAC for every member: no segment is told apart as the victim's
+    trial.victim_node = victim
+    trial.woke = None  # the zombie count needs a MAC of the victim's own (module docstring)
+    trial.work = work
+    return trial
+
+
+def _successor(node: str, dead: set[str]) -> str:
+    """The live member after ``node`` round the ring."""
+    at = MEMBERS.index(node)
+    for step in range(1, len(MEMBERS)):
+        candidate = MEMBERS[(at + step) % len(MEMBERS)]
+        if candidate not in dead:
+            return candidate
+    raise ValueError("no live member left")
+
+
+def _fail(trial: Trial, topo: Topology, procs: dict[str, subprocess.Popen[str]],
+          cfg: CampaignConfig, victim: str) -> threading.Thread | None:  # fmt: skip
+    """At ``trial.kill_at`` after the load started: kill or hang ``victim`` (``double``: then
+    its successor ``trial.second_after`` s after its takeover). Reads the last takeover's
+    report; returns the thread that wakes a hung victim."""
+    from .campaign import _report
+
+    assert trial.kill_at is not None
+    time.sleep(max(0.0, trial.start + trial.kill_at - time.monotonic()))
+    heir = _successor(victim, {victim})
+    if trial.mode == "hang":
+        procs[victim].send_signal(signal.SIGSTOP)
+        topo.cut(victim)
+        trial.kill = time.monotonic()
+        waker = threading.Thread(target=_wake, args=(trial, topo, procs[victim], victim, cfg))
+        waker.start()
+        trial.report = _report(procs[heir], max(5.0, cfg.wake_after))
+        return waker
+    topo.cut(victim)
+    trial.kill = time.monotonic()
+    procs[victim].kill()
+    trial.report = _report(procs[heir], 5.0)
+    if trial.mode == "double" and trial.report is not None:
+        time.sleep(max(0.0, trial.report["claimed"] + trial.second_after - time.monotonic()))
+        trial.first = {"kill": trial.kill, "report": trial.report, "victim": victim}
+        last = _successor(heir, {victim, heir})
+        topo.cut(heir)
+        trial.kill = time.monotonic()
+        procs[heir].kill()
+        trial.report = _report(procs[last], 5.0)
+    return None
+
+
+def _wake(trial: Trial, topo: Topology, proc: subprocess.Popen[str], victim: str,
+          cfg: CampaignConfig) -> None:  # fmt: skip
+    assert trial.kill is not None
+    time.sleep(max(0.0, trial.kill + cfg.wake_after - time.monotonic()))
+    topo.uncut(victim)
+    proc.send_signal(signal.SIGCONT)
+    time.sleep(1.0)  # long enough for it to find itself fenced
+

@@ -1,0 +1,173 @@
+"""The campaign's load and what a trial saw: the site, the clients' plan, the run, the record.
+
+Shared by the chain's trial (:mod:`~sslacc_sim.aio.linux.campaign`) and the bucket layout's
+(:mod:`~sslacc_sim.aio.linux.campaign_buckets`): the files served and the certificate
+(:func:`make_site`), the mix of unmodified clients each trial runs (:func:`plan_load`), the run of
+that load around a fault (:func:`run_load`, every response checked byte for byte) and the
+client's record of every segment (:func:`client_capture`).
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import clients
+from .failover import HOSTNAME, file_bytes, lines_of, node_env, site_credentials, wait_line
+from .netns import MIRROR_ADDRESSES, VIP, Topology
+
+if TYPE_CHECKING:
+    from .campaign import CampaignConfig
+
+__all__ = ["Site", "Trial", "make_site", "plan_load", "expected_body", "unread_lines",
+           "client_capture", "run_load", "PORT", "READY_S"]
+
+PORT = 443
+READY_S = 30.0
+_RESUME_SHARE = 0.25
+_UPLOAD_SHARE = 0.2  # of the connections: POST a file (the answer is a receipt of it)
+_KEEPALIVE_SHARE = 0.2  # of those not resuming: 2 or 3 requests on one connection
+
+
+@dataclass
+class Site:
+    """The files, the certificate and what the nodes share, written once per campaign."""
+
+    work: Path
+    files: dict[str, bytes]
+    cert: Path
+    key: Path
+
+    def node_args(self, suite: str) -> list[str]:
+        return ["--docroot", str(self.work / "docroot"), "--vip", VIP, "--mirror",
+                MIRROR_ADDRESSES["b"], "--port", str(PORT), "--suite", suite,
+                "--cert", str(self.cert), "--key", str(self.key)]  # fmt: skip
+
+
+def make_site(work: Path, sizes: tuple[int, ...]) -> Site:
+    root = work / "docroot"
+    root.mkdir()
+    data = file_bytes(max(sizes))
+    files = {}
+    for i, size in enumerate(sizes):
+        body = data[i * 7919 % 4096 :][:size] if size + 4096 <= len(data) else data[:size]
+        (root / f"f{i}").write_bytes(body)
+        files[f"/f{i}"] = body
+    cert, key = site_credentials(work)
+    return Site(work, files, cert, key)
+
+
+@dataclass
+class Trial:
+    """What one trial ran and saw."""
+
+    index: int
+    mode: str
+    kill_at: float | None
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    report: dict[str, Any] | None = None
+    kill: float | None = None
+    woke: float | None = None
+    second_after: float = 0.0
+    """``double``: seconds from the first takeover's claim to the second kill."""
+    first: dict[str, Any] | None = None
+    """``double``: the first kill's time and takeover report."""
+    victim_node: str = "a"
+    victim: str = ""
+    work: Path = Path()
+    said: dict[str, list[str]] = field(default_factory=dict)
+    start: float = 0.0
+    load_s: float = 0.0
+    capture: list[list[Any]] = field(default_factory=list)
+
+
+def plan_load(rng: random.Random, cfg: CampaignConfig, site: Site, work: Path
+          ) -> list[clients.Request]:  # fmt: skip
+    kinds = [clients.CLIENTS[i % len(clients.CLIENTS)] for i in range(cfg.connections)]
+    rng.shuffle(kinds)
+    reqs = []
+    for i, kind in enumerate(kinds):
+        path = rng.choice(sorted(site.files))
+        resume = kind in clients.RESUMING_CLIENTS and rng.random() < _RESUME_SHARE
+        upload = site.work / "docroot" / path.lstrip("/") if rng.random() < _UPLOAD_SHARE else None
+        # an upload is asked once per connection (the load's choice, as in the runs so far;
+        # a longer upload survives too: test_long_upload)
+        alone = resume or upload is not None
+        repeat = rng.choice((2, 3)) if not alone and rng.random() < _KEEPALIVE_SHARE else 1
+        reqs.append(clients.Request(kind, HOSTNAME, VIP, PORT, "/upload" if upload else path,
+                                    site.cert, work / f"c{i}.out", timeout=cfg.client_timeout,
+                                    suite=cfg.suite, resume=resume, upload=upload,
+                                    repeat=repeat))  # fmt: skip
+    return reqs
+
+
+def expected_body(site: Site, req: clients.Request) -> bytes:
+    """The body each response of ``req`` must carry: the file, or the receipt of the upload."""
+    sent = site.files["/" + req.upload.name] if req.upload is not None else site.files[req.path]
+    return clients.expected_body(req, sent)
+
+
+def unread_lines(proc: subprocess.Popen[str]) -> list[str]:
+    """What a node printed that nobody has read yet (a takeover in a trial without a fault)."""
+    out: list[str] = []
+    q = lines_of(proc)
+    while True:
+        try:
+            line = q.get_nowait()
+        except queue.Empty:
+            return out
+        if line is None:
+            q.put(None)
+            return out
+        out.append(line.rstrip("\n")[:2000])
+
+
+@contextmanager
+def client_capture(topo: Topology, work: Path, trial: Trial) -> Iterator[None]:
+    """The client's record of every segment to and from the service (``node sniff``), into
+    ``trial.capture`` once the block ends."""
+    out = work / "capture.json"
+    sniffer = topo.popen("client", [sys.executable, "-m", "sslacc_sim.aio.linux.node", "sniff",
+                                    "--src", VIP, "--port", str(PORT), "--out", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=node_env())  # fmt: skip
+    wait_line(sniffer, "ready", READY_S)
+    try:
+        yield
+    finally:
+        sniffer.send_signal(signal.SIGTERM)
+        sniffer.wait(timeout=30)
+    trial.capture = json.loads(out.read_text()) if out.exists() else []
+
+
+def run_load(site: Site, cfg: CampaignConfig, trial: Trial, rng: random.Random, work: Path,
+             topo: Topology, procs: dict[str, subprocess.Popen[str]],
+             fail: Callable[[], threading.Thread | None]) -> None:  # fmt: skip
+    """The trial's load from the client's namespace, ``fail`` called at once when the trial
+    has a fault (it sleeps until the instant itself); every response checked: ``trial.rows``,
+    and what the nodes said that nobody read, ``trial.said``."""
+    reqs = plan_load(random.Random(rng.random()), cfg, site, work)
+    trial.start = time.monotonic()
+    running = [clients.start(r, wrap=lambda argv: topo.command("client", argv)) for r in reqs]
+    waker = fail() if trial.kill_at is not None else None
+    outcomes = [clients.finish(p, r, expected_body(site, r))
+                for p, r in zip(running, reqs, strict=True)]  # fmt: skip
+    trial.load_s = time.monotonic() - trial.start
+    if waker is not None:
+        waker.join()
+    trial.said = {n: unread_lines(p) for n, p in procs.items()}
+    trial.rows = [{"trial": trial.index, "mode": trial.mode, **asdict(o), "resume": r.resume,
+                   "upload": r.upload is not None, "repeat": r.repeat,
+                   "size": r.upload.stat().st_size if r.upload else len(site.files[r.path]),
+                   "ok": o.ok}
+                  for o, r in zip(outcomes, reqs, strict=True)]  # fmt: skip
