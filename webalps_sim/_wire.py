@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from . import protocol as p
+
+_T = TypeVar("_T")
 
 __all__ = ["DECODERS", "ENCODERS", "ENCODE_ERRORS"]
 
@@ -56,8 +58,8 @@ def _push_seal(m: p.Seal) -> bytes:
     return _push_records(head, m.records, _SEAL_RECORD.pack, False)
 
 
-def _pull_records(payload: bytes, make: Callable[..., Any], unpack: Callable[..., tuple[int, ...]]
-                  ) -> tuple[Any, ...] | None:
+def _pull_records(payload: bytes, make: Callable[..., _T], unpack: Callable[..., tuple[int, ...]]
+                  ) -> _T | None:
     """The directed head and its records, as ``make(handle, suite, from_client, records)``."""
     size = len(payload)
     if size < _DIRECTED.size:
@@ -82,12 +84,12 @@ def _pull_records(payload: bytes, make: Callable[..., Any], unpack: Callable[...
 
 
 def _pull_open(payload: bytes) -> p.Open | None:
-    return _pull_records(payload, lambda h, s, c, rs: p.Open(  # type: ignore[return-value]  # make returns an Open
+    return _pull_records(payload, lambda h, s, c, rs: p.Open(
         h, s, c, tuple(p.OpenRecord(*r) for r in rs)), _OPEN_RECORD.unpack_from)
 
 
 def _pull_seal(payload: bytes) -> p.Seal | None:
-    return _pull_records(payload, lambda h, s, c, rs: p.Seal(  # type: ignore[return-value]  # make returns a Seal
+    return _pull_records(payload, lambda h, s, c, rs: p.Seal(
         h, s, c, tuple(p.SealRecord(*r) for r in rs)), _SEAL_RECORD.unpack_from)
 
 
