@@ -25,6 +25,8 @@ clients' windows.
 
 from __future__ import annotations
 
+import itertools
+import math
 import os
 import select
 import socket
@@ -318,6 +320,7 @@ class Sniffer:
         self.tracker = tracker
         self._wake_r, self._wake_w = os.pipe()
         self._feeding = threading.Lock()  # held while frames are read and fed
+        self._stop_at = math.inf
         self._thread = threading.Thread(target=self._run, daemon=True, name="sniffer")
 
     def start(self) -> Sniffer:
@@ -333,6 +336,7 @@ class Sniffer:
 
     def stop(self) -> None:
         """Stop listening, feed what the socket holds already, return when it is fed."""
+        self._stop_at = time.monotonic()
         os.write(self._wake_w, b"x")
         self._thread.join()
         for fd in (self._wake_r, self._wake_w):
@@ -344,15 +348,18 @@ class Sniffer:
         poller.register(self._wake_r, select.POLLIN)
         while True:
             ready = {fd for fd, _ in poller.poll()}
-            self._drain()  # after a wake-up too: everything queued when stop() was called
             if self._wake_r in ready:
+                self._drain(until=self._stop_at)  # everything queued when stop() was called
                 return
+            # a batch at a time: between batches the lock is free for a sync() (a takeover),
+            # which would otherwise wait as long as the frames keep coming
+            self._drain(limit=_BATCH)
 
-    def _drain(self, until: float | None = None) -> None:
+    def _drain(self, until: float | None = None, limit: int | None = None) -> None:
         """Feed every frame queued, or (``until``, ``time.monotonic``) up to the first one
-        received after ``until``."""
+        received after ``until``, or at most ``limit`` frames."""
         with self._feeding:
-            while True:
+            for _ in itertools.count() if limit is None else range(limit):
                 try:
                     frame, ancillary, _, _ = self.sock.recvmsg(1 << 17, 64)
                 except BlockingIOError:
@@ -366,6 +373,10 @@ class Sniffer:
                     self.tracker.feed(seg)
                 if until is not None and _received_at(ancillary) > until:
                     return
+
+
+#: Frames the sniffer's thread feeds before it lets go of the record for a moment.
+_BATCH = 256
 
 
 def _received_at(ancillary: list[tuple[int, int, bytes]]) -> float:
