@@ -148,15 +148,18 @@ def _failover(src: Source) -> list[str]:
     ]
 
 
+def _exact_by(groups: dict[str, dict[str, int]], sep: str) -> str:
+    """``kill 960 of 960 / hang ...``: a campaign's byte-exact connections per group."""
+    return sep.join(f"{k} {v['completed_exact']:,} of {v['connections']:,}" for k, v in groups.items())
+
+
 @row("systems")
 def _sslacc_campaign(src: Source) -> list[str]:
     d = src.json("benchmarks/sslacc_campaign.json")
     cfg = d["config"]
-    modes = " / ".join(f"{m} {v['completed_exact']:,} of {v['connections']:,}"
-                       for m, v in d["by_mode"].items())
+    modes = _exact_by(d["by_mode"], " / ")
     detect = d["detect_p50_s"]
-    kinds = "; ".join(f"{k} {v['completed_exact']:,} of {v['connections']:,}"
-                      for k, v in d.get("by_request", {}).items())
+    kinds = _exact_by(d.get("by_request", {}), "; ")
     window = d.get("gap_by_window_after_kills", {}).get("open")
     window_what = "after a kill or double kill, client window open at the fault"
     if window is None:  # a summary from before the split by fault mode
@@ -196,8 +199,7 @@ def _sslacc_campaign(src: Source) -> list[str]:
 def _sslacc_campaign_buckets(src: Source) -> list[str]:
     d = src.json("benchmarks/sslacc_campaign_buckets.json")
     cfg = d["config"]
-    modes = " / ".join(f"{m} {v['completed_exact']:,} of {v['connections']:,}"
-                       for m, v in d["by_mode"].items())
+    modes = _exact_by(d["by_mode"], " / ")
     return [
         "SSLACC, random-instant faults, bucket layout",
         f"{d['kills']} faults, each on a member drawn among three that each serve their own "

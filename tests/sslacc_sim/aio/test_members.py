@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import time
 from collections import Counter
 from contextlib import ExitStack
@@ -33,6 +32,8 @@ from sslacc_sim.aio.linux.cluster import start_members
 from sslacc_sim.aio.linux.failover import HOSTNAME, file_bytes, site_credentials, wait_line
 from sslacc_sim.aio.linux.netns import ADDRESSES, VIP, Topology
 from sslacc_sim.buckets import BucketTable
+
+from .member_loads import arrived, four_mib_site, slow_downloads
 
 pytestmark = [pytest.mark.interop, pytest.mark.usefixtures("namespaces"), pytest.mark.timeout(300)]
 
@@ -104,20 +105,12 @@ def _downloads_across_a_fault(tmp_path: Path, tag: str, fault: str, member_args:
     in (``kill``: link cut, SIGKILL; ``hang``: link cut, SIGSTOP, woken 1.5 s later while the
     downloads go on). Returns which downloads arrived byte-exact, their source ports, and B's
     report line."""
-    docroot = tmp_path / "www"
-    docroot.mkdir()
-    body = file_bytes(4 << 20)
-    (docroot / "f").write_bytes(body)
-    cert, key = site_credentials(tmp_path)
+    docroot, body, cert, key = four_mib_site(tmp_path)
     with ExitStack() as stack:
         topo = stack.enter_context(Topology(tag=tag, shared_vip=True))
         procs = start_members(topo, stack, members=2, docroot=docroot, cert=cert, key=key,
                               buckets=_BUCKETS, member_args=member_args)  # fmt: skip
-        curls = [topo.popen("client", [
-            "curl", "-sS", "--cacert", str(cert), "--resolve", f"{HOSTNAME}:443:{VIP}",
-            "--limit-rate", "1M", "-o", str(tmp_path / f"out{i}"), "-w", "%{local_port}",
-            "--max-time", "40", f"https://{HOSTNAME}/f"], stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE) for i in range(24)]  # fmt: skip
+        curls = slow_downloads(topo, cert, tmp_path, 24)
         time.sleep(1.0)
         topo.cut("a")
         if fault == "kill":
@@ -129,8 +122,7 @@ def _downloads_across_a_fault(tmp_path: Path, tag: str, fault: str, member_args:
             procs["a"].send_signal(signal.SIGCONT)
         outs = [c.communicate(timeout=60) for c in curls]
         said = wait_line(procs["b"], "DEAD" if member_args else "RESTORED", 10)
-    ok = [c.returncode == 0 and (tmp_path / f"out{i}").read_bytes() == body
-          for i, c in enumerate(curls)]  # fmt: skip
+    ok = arrived(curls, tmp_path, body)
     return ok, [int(out or 0) for out, _ in outs], said
 
 

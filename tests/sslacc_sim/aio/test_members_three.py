@@ -35,9 +35,11 @@ import pytest
 
 from sslacc_sim.aio.linux.buckets import bucket_of
 from sslacc_sim.aio.linux.cluster import start_members
-from sslacc_sim.aio.linux.failover import HOSTNAME, file_bytes, site_credentials, wait_line
-from sslacc_sim.aio.linux.netns import ADDRESSES, VIP, Topology
+from sslacc_sim.aio.linux.failover import wait_line
+from sslacc_sim.aio.linux.netns import ADDRESSES, Topology
 from sslacc_sim.buckets import BucketTable
+
+from .member_loads import arrived, four_mib_site, slow_downloads
 
 pytestmark = [pytest.mark.interop, pytest.mark.usefixtures("namespaces"), pytest.mark.timeout(300)]
 
@@ -56,21 +58,13 @@ def _faults(tmp_path: Path, tag: str, fault: str, *, victim: str = "b", second: 
     ``PREDECESSOR`` and ``RESTORED``)."""
     at = _NODES.index(victim)
     before, after = _NODES[at - 1], _NODES[(at + 1) % 3]
-    docroot = tmp_path / "www"
-    docroot.mkdir()
-    body = file_bytes(4 << 20)
-    (docroot / "f").write_bytes(body)
-    cert, key = site_credentials(tmp_path)
+    docroot, body, cert, key = four_mib_site(tmp_path)
     said: dict[str, str] = {}  # the first line starting with each key
     with ExitStack() as stack:
         topo = stack.enter_context(Topology(tag=tag, shared_vip=True))
         procs = start_members(topo, stack, members=3, docroot=docroot, cert=cert, key=key,
                               buckets=_BUCKETS, ring=ring)  # fmt: skip
-        curls = [topo.popen("client", [
-            "curl", "-sS", "--cacert", str(cert), "--resolve", f"{HOSTNAME}:443:{VIP}",
-            "--limit-rate", "1M", "-o", str(tmp_path / f"out{i}"), "-w", "%{local_port}",
-            "--max-time", "40", f"https://{HOSTNAME}/f"], stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE) for i in range(_DOWNLOADS)]  # fmt: skip
+        curls = slow_downloads(topo, cert, tmp_path, _DOWNLOADS)
         time.sleep(1.0)
         topo.cut(victim)
         if fault == "kill":
@@ -99,8 +93,7 @@ def _faults(tmp_path: Path, tag: str, fault: str, *, victim: str = "b", second: 
                                   before: ["MIRROR DEAD", "MIRROR member"]})
             if fault == "hang":
                 said |= _said(procs, {victim: ["FENCED"]})
-    ok = [c.returncode == 0 and (tmp_path / f"out{i}").read_bytes() == body
-          for i, c in enumerate(curls)]  # fmt: skip
+    ok = arrived(curls, tmp_path, body)
     return ok, [int(out or 0) for out, _ in outs], said
 
 
@@ -156,11 +149,7 @@ def test_after_the_ring_reforms_the_predecessors_new_connections_survive_its_dea
     """B dies with no load; once A mirrors to C (the ring re-formed), 30 downloads start and A
     is killed 1 s in: A's connections were mirrored to C, which takes them over (C goes on
     alone with its own, their mirror A being dead). Without the re-forming A's would die."""
-    docroot = tmp_path / "www"
-    docroot.mkdir()
-    body = file_bytes(4 << 20)
-    (docroot / "f").write_bytes(body)
-    cert, key = site_credentials(tmp_path)
+    docroot, body, cert, key = four_mib_site(tmp_path)
     with ExitStack() as stack:
         topo = stack.enter_context(Topology(tag="t3r", shared_vip=True))
         procs = start_members(topo, stack, members=3, docroot=docroot, cert=cert, key=key,
@@ -168,18 +157,13 @@ def test_after_the_ring_reforms_the_predecessors_new_connections_survive_its_dea
         topo.cut("b")
         procs["b"].kill()
         _said(procs, {"a": ["MIRROR member"], "c": ["PREDECESSOR", "RESTORED"]})  # B's: none
-        curls = [topo.popen("client", [
-            "curl", "-sS", "--cacert", str(cert), "--resolve", f"{HOSTNAME}:443:{VIP}",
-            "--limit-rate", "1M", "-o", str(tmp_path / f"out{i}"), "-w", "%{local_port}",
-            "--max-time", "40", f"https://{HOSTNAME}/f"], stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE) for i in range(_DOWNLOADS)]  # fmt: skip
+        curls = slow_downloads(topo, cert, tmp_path, _DOWNLOADS)
         time.sleep(1.0)
         topo.cut("a")
         procs["a"].kill()
         outs = [c.communicate(timeout=60) for c in curls]
         said = _said(procs, {"c": ["RESTORED"]})
-    ok = [c.returncode == 0 and (tmp_path / f"out{i}").read_bytes() == body
-          for i, c in enumerate(curls)]  # fmt: skip
+    ok = arrived(curls, tmp_path, body)
     table = BucketTable(3, _BUCKETS)
     table.remove(1)
     owners = Counter(table.owner[bucket_of(ADDRESSES["client"], int(out or 0), _BUCKETS)]
