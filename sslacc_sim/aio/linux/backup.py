@@ -53,9 +53,10 @@ from . import repair
 from .claim import PortFence, StandbyAddress
 from .mirror import ACK, MirrorError, MirrorState, recv_frame, send_frame
 from .primary import DEAD_AFTER_S, Primary, normal_thread, realtime_thread
+from .report import say
 from .service import ALONE_WAIT_S, Docroot, LeaseExpired, Service, write_leased
 from .sessions import SESSIONS, SharedSessionStore, read_sessions_frame, sessions_frame
-from .sniff import FlowTracker, Sniffer, packet_socket
+from .sniff import Flow, FlowTracker, Sniffer, packet_socket
 from .takeover import Restored, replay_syns, restore_flow, resume_all, tail
 
 __all__ = ["Controls", "Backup"]
@@ -103,10 +104,18 @@ class Backup:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _fence: PortFence | None = None  # armed by run() (claim module)
     _standby: StandbyAddress | None = None
+    _adopted: dict[tuple[str, int], socket.socket] | None = None
+    """The links of the connections handed to this node's mirror during the takeover."""
     claim: Callable[[], None] | None = None
     """How this node starts receiving the dead owner's connections; ``None``: claim the
     virtual IP (the chain layout). A bucket-layout member adds the dead member's buckets to its
     filter instead (:mod:`~sslacc_sim.aio.linux.member`)."""
+    stall: float = 0.0
+    """Seconds to wait before each read of a connection taken over (a loaded node)."""
+    on_mirrored: Callable[[tuple[str, int]], None] | None = None
+    """Called with each connection's client as its first frame arrives (before an ``adopt``
+    is acknowledged): how a bucket-layout member learns that a neighbour took a connection
+    over from a member it does not know dead yet."""
 
     # -- mirroring --
 
@@ -153,10 +162,17 @@ class Backup:
         if key is None:
             raise MirrorError("a connection link must start with its tcp frame")
         self._keep_session(state)
+        if self.tracker is not None:
+            # kept by the LAN record from now on, chosen or not: a connection a neighbour took
+            # over from a member that died just before, with the bytes it holds unread
+            self.tracker.hold(key, state.tcp.rcv_nxt, state.rcv_pos, state.unread)  # type: ignore[union-attr]  # key is None without tcp
+            state.unread = b""
+        if self.on_mirrored is not None:
+            self.on_mirrored(key)
+        with self._lock:
+            self.states[key] = state  # before the acknowledgement: a takeover finds it then
         if first[0]["type"] == "adopt":
             link.sendall(ACK)  # the new owner writes nothing before this
-        with self._lock:
-            self.states[key] = state
         while (frame := recv_frame(link)) is not None:
             with self._lock:
                 if self.death.is_set():
@@ -199,7 +215,7 @@ class Backup:
                 link.settimeout(10.0)
                 if link.recv(1) != ACK:
                     raise ConnectionError("the next buddy did not acknowledge the sessions")
-            _say(f"SESSIONS {len(table)} handed to the next buddy")
+            say(f"SESSIONS {len(table)} handed to the next buddy")
         except OSError as exc:
             print(f"ERROR sessions to the next buddy: {exc!r}", file=sys.stderr, flush=True)
 
@@ -242,19 +258,15 @@ class Backup:
             sniffer.sync()  # the record is complete up to now: after the owner's last frame
         flows = self.tracker.copy_flows() if self.tracker is not None else {}
         t_drained = time.monotonic()
-        restored, failed = [], []
-        for key in sorted(set(states) | set(flows)):
-            try:
-                r = restore_flow(states.get(key), flows.get(key), self.docroot, self.config,
-                                 self.vip, self.port, sniff_data=self.controls.sniff_data,
-                                 sniff_unaccepted=self.controls.sniff_unaccepted,
-                                 at_ack=self.resume_at_ack)  # fmt: skip
-            except (OSError, ValueError, RuntimeError) as exc:
-                failed.append(f"{key}: {exc!r}")
-                continue
-            if r is not None:
-                restored.append(r)
+        restored, failed = self._restore_all(states, flows)
         t_restored = time.monotonic()
+        if self.chain is not None:
+            # a member's own mirror is known before the takeover: every restored connection
+            # goes there before this node receives a byte of it (the claim), so that a second
+            # death from now on finds each one held twice
+            restored, links = self._adopt_all(restored)
+            self._adopted = links
+        t_adopted = time.monotonic()
         if self.claim is not None:
             self.claim()
         else:
@@ -273,7 +285,7 @@ class Backup:
                 replayed = replay_syns(self.tracker.flows, {r.key for r in restored})
         t_claimed = time.monotonic()
         report = {"reason": self.reason, "detected": t0, "fenced": t_fenced,
-                  "drained": t_drained, "restored": t_restored, "claimed": t_claimed, "connections": len(restored),
+                  "drained": t_drained, "restored": t_restored, "adopted": t_adopted, "claimed": t_claimed, "connections": len(restored),
                   "from_sniff": sum(r.from_sniff for r in restored), "failed": failed, "fence_error": fence_error,
                   "resent_bytes": sum(len(r.queued) for r in restored),
                   "caught_up_bytes": caught_up, "replayed_syns": replayed,
@@ -282,6 +294,24 @@ class Backup:
                                     else sum(r.lacked or 0 for r in restored)),
                   "lan_frames": self.tracker.frames if self.tracker else 0}  # fmt: skip
         return restored, report
+
+    def _restore_all(self, states: dict[tuple[str, int], MirrorState], flows: dict[tuple[str, int], Flow]
+                     ) -> tuple[list[Restored], list[str]]:  # fmt: skip
+        """Every connection known, mirrored or heard, in repair mode; and why the others could
+        not be restored."""
+        restored, failed = [], []
+        for key in sorted(set(states) | set(flows)):
+            try:
+                r = restore_flow(states.get(key), flows.get(key), self.docroot, self.config,
+                                 self.vip, self.port, sniff_data=self.controls.sniff_data,
+                                 sniff_unaccepted=self.controls.sniff_unaccepted,
+                                 at_ack=self.resume_at_ack)  # fmt: skip
+            except (OSError, ValueError, RuntimeError) as exc:
+                failed.append(f"{key}: {exc!r}")
+                continue
+            if r is not None:
+                restored.append(r)
+        return restored, failed
 
     def _catch_up(self, restored: list[Restored]) -> int:
         """Client bytes heard after the flows were copied go into the restored sockets'
@@ -302,6 +332,7 @@ class Backup:
                 print(f"ERROR catch up {r.key}: {exc!r}", file=sys.stderr, flush=True)
                 continue
             r.unread += len(extra)
+            r.received += extra
             total += len(extra)
         return total
 
@@ -315,7 +346,7 @@ class Backup:
         for r in restored:
             try:
                 link = self.chain.link()
-                send_frame(link, *r.state.adopt_frame())
+                send_frame(link, *r.state.adopt_frame(r.received))
                 links[r.key] = link
             except OSError as exc:
                 print(f"ERROR adopt {r.key}: {exc!r}", file=sys.stderr, flush=True)
@@ -370,7 +401,7 @@ class Backup:
                               app=dict(r.state.app) or {"phase": "request", "offset": 0},
                               keys_sent=r.state.tls_keys is not None, mirror=mirror, lease=lease,
                               alone=chain.alone if chain is not None else None,
-                              shadow=r.state if readopt else None)  # fmt: skip
+                              shadow=r.state if readopt else None, stall=self.stall)  # fmt: skip
             if chain is not None and readopt:
                 chain.register(service)
             try:
@@ -428,7 +459,7 @@ class Backup:
             self.tracker = FlowTracker((self.vip, self.port))
             sniffer = Sniffer(packet_socket(self.dev), self.tracker).start()
         self.start_links()
-        _say("ready")
+        say("ready")
         realtime_thread()  # the takeover runs first when the death comes (undone below)
         self.death.wait()
         # no garbage collection pause (tens of ms with every connection's state in memory)
@@ -455,8 +486,11 @@ class Backup:
                                  lan_dev=self.dev)  # fmt: skip
             threading.Thread(target=self.chain.heartbeat, args=(self.chain.link(),),
                              daemon=True, name="heartbeat").start()  # fmt: skip
-        _say("RESTORED " + json.dumps(report))
-        restored, mirrors = self._adopt_all(restored)
+        say("RESTORED " + json.dumps(report))
+        if self._adopted is None:  # the chain layout: its own buddy is new
+            restored, mirrors = self._adopt_all(restored)
+        else:
+            mirrors = self._adopted
         if self.chain is not None and self.sessions is not None and self.controls.share_sessions:
             threading.Thread(target=self._hand_sessions, daemon=True, name="sessions").start()
         resumed: list[dict[str, Any]] = []
@@ -480,27 +514,15 @@ class Backup:
         gc.enable()
         normal_thread()
         go.set()
-        _say("RESUMED " + json.dumps({
+        say("RESUMED " + json.dumps({
             "resumed_at_ack": sum(c["resume"] == "rebased" for c in resumed),
             "connections": resumed}))  # fmt: skip
         if vip_listener is not None:
             threading.Thread(target=self._serve_new, args=(vip_listener,), daemon=True).start()
         for t in threads:
             t.join()
-        _say("SERVED")
+        say("SERVED")
         threading.Event().wait()  # keep serving new connections until stopped
-
-
-_SAY = threading.Lock()
-
-
-def _say(line: str) -> None:
-    """One report line on stdout, whole: threads print reports too (``print`` writes the text
-    and the newline separately, so two threads' lines could interleave: the orchestrator
-    parses the JSON after ``RESTORED``/``RESUMED``)."""
-    with _SAY:
-        sys.stdout.write(line + "\n")
-        sys.stdout.flush()
 
 
 def _send_now(sock: socket.socket, data: bytes) -> int:

@@ -37,6 +37,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ...buckets import BucketTable
 from .campaign_load import Site, Trial, client_capture, run_load
 from .cluster import start_members
 from .netns import Topology
@@ -73,13 +74,15 @@ def run_bucket_trial(site: Site, cfg: CampaignConfig, trial: Trial, rng: random.
 
 
 def _successor(node: str, dead: set[str]) -> str:
-    """The live member after ``node`` round the ring."""
-    at = MEMBERS.index(node)
-    for step in range(1, len(MEMBERS)):
-        candidate = MEMBERS[(at + step) % len(MEMBERS)]
-        if candidate not in dead:
-            return candidate
-    raise ValueError("no live member left")
+    """The live member after ``node`` round the ring (the table's rule: the mirror of
+    ``node``'s buckets once ``dead`` are gone)."""
+    table = BucketTable(len(MEMBERS), _BUCKETS)
+    for gone in dead - {node}:
+        table.remove(MEMBERS.index(gone))
+    heir = table.next_fit(MEMBERS.index(node))
+    if heir is None:
+        raise ValueError("no live member left")
+    return MEMBERS[heir]
 
 
 def _fail(trial: Trial, topo: Topology, procs: dict[str, subprocess.Popen[str]],

@@ -48,6 +48,18 @@ connection is handed over in one ``adopt`` frame (its own copy of the mirror's v
 :attr:`Service.shadow <sslacc_sim.aio.linux.service.Service.shadow>`), and the session table
 goes along. Two members remain, and a second death is the two-member case above.
 
+**Two deaths closer together than a verdict.** The successor hands the connections it took
+over to its own mirror *before* it claims the dead member's buckets (so that from the claim
+on each is held twice), each ``adopt`` with the client bytes it put back into the restored
+socket's receive queue. If the successor dies too before the last member has judged the
+first death, the last member's watch on it has to hold connections of buckets it did not
+choose to keep: it keeps every connection its predecessor mirrors to it
+(:meth:`FlowTracker.hold <sslacc_sim.aio.linux.sniff.FlowTracker.hold>`), and an ``adopt`` of
+a third member's bucket tells it that member died (:meth:`Member._learn`), so that it keeps
+all of that member's connections from then on; the bytes it heard of them before it knew
+come from :class:`~sslacc_sim.aio.linux.sniff.Recent`, the member's record of the client
+bytes of connections no watch kept.
+
 **Not yet** (``docs/sslacc-cluster.md``, "Buckets"): with four or more members the members
 that are neither the dead one's predecessor nor its successor would have to be told (the
 master and its table epochs, :mod:`sslacc_sim.membership`), and joins and leaves come after
@@ -72,9 +84,10 @@ from .backup import Backup
 from .buckets import BucketFilter, LibNft, bucket_of
 from .mirror import ACK, send_frame
 from .primary import DEAD_AFTER_S, Primary, realtime_thread
+from .report import say
 from .service import ALONE_WAIT_S, Docroot
 from .sessions import SharedSessionStore, sessions_frame
-from .sniff import FlowTracker, Sniffer, packet_socket
+from .sniff import FlowTracker, Recent, Sniffer, packet_socket
 
 __all__ = ["Member", "run_member", "carrier", "link_port", "CONNECT_WITHIN_S", "TIE_BREAK_S"]
 
@@ -126,6 +139,9 @@ class Member:
     switch_ports: tuple[str, ...] = ()
     """Every member's port on the switch, by index (with :attr:`ring`: the fence of whichever
     member becomes this one's predecessor)."""
+    stall: float = 0.0
+    """Seconds to wait before each read of a connection (``--stall-ms``: a loaded member, the
+    client's bytes waiting in its kernel, acknowledged and not yet consumed)."""
     table: BucketTable = field(init=False)
     _owner: Primary | None = field(default=None, init=False)
     _nft: BucketFilter | None = field(default=None, init=False)
@@ -136,6 +152,10 @@ class Member:
     """A verdict on the silent mirror is under way (:meth:`_verdict`)."""
     _theirs: dict[int, set[int]] = field(default_factory=dict, init=False)
     """Per predecessor watched: the buckets whose connections its watch keeps and claims."""
+    _recent: Recent = field(default_factory=Recent, init=False)
+    """The client bytes last heard of connections no watch keeps, shared by every watch."""
+    _watching: dict[int, FlowTracker] = field(default_factory=dict, init=False)
+    """Per predecessor watched: its watch's LAN record."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.index < self.members:
@@ -170,7 +190,8 @@ class Member:
         owner = self._owner = Primary(self.vip, self.port, self.mirror, self.docroot, self.config,
                                       lan_dev=self.dev,
                                       alone=threading.Event() if self.members > 1 else None,
-                                      stand_down=lambda: not carrier(self.dev))  # fmt: skip
+                                      stand_down=lambda: not carrier(self.dev),
+                                      stall=self.stall)  # fmt: skip
         owner.lease.grace = ALONE_WAIT_S
         owner.readopt = bool(self.ring) and self.members > 2
         if self.members > 1:
@@ -179,8 +200,8 @@ class Member:
         listener = owner.listen()
         if control is not None:
             self._beat(control)
-        print(f"ready member {self.index}/{self.members} owns {len(self.owned)} of "
-              f"{self.buckets} buckets", flush=True)  # fmt: skip
+        say(f"ready member {self.index}/{self.members} owns {len(self.owned)} of "
+            f"{self.buckets} buckets")  # fmt: skip
         while True:
             sock, _ = listener.accept()
             threading.Thread(target=owner.serve_one, args=(sock,), daemon=True).start()
@@ -197,10 +218,12 @@ class Member:
         death (its buckets: :attr:`_theirs`, grown when it inherits another member's)."""
         theirs = self._theirs.setdefault(pred, set(self.table.owned_by(pred)))
         backup = Backup(self.vip, self.port, listen_on, self.dev, self.docroot,
-                        self.config, fence_port=fence_port)  # fmt: skip
+                        self.config, fence_port=fence_port, stall=self.stall)  # fmt: skip
         backup.arm_fence()
         backup.tracker = FlowTracker((self.vip, self.port), keep=lambda client: bucket_of(
-            client[0], client[1], self.buckets) in theirs)  # fmt: skip
+            client[0], client[1], self.buckets) in theirs, recent=self._recent)  # fmt: skip
+        backup.on_mirrored = lambda client: self._learn(pred, client)
+        self._watching[pred] = backup.tracker
         sniffer = Sniffer(packet_socket(self.dev), backup.tracker).start()
         backup.start_links()
         threading.Thread(target=self._watch, args=(backup, sniffer, pred), daemon=True,
@@ -224,9 +247,9 @@ class Member:
         if self._declare_dead(pred):
             owner.go_alone()  # the dead member was this one's mirror too
         if not self.takeover or (self.members > 2 and not self.ring):
-            print(f"DEAD member {pred}: {backup.reason} (its buckets are not taken "
-                  "over" + (" with more than two members without --ring)" if self.takeover
-                            else ")"), flush=True)  # fmt: skip
+            say(f"DEAD member {pred}: {backup.reason} (its buckets are not taken "
+                "over" + (" with more than two members without --ring)" if self.takeover
+                          else ")"))  # fmt: skip
             return
         gc.disable()  # no collection pause between the death and the last resume
         # the dead member's buckets, and those of every connection it held (one it had taken
@@ -241,6 +264,21 @@ class Member:
         self._own(self.owned)  # buckets the table gave it with no connection in them too
         self._gain_predecessor(pred)
         backup.serve_taken_over(None, restored, report)  # also re-enables gc
+
+    def _learn(self, pred: int, client: tuple[str, int]) -> None:
+        """``pred`` mirrors ``client``'s connection to this member: if its bucket is another
+        member's, ``pred`` took that member over (a death this member may not have judged
+        yet), so its watch keeps every connection of that member's buckets from now on, with
+        the bytes heard of them (:meth:`FlowTracker.promote
+        <sslacc_sim.aio.linux.sniff.FlowTracker.promote>`)."""
+        with self._ring_lock:
+            owner = self.table.owner[bucket_of(client[0], client[1], self.buckets)]
+            theirs = self._theirs.get(pred)
+            if theirs is None or owner in (pred, self.index) or \
+                    set(self.table.owned_by(owner)) <= theirs:  # fmt: skip
+                return
+            theirs.update(self.table.owned_by(owner))
+        self._watching[pred].promote()
 
     def _chain_for_takeover(self, owner: Primary) -> Primary | None:
         """Where the connections taken over go first: this member's own mirror (``owner``),
@@ -271,8 +309,11 @@ class Member:
             was_mirror = self.table.next_fit(self.index) == dead
             lost = self.table.owned_by(dead)
             self.table.remove(dead)
-            if lost and self.table.owner[lost[0]] in self._theirs:
-                self._theirs[self.table.owner[lost[0]]].update(lost)
+            heir = self.table.owner[lost[0]] if lost else None
+            if heir in self._theirs:
+                self._theirs[heir].update(lost)
+                # connections of those buckets heard but not kept until now: kept from now on
+                self._watching[heir].promote()
             return was_mirror
 
     def _gain_predecessor(self, old: int) -> None:
@@ -284,7 +325,7 @@ class Member:
             self.fence_port is not None and self.switch_ports) else None  # fmt: skip
         self._mirror_predecessor(new, (self.listen_on[0], link_port(self.listen_on[1], new, False)),
                                  fence)  # fmt: skip
-        print(f"PREDECESSOR member {new}", flush=True)
+        say(f"PREDECESSOR member {new}")
 
     def _mirror_silent(self, reason: str) -> bool:
         """The heartbeat's call when the mirror stops answering (three or more members: with
@@ -321,7 +362,7 @@ class Member:
         owner.go_alone()
         self._own(self.owned)  # when a member it watched died just before, unknown till now
         self._judging = False
-        print(f"MIRROR DEAD member {dead}: {reason}", flush=True)
+        say(f"MIRROR DEAD member {dead}: {reason}")
         threading.Thread(target=self._retarget, daemon=True, name="retarget").start()
 
     def _retarget(self) -> None:
@@ -345,7 +386,7 @@ class Member:
                 time.sleep(0.05)
         _hand_sessions(owner, self.config)
         self._beat(link)
-        print(f"MIRROR member {new}", flush=True)
+        say(f"MIRROR member {new}")
 
 
 def _hand_sessions(owner: Primary, config: ServerConfig | None) -> None:

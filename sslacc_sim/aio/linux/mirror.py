@@ -49,7 +49,7 @@ _LENGTHS = 8
 _MAX_FRAME = 1 << 24
 #: The backup's one-byte acknowledgement of an update.
 ACK = b"\x06"
-_BLOB_PARTS = ("raw", "full", "keys", "progress", "session")
+_BLOB_PARTS = ("raw", "full", "keys", "progress", "session", "unread")
 
 
 class MirrorError(SslaccError, RuntimeError):
@@ -178,16 +178,22 @@ class MirrorState:
     """The last frame applied carried :attr:`session` (the buddy stores it then)."""
     updates: int = 0
     done: bool = False
+    unread: bytes = b""
+    """What an ``adopt`` frame carried of the client's bytes after :attr:`rcv_pos`: those its
+    sender holds unread (a restored connection's receive queue), which the buddy's LAN record
+    may lack (:meth:`FlowTracker.hold <sslacc_sim.aio.linux.sniff.FlowTracker.hold>`)."""
 
-    def adopt_frame(self) -> tuple[dict[str, Any], bytes]:
+    def adopt_frame(self, unread: bytes = b"") -> tuple[dict[str, Any], bytes]:
         """This whole state as one ``adopt`` frame: how a node that took a connection over
-        hands its buddy everything at once before it writes a byte (:meth:`apply` reads it)."""
+        hands its buddy everything at once before it writes a byte (:meth:`apply` reads it);
+        ``unread``: the client's bytes after :attr:`rcv_pos` the sender holds (:attr:`unread`)."""
         if self.tcp is None:
             raise MirrorError("nothing to hand over before the tcp frame")
         raws = [s.raw or b"" for s in self.segments]
         parts = {"raw": b"".join(raws), "full": self.tls_full or b"",
                  "keys": self.tls_keys or b"", "progress": self.progress or b"",
-                 "session": encode_session(self.session) if self.session else b""}  # fmt: skip
+                 "session": encode_session(self.session) if self.session else b"",
+                 "unread": unread}  # fmt: skip
         lengths, blob = join_blob(parts)
         header = {"type": "adopt", "tcp": self.tcp.to_json(), "rcv_pos": self.rcv_pos,
                   "snd_pos": self.snd_pos, "una_pos": self.una_pos, "app": self.app,
@@ -215,6 +221,7 @@ class MirrorState:
         self.tls_full = parts["full"] or None
         self.tls_keys = parts["keys"] or None
         self.progress = parts["progress"] or None
+        self.unread = parts["unread"]
         if parts["session"]:
             self.session, self.new_session = read_session(parts["session"]), True
 

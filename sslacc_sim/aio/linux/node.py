@@ -173,7 +173,8 @@ def _member(args: argparse.Namespace) -> int:
                     if args.fence_netns and args.fence_port else None,
                     takeover=not args.no_takeover,
                     ring=tuple(args.ring.split(",")) if args.ring else (),
-                    switch_ports=tuple(args.switch_ports.split(",")) if args.switch_ports else ())  # fmt: skip
+                    switch_ports=tuple(args.switch_ports.split(",")) if args.switch_ports else (),
+                    stall=args.stall_ms / 1000)  # fmt: skip
     return run_member(member)
 
 
@@ -202,6 +203,10 @@ def _member_arguments(m: argparse.ArgumentParser) -> None:
     m.add_argument("--switch-ports", help="every member's port on the switch by index, "
                    "comma-separated (with --ring and --fence-netns: the fence of whichever "
                    "member becomes this one's predecessor)")
+    m.add_argument("--stall-ms", type=cli.non_negative_float, default=0.0,
+                   help="wait this long before each read of a connection, its own or one taken "
+                   "over: a loaded member, whose receive queues a fault then finds full "
+                   "(default 0)")
 
 
 def _parser() -> argparse.ArgumentParser:

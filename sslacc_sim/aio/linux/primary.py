@@ -30,6 +30,7 @@ from tls12 import ServerConfig, ServerConnection
 from . import repair
 from .claim import link_down
 from .mirror import ACK, MirrorState, recv_frame, send_frame
+from .report import say
 from .service import ALONE_WAIT_S, DiePoint, Docroot, Lease, LeaseExpired, Service
 
 __all__ = [
@@ -134,7 +135,7 @@ class Primary:
                     s.setsockopt(socket.IPPROTO_TCP, repair.TCP_REPAIR, 1)
                 except OSError:
                     pass
-        print(f"FENCED {why}", flush=True)
+        say(f"FENCED {why}")
         os._exit(_SELF_FENCE_EXIT)
 
     def heartbeat(self, link: socket.socket, on_silent: Callable[[str], bool] | None = None) -> None:
@@ -281,7 +282,7 @@ def run_primary(node: Primary) -> int:
                          name="heartbeat").start()  # fmt: skip
     elif control is not None:
         control.close()
-    print("ready", flush=True)
+    say("ready")
     while True:
         if node.stall:
             time.sleep(node.stall)  # the next connection waits in the accept queue meanwhile

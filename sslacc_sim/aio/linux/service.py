@@ -38,6 +38,7 @@ from tls12.events import ApplicationData, ConnectionClosed
 from ...errors import SslaccError
 from ...sessions import encode_session
 from .mirror import ACK, MirrorState, join_blob, send_frame
+from .report import say
 
 __all__ = [
     "BATCH", "Docroot", "Stream", "Lease", "LeaseExpired", "DiePoint", "Service",
@@ -207,7 +208,7 @@ class DiePoint:
     def die(self, position: int, record: tuple[int, int] | None = None) -> None:
         """Say so (``DIE <point> {"pos": bytes written, "record": [start, end] of the record
         cut in half}``) and wait to be killed: the orchestrator cuts the link, then SIGKILLs."""
-        print(f"DIE {self.name} " + json.dumps({"pos": position, "record": record}), flush=True)
+        say(f"DIE {self.name} " + json.dumps({"pos": position, "record": record}))
         time.sleep(3600)
         raise SystemExit(f"not killed at {self.name}")
 

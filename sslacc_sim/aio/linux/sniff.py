@@ -33,11 +33,12 @@ import socket
 import struct
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 __all__ = [
-    "TcpFrame", "Flow", "FlowTracker", "parse_frame", "packet_socket", "Sniffer",
+    "TcpFrame", "Flow", "FlowTracker", "Recent", "parse_frame", "packet_socket", "Sniffer",
     "record_frames", "SYN", "ACK", "FIN", "RST",
 ]
 
@@ -48,6 +49,8 @@ _ETH_P_ALL = 0x0003
 _SO_TIMESTAMPNS = 35
 _MAX_FLOW_BYTES = 1 << 25  # client bytes not yet consumed beyond this: not tracked further
 _TRIM_AT = 1 << 20  # consumed bytes the record forgets at once (one memmove per MiB)
+_RECENT_BYTES = 1 << 26  # client bytes of connections not kept, heard last (Recent)
+_MAX_OTHERS = 1 << 16  # connections not kept whose SYN exchange is remembered
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,8 +207,40 @@ class Flow:
 
 
 @dataclass
+class Recent:
+    """The client bytes last heard of connections a tracker does not keep, in arrival order,
+    at most ``limit`` bytes: what a member looks back into when a connection it did not keep
+    becomes one it must (:meth:`FlowTracker.hold`). One may be shared by a member's trackers
+    (one per predecessor), so that a tracker started after a death still sees back past it."""
+
+    limit: int = _RECENT_BYTES
+    segments: deque[tuple[tuple[str, int], int, bytes]] = field(default_factory=deque)
+    size: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, client: tuple[str, int], seq: int, payload: bytes) -> None:
+        """One client segment's bytes (the oldest are forgotten beyond :attr:`limit`)."""
+        with self.lock:
+            self.segments.append((client, seq, payload))
+            self.size += len(payload)
+            while self.size > self.limit:
+                self.size -= len(self.segments.popleft()[2])
+
+    def of(self, clients: set[tuple[str, int]]) -> list[tuple[tuple[str, int], int, bytes]]:
+        """The segments kept of ``clients``, oldest first."""
+        with self.lock:
+            return [s for s in self.segments if s[0] in clients]
+
+
+@dataclass
 class FlowTracker:
-    """Every connection to ``service`` (address, port) heard on the LAN, by client address."""
+    """Every connection to ``service`` (address, port) heard on the LAN, by client address.
+
+    With :attr:`keep`, the connections it does not keep are remembered all the same, without
+    their bytes (:attr:`others`: the SYN exchange, the acknowledgements), and their bytes go
+    to :attr:`recent`, so that one can be kept after all, with the bytes it needs, when the
+    member learns that it must (:meth:`hold`, :meth:`promote`): a connection a neighbour took
+    over from a member that died just before, which this member may not know dead yet."""
 
     service: tuple[str, int]
     flows: dict[tuple[str, int], Flow] = field(default_factory=dict)
@@ -214,6 +249,10 @@ class FlowTracker:
     keep: Callable[[tuple[str, int]], bool] | None = None
     """Which clients to record (``None``: all): a bucket-layout member records only the
     connections of the buckets it mirrors (its own it serves, and would hold for ever)."""
+    others: dict[tuple[str, int], Flow] = field(default_factory=dict)
+    """With :attr:`keep`: the connections not kept, without their bytes."""
+    recent: Recent = field(default_factory=Recent)
+    """With :attr:`keep`: the bytes of the connections not kept, heard last."""
 
     def feed(self, seg: TcpFrame) -> None:
         """Take one heard segment (either direction; others are ignored)."""
@@ -227,16 +266,21 @@ class FlowTracker:
     def _from_client(self, seg: TcpFrame) -> None:
         flow = self.flows.get(seg.src)
         if seg.flags & SYN and not seg.flags & ACK:
-            if self.keep is not None and not self.keep(seg.src):
-                return
+            kept = self.keep is None or self.keep(seg.src)
+            table = self.flows if kept else self.others
+            flow = table.get(seg.src)
             if flow is None or flow.client_isn != seg.seq:
                 wscale = seg.options.get(3)
                 mss = seg.options.get(2)
-                self.flows[seg.src] = Flow(
+                table[seg.src] = Flow(
                     seg.src, seg.seq, struct.unpack(">H", mss)[0] if mss is not None and len(mss) == 2 else 536,
                     wscale[0] if wscale else None, 4 in seg.options, syn=seg.packet)  # fmt: skip
+                if not kept and len(self.others) > _MAX_OTHERS:
+                    del self.others[next(iter(self.others))]
             return
         if flow is None:
+            if self.keep is not None:
+                self._from_other(seg)
             return
         if seg.flags & RST:
             flow.reset = True
@@ -249,8 +293,29 @@ class FlowTracker:
         if seg.flags & FIN:
             flow.fin = True
 
+    def _from_other(self, seg: TcpFrame) -> None:
+        """A client segment of a connection not kept: its bytes to :attr:`recent`, the rest
+        to its entry in :attr:`others` (if its SYN was heard)."""
+        if seg.payload:
+            self.recent.add(seg.src, seg.seq, seg.payload)
+        other = self.others.get(seg.src)
+        if other is None:
+            return
+        if seg.flags & RST:
+            del self.others[seg.src]
+            return
+        if seg.flags & ACK and (other.acked is None or _after(seg.ack, other.acked)):
+            other.acked = seg.ack
+        other.client_window = seg.window
+        if seg.flags & FIN:
+            other.fin = True
+            if other.server_fin:
+                del self.others[seg.src]
+
     def _from_server(self, seg: TcpFrame) -> None:
         flow = self.flows.get(seg.dst)
+        if flow is None and self.keep is not None:
+            flow = self.others.get(seg.dst)
         if flow is None:
             return
         if seg.flags & RST:
@@ -291,6 +356,48 @@ class FlowTracker:
         """Drop a finished connection's record."""
         with self.lock:
             self.flows.pop(client, None)
+            self.others.pop(client, None)
+
+    def hold(self, client: tuple[str, int], rcv_nxt: int, consumed: int, unread: bytes = b"") -> None:
+        """Keep ``client``'s connection from now on, whether :attr:`keep` chose it or not: its
+        owner mirrors it to this node (a ``tcp`` or ``adopt`` frame). ``rcv_nxt``: the sequence
+        number of the client's first byte; ``consumed``: client bytes its owner has consumed
+        (what a takeover starts after); ``unread``: the client bytes after those that the
+        owner holds (an ``adopt`` frame carries those its sender put back into the receive
+        queue). A record that holds the bytes from ``consumed`` on stays as it is; else it
+        starts at ``consumed`` with ``unread`` and what :attr:`recent` holds of the client."""
+        with self.lock:
+            flow = self.flows.get(client)
+            if flow is None and self.keep is None:
+                return  # every SYN is kept: there is nothing more to find
+            if flow is None:
+                flow = self.others.pop(client, None)
+            if flow is None or flow.rcv_base != rcv_nxt:  # never heard, or an older connection
+                flow = Flow(client, (rcv_nxt - 1) & 0xFFFFFFFF)
+            if not flow.base <= consumed <= flow.end or flow.overflow:
+                flow.data, flow.base, flow.pending, flow.overflow = bytearray(), consumed, {}, False
+            if unread:
+                flow.client_bytes((rcv_nxt + consumed) & 0xFFFFFFFF, unread)
+            if self.flows.get(client) is not flow:
+                self.flows[client] = flow
+                self._look_back({client})
+
+    def promote(self) -> int:
+        """Keep every connection in :attr:`others` that :attr:`keep` now chooses (it chooses
+        more once the member learns of a death), with the bytes :attr:`recent` holds of it;
+        returns how many."""
+        with self.lock:
+            keep = self.keep
+            chosen = {client for client in self.others if keep is not None and keep(client)}
+            for client in chosen:
+                self.flows[client] = self.others.pop(client)
+            if chosen:
+                self._look_back(chosen)
+            return len(chosen)
+
+    def _look_back(self, clients: set[tuple[str, int]]) -> None:
+        for client, seq, payload in self.recent.of(clients):
+            self.flows[client].client_bytes(seq, payload)
 
 
 def packet_socket(dev: str, rcvbuf: int = 1 << 26, *, outgoing: bool = False) -> socket.socket:

@@ -70,6 +70,9 @@ class Restored:
     queued: bytes = b""
     queued_start: int = 0
     unread: int = 0
+    received: bytes = b""
+    """The client bytes put into the receive queue (``unread`` of them): an ``adopt`` frame
+    hands them to the next buddy, whose LAN record may not hold them."""
     resend: bytes = b""
     """After a rebase: the bytes the client lacks, to write as new data."""
     lacked: int | None = None
@@ -151,7 +154,8 @@ def restore_flow(state: MirrorState | None, flow: Flow | None, docroot: Docroot,
         at = replace(at, snd_wnd=window, max_window=max(snap.max_window, window))
     sock = repair.restore(at, queued, unread=unread)
     return Restored(tuple(snap.remote), sock, state, at, from_sniff, queued=queued,  # type: ignore[arg-type]  # tuple() of the (host, port) pair loses its item types
-                    queued_start=first, unread=len(unread), lacked=lacked, tail_from=cut)  # fmt: skip
+                    queued_start=first, unread=len(unread), received=unread, lacked=lacked,
+                    tail_from=cut)  # fmt: skip
 
 
 def _sent_position(flow: Flow | None, snap: repair.TcpSnapshot, first: int, end: int

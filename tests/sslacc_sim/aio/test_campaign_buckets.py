@@ -2,7 +2,7 @@
 
 In network namespaces (root, iproute2, nftables and the four clients; never skipped): the same
 load as the chain's campaign (``test_campaign.py``) against three members that each serve their
-own buckets, mirrored to the next; each trial kills or hangs a member drawn from the seed at an
+own buckets, mirrored to the next; each trial kills or hangs a member drawn from the seed (or kills it and then its successor) at an
 instant drawn over the load. Every connection must be byte-exact. The negative control starts the members without
 ``--ring``: a death is only reported, and connections are lost.
 """
@@ -21,9 +21,9 @@ SIZES = (1 << 10, 1 << 14, 1 << 18, 1 << 20, 1 << 22)
 
 
 def test_a_small_seeded_bucket_campaign_keeps_every_connection_byte_exact(tmp_path: Path) -> None:
-    """Kills and hangs. (Double kills are the full campaign's: a second death within the
-    predecessor's verdict time can lose an upload, ``docs/sslacc-cluster.md``.)"""
-    cfg = CampaignConfig(trials=3, seed=3, connections=32, modes=("kill", "hang"), wake_after=1.5,
+    """A kill, a hang and a double kill (the victim, then its successor within a second of
+    its takeover)."""
+    cfg = CampaignConfig(trials=3, seed=3, connections=32, modes=("kill", "hang", "double"), wake_after=1.5,
                          client_timeout=40, sizes=SIZES, window=(0.05, 0.8), tag_prefix="tb",
                          layout="buckets")  # fmt: skip
     summary = run_campaign(cfg, tmp_path, progress=False)

@@ -63,7 +63,7 @@ def test_frames_round_trip_and_a_closed_link_is_none() -> None:
         header, got = recv_frame(b)  # type: ignore[misc]
         assert header["type"] == "update"
         assert split_blob(header, got) == {"raw": b"xyz", "full": b"", "keys": b"",
-                                           "progress": bytes(18), "session": b""}  # fmt: skip
+                                           "progress": bytes(18), "session": b"", "unread": b""}  # fmt: skip
         a.sendall(b"\0\0")
         a.shutdown(socket.SHUT_WR)
         with pytest.raises(MirrorError, match="inside a frame"):

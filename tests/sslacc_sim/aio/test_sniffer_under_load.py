@@ -1,0 +1,105 @@
+"""The LAN recorder under a flood: a takeover's :meth:`Sniffer.sync` returns while frames keep
+coming.
+
+The first campaign on the bucket layout lost two connections (trial 57) this way: the last
+member served at full speed, so the frames on its LAN never stopped; its recorder thread held
+the record for as long as frames came, and ``sync()`` drained until the socket was empty, so
+the takeover waited on both. Now the thread lets go of the record every
+:data:`~sslacc_sim.aio.linux.sniff._BATCH` frames and ``sync()`` stops at the first frame
+received after it was called (``SO_TIMESTAMPNS``). Each test fails when its half is undone.
+
+No namespaces: the sniffer reads hand-built Ethernet frames from a UDP socket on loopback (it
+reads any datagram socket alike); a sender in another process floods it, and a record that
+takes a little time per frame stands for a loaded member.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+from sslacc_sim.aio.linux.sniff import _BATCH, ACK, FlowTracker, Sniffer, TcpFrame
+
+from .test_sniff_takeover import CLIENT, VIP, frame
+
+_FRAME = frame(CLIENT, VIP, 1, 0, ACK, b"x" * 40)
+
+
+class _SlowRecord(FlowTracker):
+    """A record that takes about a quarter of a millisecond per frame (a busy member)."""
+
+    def feed(self, seg: TcpFrame) -> None:
+        time.sleep(0.00025)
+        super().feed(seg)
+
+
+def _receiver(rcvbuf: int = 1 << 15) -> socket.socket:
+    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)  # a short backlog
+    rx.bind(("127.0.0.1", 0))
+    return rx
+
+
+def test_sync_stops_at_the_first_frame_received_after_the_call() -> None:
+    rx = _receiver(1 << 20)
+    tracker = FlowTracker(VIP)
+    sniffer = Sniffer(rx, tracker)  # not started: the test's thread drains
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
+        for _ in range(5):
+            tx.sendto(_FRAME, rx.getsockname())
+        time.sleep(0.01)
+        mark = time.monotonic()
+        time.sleep(0.01)
+        for _ in range(5):
+            tx.sendto(_FRAME, rx.getsockname())
+        time.sleep(0.01)
+    sniffer._drain(until=mark)
+    assert tracker.frames == 6, "five frames from before the mark, and the first one after it"
+    sniffer._drain(limit=2)
+    assert tracker.frames == 8
+    rx.close()
+
+
+def test_the_thread_feeds_a_batch_at_a_time() -> None:
+    rx = _receiver(1 << 22)
+    tracker = FlowTracker(VIP)
+    sniffer = Sniffer(rx, tracker)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
+        for _ in range(_BATCH + 100):
+            tx.sendto(_FRAME, rx.getsockname())
+    time.sleep(0.05)
+    sniffer._drain(limit=_BATCH)
+    assert tracker.frames == _BATCH
+    rx.close()
+
+
+def test_a_takeovers_sync_returns_while_the_frames_keep_coming() -> None:
+    rx = _receiver()
+    tracker = _SlowRecord(VIP)
+    sniffer = Sniffer(rx, tracker).start()
+    host, port = rx.getsockname()
+    flood = subprocess.Popen([sys.executable, "-c", (
+        "import socket, sys, time\n"
+        "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+        f"f, end = bytes.fromhex('{_FRAME.hex()}'), time.monotonic() + 4.0\n"
+        "print('go', flush=True)\n"
+        f"while time.monotonic() < end: s.sendto(f, ('{host}', {port}))\n")],
+        stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert flood.stdout is not None and flood.stdout.readline() == "go\n"
+        time.sleep(0.3)  # the thread is feeding, and the socket never empties
+        took: list[float] = []
+        caller = threading.Thread(target=lambda: (t0 := time.monotonic(), sniffer.sync(),
+                                                  took.append(time.monotonic() - t0)))  # fmt: skip
+        caller.start()
+        caller.join(timeout=10)
+        assert took, "sync() did not return"
+        assert flood.poll() is None, "the flood must outlast the sync for the test to mean anything"
+        assert took[0] < 1.5, f"sync() took {took[0]:.2f} s under a flood (it waited for the flood's end)"
+    finally:
+        flood.wait(timeout=10)
+        sniffer.stop()
+        rx.close()
