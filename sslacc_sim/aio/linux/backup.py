@@ -203,7 +203,7 @@ class Backup:
         """Store the session the frame just applied carried (before it is acknowledged)."""
         if state.new_session and state.session is not None and self.controls.share_sessions:
             if self.sessions is not None:
-                self.sessions.put(state.session)
+                self.sessions.keep(state.session)
 
     def _hand_sessions(self) -> None:
         """The whole session table to this node's own buddy, once it owns the address."""

@@ -84,6 +84,7 @@ from .netns import (
     MIRROR_ADDRESSES,
     NEXT_MIRROR_ADDRESSES,
     PREFIX,
+    SHARED_MAC,
     Topology,
     sweep_leftovers,
 )
@@ -103,7 +104,7 @@ CONTROLS: dict[str, tuple[list[str], list[str]]] = {
     "no-ring": ([], []),  # the bucket layout's: members started without --ring
 }
 #: The controls each layout knows.
-LAYOUT_CONTROLS = {"chain": set(CONTROLS) - {"no-ring"}, "buckets": {"none", "no-ring"}}
+LAYOUT_CONTROLS = {"chain": set(CONTROLS) - {"no-ring"}, "buckets": {"none", "no-ring", "no-fence"}}
 #: The files served (bytes); each connection draws one.
 SIZES = (1 << 10, 1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22, 1 << 24)
 
@@ -126,8 +127,8 @@ class CampaignConfig:
     tag_prefix: str = "cp"
     """Trial N's namespaces are ``sacc-<tag_prefix>N-*`` (two campaigns at once need two)."""
     stall_ms: float = 0.0
-    """The owner waits this long before each accept and each read (``--stall-ms`` of the
-    node): queues fill, and a fault finds connections established but not accepted, and
+    """The owner (every member, on the bucket layout) waits this long before each accept and
+    each read (``--stall-ms`` of the node): queues fill, and a fault finds connections established but not accepted, and
     client bytes acknowledged but not consumed."""
     layout: str = "chain"
     """``chain``: an owner, its buddy (and for ``double`` the buddy's buddy); ``buckets``:
@@ -143,9 +144,9 @@ class CampaignConfig:
         if self.control not in LAYOUT_CONTROLS[self.layout]:
             raise ValueError(f"control must be one of {sorted(LAYOUT_CONTROLS[self.layout])} with "
                              f"the {self.layout} layout, got {self.control!r}")
-        if self.layout == "buckets" and (self.pcap is not None or self.stall_ms):
-            raise ValueError("--pcap and --stall-ms are the chain layout's (the bucket layout's "
-                             "nodes share a MAC; its members do not stall)")
+        if self.layout == "buckets" and self.pcap is not None:
+            raise ValueError("--pcap is the chain layout's (the bucket layout's nodes share a "
+                             "MAC: the client's capture cannot tell them apart)")
         if not self.modes or set(self.modes) - set(MODES):
             raise ValueError(f"modes must be a non-empty subset of {MODES}, got {self.modes}")
         if not self.tag_prefix.isalpha() or len(self.tag_prefix) > 4:
@@ -293,7 +294,9 @@ def _trial_row(t: Trial) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         flows = [{"trial": t.index, "mode": t.mode, **asdict(f),
                   "resumed_s": resumed_at.get(f.port)} for f in at.values()]  # fmt: skip
         gaps = [f.gap_s for f in at.values() if f.phase in HIT and f.gap_s is not None]
-        if t.woke is not None:
+        if t.woke is not None and t.zombie_capture is not None:  # the victim's switch port
+            zombies = zombie_frames(t.zombie_capture, SHARED_MAC.replace(":", ""), t.woke)
+        elif t.woke is not None:
             zombies = zombie_frames(t.capture, t.victim, t.woke)
     report = t.report or {}
     phases = {p: sum(1 for f in flows if f["phase"] == p)
@@ -415,7 +418,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="kill instants are drawn over this fraction of the load (default 0,1)")
     p.add_argument("--control", choices=sorted(CONTROLS), default="none",
                    help="a negative control: turn one mechanism off (no-ring: the bucket "
-                   "layout's; the others the chain's)")
+                   "layout's only; no-fence: both layouts'; the others the chain's)")
     p.add_argument("--layout", choices=("chain", "buckets"), default="chain",
                    help="chain: owner, buddy (and the buddy's buddy); buckets: three members "
                    "each serving its buckets, a random one failing (default chain)")

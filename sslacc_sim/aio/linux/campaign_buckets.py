@@ -18,11 +18,12 @@ its instant:
     takeover; the last member serves everything.
 
 Two things differ from the chain's trial. Every member holds the virtual IP's MAC, so the
-client's capture cannot tell the woken member's frames from the others': the zombie count is
-not taken (the fence, the victim's switch port taken down, is what keeps them off the wire;
-``test_members_three.py`` checks a woken member fences itself). And the gap from the fault to
-each client's next byte counts any server segment after the fault (the victim, cut first,
-sends none).
+client's capture cannot tell the woken member's frames from the others': a ``hang`` trial
+counts them on the victim's own switch port instead (``node sniff --incoming-only`` in the
+switch's namespace: what the victim put on the LAN after it woke; the fence takes that port
+down, and ``--control no-fence`` must let frames through). And the gap from the fault to each
+client's next byte counts any server segment after the fault (the victim, cut first, sends
+none).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...buckets import BucketTable
-from .campaign_load import Site, Trial, client_capture, run_load
+from .campaign_load import Site, Trial, capture, client_capture, run_load
 from .cluster import start_members
 from .netns import Topology
 
@@ -59,16 +60,21 @@ def run_bucket_trial(site: Site, cfg: CampaignConfig, trial: Trial, rng: random.
     """One trial (module docstring) in fresh namespaces, removed after."""
     work = Path(tempfile.mkdtemp(prefix=f"t{trial.index}-", dir=site.work))
     victim = MEMBERS[random.Random(f"{cfg.seed}-victim-{trial.index}").randrange(len(MEMBERS))]
+    member_args = [*(["--no-fence"] if cfg.control == "no-fence" else []),
+                   *(["--stall-ms", f"{cfg.stall_ms:g}"] if cfg.stall_ms else [])]  # fmt: skip
     with Topology(tag=f"{cfg.tag_prefix}{trial.index % 100000}", shared_vip=True) as topo, \
             client_capture(topo, work, trial), ExitStack() as stack:
+        if trial.mode == "hang":  # what the victim puts on the LAN, for its zombie frames
+            trial.zombie_capture = stack.enter_context(
+                capture(topo, "lan", f"p{victim}", work / "port.json", incoming_only=True))
         procs = start_members(topo, stack, members=len(MEMBERS), docroot=site.work / "docroot",
                               cert=site.cert, key=site.key, port=_PORT, suite=cfg.suite,
-                              buckets=_BUCKETS, ring=cfg.control != "no-ring", logs=work)  # fmt: skip
+                              buckets=_BUCKETS, ring=cfg.control != "no-ring", logs=work,
+                              member_args=member_args)  # fmt: skip
         run_load(site, cfg, trial, rng, work, topo, procs,
                  lambda: _fail(trial, topo, procs, cfg, victim))  # fmt: skip
     trial.victim = ""  # one MAC for every member: no segment is told apart as the victim's
     trial.victim_node = victim
-    trial.woke = None  # the zombie count needs a MAC of the victim's own (module docstring)
     trial.work = work
     return trial
 
@@ -124,5 +130,6 @@ def _wake(trial: Trial, topo: Topology, proc: subprocess.Popen[str], victim: str
     time.sleep(max(0.0, trial.kill + cfg.wake_after - time.monotonic()))
     topo.uncut(victim)
     proc.send_signal(signal.SIGCONT)
-    time.sleep(1.0)  # long enough for it to find itself fenced
+    trial.woke = time.monotonic()
+    time.sleep(1.0)  # long enough for it to find itself fenced, or for a zombie's frames
 

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from .campaign import CampaignConfig
 
 __all__ = ["Site", "Trial", "make_site", "plan_load", "expected_body", "unread_lines",
-           "client_capture", "run_load", "PORT", "READY_S"]
+           "capture", "client_capture", "run_load", "PORT", "READY_S"]
 
 PORT = 443
 READY_S = 30.0
@@ -85,6 +85,9 @@ class Trial:
     """``double``: the first kill's time and takeover report."""
     victim_node: str = "a"
     victim: str = ""
+    zombie_capture: list[list[Any]] | None = None
+    """The frames the victim put on the LAN (its switch port's capture), when that, not the
+    client's capture told apart by MAC, is where its zombie frames are counted."""
     work: Path = Path()
     said: dict[str, list[str]] = field(default_factory=dict)
     start: float = 0.0
@@ -134,20 +137,34 @@ def unread_lines(proc: subprocess.Popen[str]) -> list[str]:
 
 
 @contextmanager
-def client_capture(topo: Topology, work: Path, trial: Trial) -> Iterator[None]:
-    """The client's record of every segment to and from the service (``node sniff``), into
-    ``trial.capture`` once the block ends."""
-    out = work / "capture.json"
-    sniffer = topo.popen("client", [sys.executable, "-m", "sslacc_sim.aio.linux.node", "sniff",
-                                    "--src", VIP, "--port", str(PORT), "--out", str(out)],
+def capture(topo: Topology, node: str, dev: str, out: Path, *, incoming_only: bool = False
+            ) -> Iterator[list[list[Any]]]:  # fmt: skip
+    """Every segment to and from the service heard on ``dev`` in ``node``'s namespace (``node
+    sniff``): the list yielded is filled once the block ends. A record that could not be
+    written raises (a count of zero frames must mean that none came)."""
+    rows: list[list[Any]] = []
+    sniffer = topo.popen(node, [sys.executable, "-m", "sslacc_sim.aio.linux.node", "sniff",
+                                "--dev", dev, "--src", VIP, "--port", str(PORT), "--out", str(out),
+                                *(["--incoming-only"] if incoming_only else [])],
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=node_env())  # fmt: skip
     wait_line(sniffer, "ready", READY_S)
     try:
-        yield
+        yield rows
     finally:
         sniffer.send_signal(signal.SIGTERM)
         sniffer.wait(timeout=30)
-    trial.capture = json.loads(out.read_text()) if out.exists() else []
+    if not out.exists():
+        raise RuntimeError(f"the capture on {node}:{dev} wrote nothing (exit {sniffer.returncode})")
+    rows.extend(json.loads(out.read_text()))
+
+
+@contextmanager
+def client_capture(topo: Topology, work: Path, trial: Trial) -> Iterator[None]:
+    """The client's record of every segment to and from the service, into ``trial.capture``
+    once the block ends."""
+    with capture(topo, "client", "eth0", work / "capture.json") as rows:
+        yield
+    trial.capture = rows
 
 
 def run_load(site: Site, cfg: CampaignConfig, trial: Trial, rng: random.Random, work: Path,

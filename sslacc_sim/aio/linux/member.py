@@ -80,13 +80,13 @@ from pathlib import Path
 from tls12 import ServerConfig
 
 from ...buckets import BucketTable
-from .backup import Backup
+from .backup import Backup, Controls
 from .buckets import BucketFilter, LibNft, bucket_of
 from .mirror import ACK, send_frame
 from .primary import DEAD_AFTER_S, Primary, realtime_thread
 from .report import say
 from .service import ALONE_WAIT_S, Docroot
-from .sessions import SharedSessionStore, sessions_frame
+from .sessions import SessionGossip, SharedSessionStore, sessions_frame
 from .sniff import FlowTracker, Recent, Sniffer, packet_socket
 
 __all__ = ["Member", "run_member", "carrier", "link_port", "CONNECT_WITHIN_S", "TIE_BREAK_S"]
@@ -142,6 +142,10 @@ class Member:
     stall: float = 0.0
     """Seconds to wait before each read of a connection (``--stall-ms``: a loaded member, the
     client's bytes waiting in its kernel, acknowledged and not yet consumed)."""
+    fence: bool = True
+    """Off only as a negative control (``--no-fence``): a dead predecessor's switch port is
+    not taken down, and this member does not take its own link down when its lease runs out
+    (both fences, as the chain layout's ``no-fence`` control)."""
     table: BucketTable = field(init=False)
     _owner: Primary | None = field(default=None, init=False)
     _nft: BucketFilter | None = field(default=None, init=False)
@@ -191,9 +195,13 @@ class Member:
                                       lan_dev=self.dev,
                                       alone=threading.Event() if self.members > 1 else None,
                                       stand_down=lambda: not carrier(self.dev),
-                                      stall=self.stall)  # fmt: skip
+                                      stall=self.stall, self_fence=self.fence)  # fmt: skip
         owner.lease.grace = ALONE_WAIT_S
         owner.readopt = bool(self.ring) and self.members > 2
+        store = self.config.session_store if self.config is not None else None
+        if isinstance(store, SharedSessionStore) and self.ring and self.members > 2:
+            # the mirror has each session from the updates; the other members from this
+            store.on_put = SessionGossip(self._peers).start().offer
         if self.members > 1:
             self._mirror_predecessor(self.predecessor, self.listen_on, self.fence_port)
         control = _connect(owner) if self.mirror is not None else None
@@ -205,6 +213,12 @@ class Member:
         while True:
             sock, _ = listener.accept()
             threading.Thread(target=owner.serve_one, args=(sock,), daemon=True).start()
+
+    def _peers(self) -> list[tuple[str, int]]:
+        """Every other live member's cluster listener (where sessions are handed on)."""
+        with self._ring_lock:
+            live = [m for m in self.table.members if m not in (self.index, self.mirror_index)]
+        return [(self.ring[m], self.listen_on[1]) for m in live]
 
     def _beat(self, link: socket.socket) -> None:
         assert self._owner is not None
@@ -218,7 +232,8 @@ class Member:
         death (its buckets: :attr:`_theirs`, grown when it inherits another member's)."""
         theirs = self._theirs.setdefault(pred, set(self.table.owned_by(pred)))
         backup = Backup(self.vip, self.port, listen_on, self.dev, self.docroot,
-                        self.config, fence_port=fence_port, stall=self.stall)  # fmt: skip
+                        self.config, fence_port=fence_port, stall=self.stall,
+                        controls=Controls(fence=self.fence))  # fmt: skip
         backup.arm_fence()
         backup.tracker = FlowTracker((self.vip, self.port), keep=lambda client: bucket_of(
             client[0], client[1], self.buckets) in theirs, recent=self._recent)  # fmt: skip
@@ -357,7 +372,9 @@ class Member:
                              "is down: fenced")  # fmt: skip
         owner.stop_heartbeat()
         dead = self.mirror_index
-        assert dead is not None
+        if dead is None:  # alone already: every other member was declared dead meanwhile
+            self._judging = False
+            return
         self._declare_dead(dead)
         owner.go_alone()
         self._own(self.owned)  # when a member it watched died just before, unknown till now

@@ -31,7 +31,9 @@ the next member (``--mirror``), and mirrors the previous one's (``--listen``).
 ``sniff`` records, in the client's namespace, every TCP segment from the service (arrival
 time, source MAC, client port, sequence number, length, flags) and writes them as JSON when
 stopped with SIGTERM: the orchestrator finds each client's first byte after a kill there, and
-any frame from a fenced node.
+any frame from a fenced node. On a switch port with ``--incoming-only`` it records what the
+node behind that port put on the LAN (the bucket layout's zombie count: every member carries
+one MAC, so only the port tells a woken member's frames apart).
 """
 
 from __future__ import annotations
@@ -118,7 +120,8 @@ def _sniff(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _stop)
     with packet_socket(args.dev, 1 << 27, outgoing=True) as s:
         print("ready", flush=True)
-        seen = record_frames(s, (args.src, args.port), lambda: stop)
+        seen = record_frames(s, (args.src, args.port), lambda: stop,
+                             incoming_only=args.incoming_only)  # fmt: skip
     Path(args.out).write_text(json.dumps(seen))
     return 0
 
@@ -174,7 +177,7 @@ def _member(args: argparse.Namespace) -> int:
                     takeover=not args.no_takeover,
                     ring=tuple(args.ring.split(",")) if args.ring else (),
                     switch_ports=tuple(args.switch_ports.split(",")) if args.switch_ports else (),
-                    stall=args.stall_ms / 1000)  # fmt: skip
+                    stall=args.stall_ms / 1000, fence=not args.no_fence)  # fmt: skip
     return run_member(member)
 
 
@@ -203,6 +206,10 @@ def _member_arguments(m: argparse.ArgumentParser) -> None:
     m.add_argument("--switch-ports", help="every member's port on the switch by index, "
                    "comma-separated (with --ring and --fence-netns: the fence of whichever "
                    "member becomes this one's predecessor)")
+    m.add_argument("--no-fence", action="store_true",
+                   help="negative control: a dead member's switch port is not taken down, "
+                   "and a member whose lease ran out does not take its own link down (a woken "
+                   "member is then not kept off the wire)")
     m.add_argument("--stall-ms", type=cli.non_negative_float, default=0.0,
                    help="wait this long before each read of a connection, its own or one taken "
                    "over: a loaded member, whose receive queues a fault then finds full "
@@ -255,6 +262,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--src", required=True, help="the server address (the virtual IP)")
     s.add_argument("--port", type=cli.port, default=443)
     s.add_argument("--out", required=True, help="JSON file written on SIGTERM")
+    s.add_argument("--incoming-only", action="store_true",
+                   help="only the frames the interface receives (on a switch port: what the "
+                   "node behind it sent, not what the switch sends it)")
     return p
 
 

@@ -17,17 +17,19 @@ on the cluster links (which carry every connection's keys anyway).
 
 from __future__ import annotations
 
+import queue
+import socket
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from tls12.buffer import Buffer, Writer
 from tls12.errors import DecodeError
 from tls12.session import InMemorySessionStore, Session
 
 from ...sessions import encode_session
-from .mirror import MirrorError, read_session
+from .mirror import ACK, MirrorError, read_session, send_frame
 
-__all__ = ["SESSIONS", "SharedSessionStore", "read_sessions_frame", "sessions_frame"]
+__all__ = ["SESSIONS", "SessionGossip", "SharedSessionStore", "read_sessions_frame", "sessions_frame"]
 
 #: The frame type that hands a whole session table to a node's buddy.
 SESSIONS = "sessions"
@@ -37,11 +39,17 @@ _MAX_ENTRY = 1024
 
 class SharedSessionStore:
     """A bounded LRU session store safe to share between a node's connection threads: a
-    :class:`tls12.session.InMemorySessionStore` behind a lock."""
+    :class:`tls12.session.InMemorySessionStore` behind a lock.
+
+    :meth:`put` is how this node's own handshakes store their sessions (``tls12`` calls it), and
+    tells :attr:`on_put`, if set (a bucket-layout member passes them on to every other member:
+    :class:`SessionGossip`); :meth:`keep` and :meth:`put_all` store the sessions other nodes
+    made, and tell no one."""
 
     def __init__(self, max_entries: int = 10_000) -> None:
         self._store = InMemorySessionStore(max_entries)
         self._lock = threading.Lock()
+        self.on_put: Callable[[Session], None] | None = None
 
     def __len__(self) -> int:
         with self._lock:
@@ -52,6 +60,12 @@ class SharedSessionStore:
             return self._store.get(session_id)
 
     def put(self, session: Session) -> None:
+        self.keep(session)
+        if self.on_put is not None:
+            self.on_put(session)
+
+    def keep(self, session: Session) -> None:
+        """Store a session another node made (:attr:`on_put` is not told)."""
         if not session.session_id:
             raise ValueError("a session without an ID cannot be resumed")
         with self._lock:
@@ -65,7 +79,7 @@ class SharedSessionStore:
         """Store every session (oldest first, so the LRU order follows); returns how many."""
         n = 0
         for session in sessions:
-            self.put(session)
+            self.keep(session)
             n += 1
         return n
 
@@ -73,6 +87,51 @@ class SharedSessionStore:
         """Every stored session, least recently used first."""
         with self._lock:
             return self._store.snapshot()
+
+
+class SessionGossip:
+    """Passes this node's new sessions on to every other node, in the background.
+
+    "The SSL session cache must be shared across the entire cluster" (§4.9): on the bucket
+    layout a client's next connection may hash to any member, not only to the mirror that the
+    updates already give each session to. :meth:`offer` queues a session (cheap, from the
+    handshake's thread); one thread sends what has queued as one ``sessions`` frame to each
+    address ``peers()`` names (every other live member's cluster listener, which stores them
+    and acknowledges), and counts what it could not deliver. A session that arrives after the
+    client's next ClientHello costs only a full handshake, never a connection: sessions are an
+    optimisation, so they do not wait for the cluster as the connections' states do."""
+
+    def __init__(self, peers: Callable[[], list[tuple[str, int]]], timeout: float = 2.0) -> None:
+        self.peers = peers
+        self.timeout = timeout
+        self.sent = 0
+        self.failed = 0
+        self._queue: queue.SimpleQueue[Session] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="session-gossip")
+
+    def start(self) -> SessionGossip:
+        self._thread.start()
+        return self
+
+    def offer(self, session: Session) -> None:
+        """Queue ``session`` for every other node."""
+        self._queue.put(session)
+
+    def _run(self) -> None:
+        while True:
+            batch = [self._queue.get()]
+            while not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            header, blob = sessions_frame(batch)
+            for peer in self.peers():
+                try:
+                    with socket.create_connection(peer, timeout=self.timeout) as link:
+                        send_frame(link, header, blob)
+                        if link.recv(1) != ACK:
+                            raise ConnectionError("no acknowledgement")
+                    self.sent += len(batch)
+                except OSError:
+                    self.failed += len(batch)  # a dead member: its successor has the rest
 
 
 def sessions_frame(sessions: Iterable[Session]) -> tuple[dict[str, object], bytes]:

@@ -47,6 +47,7 @@ _SO_RCVBUFFORCE = 33
 _ETH_P_IP = 0x0800
 _ETH_P_ALL = 0x0003
 _SO_TIMESTAMPNS = 35
+_PACKET_OUTGOING = 4  # a packet socket's address: a frame this host sent (linux/if_packet.h)
 _MAX_FLOW_BYTES = 1 << 25  # client bytes not yet consumed beyond this: not tracked further
 _TRIM_AT = 1 << 20  # consumed bytes the record forgets at once (one memmove per MiB)
 _RECENT_BYTES = 1 << 26  # client bytes of connections not kept, heard last (Recent)
@@ -496,14 +497,18 @@ def _received_at(ancillary: list[tuple[int, int, bytes]]) -> float:
                  for sec, nsec in [struct.unpack("=qq", data[:16])]), time.monotonic())  # fmt: skip
 
 
-def record_frames(sock: socket.socket, service: tuple[str, int], stop: Callable[[], bool]
+def record_frames(sock: socket.socket, service: tuple[str, int], stop: Callable[[], bool],
+                  *, incoming_only: bool = False
                   ) -> list[tuple[float, str, int, int, int, int, int, int]]:  # fmt: skip
     """Every segment between clients and ``service`` heard on ``sock`` until ``stop()`` (checked
     every 0.2 s), as rows ``(time, source MAC hex, client port, seq, payload length, flags,
     window, ack)``; a client's own segments have ``"client"`` for a MAC, their acknowledgement
     for ``seq``, their window scaled by the shift their SYN announced and their own sequence
     number for ``ack`` (the columns swap: ``seq`` is what a client row is read for).
-    ``time.monotonic()``: one clock for every namespace."""
+    ``time.monotonic()``: one clock for every namespace. ``incoming_only``: skip the frames
+    the host sends (on a switch port: keep what the node behind it sent, not what the switch
+    forwards to it; ``sock`` must take every protocol, as a bridge port's frames reach no
+    protocol-bound socket)."""
     seen: list[tuple[float, str, int, int, int, int, int, int]] = []
     shift: dict[int, int] = {}
     # the kernel's receive time of each frame, not when this loop got to it (it lags under
@@ -513,8 +518,13 @@ def record_frames(sock: socket.socket, service: tuple[str, int], stop: Callable[
     sock.settimeout(0.2)
     while not stop():
         try:
-            frame, ancillary, _, _ = sock.recvmsg(1 << 17, 64)
+            frame, ancillary, _, address = sock.recvmsg(1 << 17, 64)
         except (TimeoutError, InterruptedError):
+            continue
+        except OSError:  # ENETDOWN, once, when the interface goes down (a fenced port)
+            time.sleep(0.05)
+            continue
+        if incoming_only and address[2] == _PACKET_OUTGOING:
             continue
         now = _received_at(ancillary)
         seg = parse_frame(frame)

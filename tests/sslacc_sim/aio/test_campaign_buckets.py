@@ -3,14 +3,17 @@
 In network namespaces (root, iproute2, nftables and the four clients; never skipped): the same
 load as the chain's campaign (``test_campaign.py``) against three members that each serve their
 own buckets, mirrored to the next; each trial kills or hangs a member drawn from the seed (or kills it and then its successor) at an
-instant drawn over the load. Every connection must be byte-exact. The negative control starts the members without
-``--ring``: a death is only reported, and connections are lost.
+instant drawn over the load. Every connection must be byte-exact, and a hung member woken again
+must put no frame on the LAN (counted on its switch port). The negative controls start the
+members without ``--ring`` (a death is only reported, and connections are lost) or without
+the fence (a woken member's frames get through).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from sslacc_sim.aio.linux.campaign import CampaignConfig, run_campaign
@@ -25,7 +28,7 @@ def test_a_small_seeded_bucket_campaign_keeps_every_connection_byte_exact(tmp_pa
     its takeover)."""
     cfg = CampaignConfig(trials=3, seed=3, connections=32, modes=("kill", "hang", "double"), wake_after=1.5,
                          client_timeout=40, sizes=SIZES, window=(0.05, 0.8), tag_prefix="tb",
-                         layout="buckets")  # fmt: skip
+                         layout="buckets", stall_ms=10)  # fmt: skip
     summary = run_campaign(cfg, tmp_path, progress=False)
     trials = (tmp_path / "trials.csv").read_text()
     assert summary["connections"] == 3 * 32 and summary["kills"] == 3
@@ -33,6 +36,20 @@ def test_a_small_seeded_bucket_campaign_keeps_every_connection_byte_exact(tmp_pa
     assert summary["control_trial_ok"] and summary["silently_wrong"] == 0
     assert summary["took_over"] == 3, trials
     assert summary["config"]["layout"] == "buckets"
+    # the hung member's frames after it woke, counted on its switch port: none got through
+    hang = pd.read_csv(tmp_path / "trials.csv").query("mode == 'hang'")
+    assert hang["zombie_frames"].tolist() == [0], trials
+
+
+def test_control_without_the_fence_a_woken_member_reaches_the_clients(tmp_path: Path) -> None:
+    """``--no-fence``: the hung member's switch port stays up, and once woken it writes on
+    (its port's capture sees its frames); with the fence none passes (the test above)."""
+    cfg = CampaignConfig(trials=2, seed=4, connections=16, modes=("hang",), wake_after=1.0,
+                         client_timeout=10, sizes=SIZES[:4], stall_ms=50, window=(0.1, 0.3),
+                         control="no-fence", tag_prefix="tz", layout="buckets")  # fmt: skip
+    summary = run_campaign(cfg, tmp_path, progress=False)
+    assert summary["control_trial_ok"]
+    assert summary["zombie_frames"] > 0, (tmp_path / "trials.csv").read_text()
 
 
 def test_control_without_the_ring_the_bucket_campaign_loses_connections(tmp_path: Path) -> None:
@@ -47,6 +64,6 @@ def test_control_without_the_ring_the_bucket_campaign_loses_connections(tmp_path
 
 def test_the_chain_layouts_controls_are_refused_on_the_buckets() -> None:
     with pytest.raises(ValueError, match="control must be one of"):
-        CampaignConfig(layout="buckets", control="no-fence")
+        CampaignConfig(layout="buckets", control="no-sniff-data")
     with pytest.raises(ValueError, match="control must be one of"):
         CampaignConfig(control="no-ring")

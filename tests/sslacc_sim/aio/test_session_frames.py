@@ -1,19 +1,30 @@
 """The shared session table's parts without namespaces: the store, the session an update
 carries, the ``sessions`` frame, and their parsers under Hypothesis (anything malformed is a
-:class:`~sslacc_sim.aio.linux.mirror.MirrorError`, to the buddy a death of the owner)."""
+:class:`~sslacc_sim.aio.linux.mirror.MirrorError`, to the buddy a death of the owner); and a
+member's gossip of its own new sessions to the other members, over loopback."""
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
+import time
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sslacc_sim.aio.linux.mirror import MirrorError, MirrorState, join_blob, read_session
+from sslacc_sim.aio.linux.mirror import (
+    ACK,
+    MirrorError,
+    MirrorState,
+    join_blob,
+    read_session,
+    recv_frame,
+)
 from sslacc_sim.aio.linux.repair import TcpSnapshot
 from sslacc_sim.aio.linux.sessions import (
+    SessionGossip,
     SharedSessionStore,
     read_sessions_frame,
     sessions_frame,
@@ -166,3 +177,53 @@ def test_a_garbled_takeover_report_costs_the_trial_its_timings_not_the_campaign(
     assert _report(whole, 10) == {"reason": "x", "resumed": [1]}
     for proc in (garbled, whole):
         proc.wait(timeout=10)
+
+
+# --- a member's new sessions go to every other member ----------------------------------------
+
+
+def _listener(got: list[Session]) -> tuple[socket.socket, threading.Thread]:
+    """A cluster listener on loopback that stores each ``sessions`` frame and acknowledges it."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        while True:
+            try:
+                link, _ = server.accept()
+            except OSError:
+                return
+            with link:
+                frame = recv_frame(link)
+                assert frame is not None
+                got.extend(read_sessions_frame(*frame))
+                link.sendall(ACK)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return server, thread
+
+
+def test_own_sessions_reach_every_peer_and_others_sessions_go_nowhere() -> None:
+    first: list[Session] = []
+    second: list[Session] = []
+    a, _ = _listener(first)
+    b, _ = _listener(second)
+    closed = socket.create_server(("127.0.0.1", 0))
+    dead = closed.getsockname()
+    closed.close()  # a member that died: refused
+    with a, b:
+        gossip = SessionGossip(lambda: [a.getsockname(), dead, b.getsockname()]).start()
+        store = SharedSessionStore()
+        store.on_put = gossip.offer
+        store.put(_session(1))  # this node's own handshake
+        store.keep(_session(2))  # another node's (from an update): not passed on
+        store.put_all([_session(3)])  # from a sessions frame: not passed on
+        deadline = time.monotonic() + 5
+        while gossip.failed < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        store.put(_session(4))
+        while len(second) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert first == second == [_session(1), _session(4)]
+    assert gossip.sent == 4 and gossip.failed == 2
+    assert len(store) == 4

@@ -26,10 +26,13 @@ pytestmark = [pytest.mark.interop, pytest.mark.usefixtures("namespaces")]
 _BODY = b"a page from the shared-session test\n" * 40
 
 
-def _fetch(topo: Topology, cert: Path, sess: Path, *, resume: bool) -> tuple[bool, bytes]:
-    """One s_client GET of /page: (was the session reused, stdout)."""
+def _fetch(topo: Topology, cert: Path, sess: Path, *, resume: bool, bind: str | None = None
+           ) -> tuple[bool, bytes]:  # fmt: skip
+    """One s_client GET of /page: (was the session reused, stdout); ``bind``: the client's
+    ``address:port``."""
     argv = ["openssl", "s_client", "-connect", f"{VIP}:443", "-servername", HOSTNAME,
             "-CAfile", str(cert), "-verify_return_error", "-tls1_2", "-ign_eof",
+            *(["-bind", bind] if bind else []),
             *(["-sess_in", str(sess)] if resume else []), "-sess_out", str(sess)]  # fmt: skip
     request = f"GET /page HTTP/1.1\r\nHost: {HOSTNAME}\r\nConnection: close\r\n\r\n".encode()
     done = topo.run("client", argv, input=request, capture_output=True, text=False, timeout=30)
