@@ -200,6 +200,7 @@ def _sslacc_campaign_buckets(src: Source) -> list[str]:
     d = src.json("benchmarks/sslacc_campaign_buckets.json")
     cfg = d["config"]
     modes = _exact_by(d["by_mode"], " / ")
+    kinds = _exact_by(d.get("by_request", {}), "; ")
     return [
         "SSLACC, random-instant faults, bucket layout",
         f"{d['kills']} faults, each on a member drawn among three that each serve their own "
@@ -207,15 +208,20 @@ def _sslacc_campaign_buckets(src: Source) -> list[str]:
         "successor within a second of its takeover), at an instant uniform over the same load "
         f"of {cfg['connections']} concurrent connections; connections byte-exact",
         f"{d['completed_exact']:,} of {d['connections']:,} ({100 * d['success_fraction']:.2f} %, "
-        f"95 % lower bound {100 * d['success_lower95']:.2f} %; {modes}); silently wrong "
-        f"{d['silently_wrong']}; takeovers of a healthy member {d.get('takeovers_before_fault', 0)}; "
-        f"fault to each affected client's next byte {d['gap_p50_s']:.3f} s median, "
+        f"95 % lower bound {100 * d['success_lower95']:.2f} %; {modes}"
+        + (f"; by request: {kinds}" if kinds else "") + "); silently wrong "
+        f"{d['silently_wrong']}; "
+        + f"frames from a woken member (each hang trial, on its switch port) {d['zombie_frames']}; "
+        + f"takeovers of a healthy member {d.get('takeovers_before_fault', 0)}; "
+        + (f"resumptions asked {d['resumptions']['asked']:,}, abbreviated handshakes "
+           f"{d['resumptions']['reused']:,}; " if d.get("resumptions") else "")
+        + f"fault to each affected client's next byte {d['gap_p50_s']:.3f} s median, "
         f"{d['gap_p99_s']:.3f} s p99"
         + "".join(f"; after a {mode} {g['p50_s']:.3f} / {g['p99_s']:.3f} s"
                   for mode, g in d.get("gap_by_mode", {}).items() if g["n"]),
         "no connection is lost when a node fails, whenever it fails (abstract, §4; no number)",
-        "measured (namespaces on this machine, three members; the members share one MAC, so "
-        "frames from a woken member are not counted: the fence keeps them off the wire)",
+        "measured (namespaces on this machine, three members; they share one MAC, so a woken "
+        "member's frames are counted on its own switch port)",
     ]
 
 
