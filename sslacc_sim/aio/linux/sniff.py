@@ -439,7 +439,12 @@ class Sniffer:
         """Feed, in the calling thread, every frame the socket holds now (the thread may lag
         behind the wire when the CPU is busy); the thread goes on after. It stops at the first
         frame received after the call: under a load that keeps the socket from ever being
-        empty (other members serving on, in the bucket layout) it would never return."""
+        empty (other members serving on, in the bucket layout) it would never return.
+
+        The kernel turns receive timestamps on a moment after a socket first asks for them
+        (a deferred static key, when no socket of the host had them on): a frame read before
+        that is stamped when it is read, so a sync in a sniffer's first milliseconds may stop
+        early. A node's sniffer starts long before any takeover."""
         self._drain(until=time.monotonic())
 
     def stop(self) -> None:

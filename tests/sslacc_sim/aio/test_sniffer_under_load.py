@@ -48,6 +48,9 @@ def test_sync_stops_at_the_first_frame_received_after_the_call() -> None:
     tracker = FlowTracker(VIP)
     sniffer = Sniffer(rx, tracker)  # not started: the test's thread drains
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
+        # the kernel turns receive timestamps on a moment after the first socket asks (a
+        # deferred static key): until then a frame is stamped when it is read, not when it came
+        time.sleep(0.1)
         for _ in range(5):
             tx.sendto(_FRAME, rx.getsockname())
         time.sleep(0.01)
