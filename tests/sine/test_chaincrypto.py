@@ -15,7 +15,8 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -257,11 +258,10 @@ def test_long_runs_release_the_gil_and_stay_exact() -> None:
     assert results == [want] * 20
 
 
-def test_released_blocks_are_the_checked_bytes_while_another_thread_writes() -> None:
-    """A buffer rewritten during a GIL-free run: whatever comes back must chain correctly
-    (each block is hashed from the copy that is returned, never re-read)."""
-    assert c_verify_run is not None
-    bs = 1024
+@contextmanager
+def scribbled_chain(bs: int = 1024) -> Iterator[tuple[list[bytes], list[bytes], bytearray]]:
+    """A chain long enough for a GIL-free run (blocks, links, the inline body), its body
+    rewritten byte by byte by another thread for as long as the block lasts."""
     count = 4 * GIL_RELEASE_BYTES // bs
     blocks = [i.to_bytes(4, "big") * (bs // 4) for i in range(count)]
     links = chain(blocks, "sha256", bytes(32))
@@ -277,9 +277,17 @@ def test_released_blocks_are_the_checked_bytes_while_another_thread_writes() -> 
     writer = threading.Thread(target=scribble)
     writer.start()
     try:
-        for _ in range(20):
-            got, trusted, _ = c_verify_run("sha256", bs, links[0], body, count)
-            assert got == blocks[: len(got)] and trusted == links[len(got)]
+        yield blocks, links, body
     finally:
         stop.set()
         writer.join()
+
+
+def test_released_blocks_are_the_checked_bytes_while_another_thread_writes() -> None:
+    """A buffer rewritten during a GIL-free run: whatever comes back must chain correctly
+    (each block is hashed from the copy that is returned, never re-read)."""
+    assert c_verify_run is not None
+    with scribbled_chain() as (blocks, links, body):
+        for _ in range(20):
+            got, trusted, _ = c_verify_run("sha256", 1024, links[0], body, len(blocks))
+            assert got == blocks[: len(got)] and trusted == links[len(got)]

@@ -7,7 +7,6 @@ backends to each other), and errors must be the same type with the same message.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -16,12 +15,11 @@ from hypothesis import given, settings
 
 from sine import chaincrypto
 from sine.chaincrypto import (
-    GIL_RELEASE_BYTES,
     c_verify_run_joined,
     py_verify_run,
     py_verify_run_joined,
 )
-from tests.sine.test_chaincrypto import chain, inline, tampered_runs
+from tests.sine.test_chaincrypto import chain, inline, scribbled_chain, tampered_runs
 
 JOINED: dict[str, Callable[..., tuple[bytes, bytes, bool]]] = {"python": py_verify_run_joined}
 if c_verify_run_joined is not None:
@@ -88,25 +86,8 @@ def test_released_bytes_are_the_checked_bytes_while_another_thread_writes() -> N
     """A GIL-free joined run over a buffer being rewritten: what comes back must chain."""
     assert c_verify_run_joined is not None
     bs = 1024
-    count = 4 * GIL_RELEASE_BYTES // bs
-    blocks = [i.to_bytes(4, "big") * (bs // 4) for i in range(count)]
-    links = chain(blocks, "sha256", bytes(32))
-    body = bytearray(inline(blocks, links))
-    stop = threading.Event()
-
-    def scribble() -> None:
-        i = 0
-        while not stop.is_set():
-            body[(i * 7919) % len(body)] ^= 0xFF
-            i += 1
-
-    writer = threading.Thread(target=scribble)
-    writer.start()
-    try:
+    with scribbled_chain(bs) as (blocks, links, body):
         for _ in range(20):
-            got, trusted, _ = c_verify_run_joined("sha256", bs, links[0], body, count)
+            got, trusted, _ = c_verify_run_joined("sha256", bs, links[0], body, len(blocks))
             done = len(got) // bs
             assert got == b"".join(blocks[:done]) and trusted == links[done]
-    finally:
-        stop.set()
-        writer.join()

@@ -14,17 +14,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import given
 
 import sine.verifier
-from sine.algorithms import HashAlg, SigningKey
+from sine.algorithms import SigningKey
 from sine.chaincrypto import c_verify_run_joined, py_verify_run_joined
 from sine.errors import BlockMismatch, RemoteProtocolError
-from sine.format import ForwardAuthenticator, push_separate_tag
 from sine.tag import encode_stream, sign_document
 from sine.verifier import BlockVerified, Event, RunVerified, StreamVerifier
-from tests.sine.test_verifier_runs import split
+from tests.sine.test_verifier_runs import STREAM_CASES, drawn_stream, stream_examples
 
 NOW = 1_700_000_000.0
 JOINED = {"python": py_verify_run_joined, "c": c_verify_run_joined}
@@ -59,34 +57,11 @@ def outcome(make: Any, pieces: list[bytes], bs: int, coalesce: bool) -> list[Any
     return seen
 
 
-@settings(max_examples=250, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(size=st.integers(0, 3000), bs=st.sampled_from([16, 64, 100, 1024]),
-       alg=st.sampled_from(list(HashAlg)), with_fa=st.booleans(), separate=st.booleans(),
-       tamper=st.one_of(st.none(), st.tuples(st.integers(0, 10**6), st.integers(1, 255))),
-       cut=st.integers(0, 40), cuts=st.lists(st.integers(0, 10**6), max_size=8),
-       digest_trust=st.booleans())
-def test_coalesced_events_are_the_blocks_events(size: int, bs: int, alg: HashAlg,
-                                                with_fa: bool, separate: bool,
-                                                tamper: tuple[int, int] | None, cut: int,
-                                                cuts: list[int], digest_trust: bool,
-                                                ed_key: SigningKey) -> None:
-    doc = bytes((i * 31 + i // 7) % 256 for i in range(size))
-    fa = (ForwardAuthenticator(tuple((f"/p{i}", bytes([i]) * 32) for i in range(5)))
-          if with_fa else None)
-    signed = sign_document(doc, "/d", ed_key, NOW, block_size=bs, hash_alg=alg,
-                           forward_authenticator=fa)
-    anchor: dict[str, Any] = ({"trusted_digest": signed.info.at_sign()} if digest_trust
-                              else {"public_key": ed_key.verifying_key()})
-    if separate:
-        anchor["separate"] = push_separate_tag(signed.separate_tag())
-        body = bytearray(doc)
-    else:
-        body = bytearray(b"".join(encode_stream(doc, signed)))
-    if tamper is not None and body:
-        body[tamper[0] % len(body)] ^= tamper[1]
-    body = body[: max(len(body) - cut, 0)] if cut % 3 == 0 else body
-    pieces = list(split(bytes(body), cuts))
+@stream_examples
+@given(**STREAM_CASES)
+def test_coalesced_events_are_the_blocks_events(ed_key: SigningKey, **case: Any) -> None:
+    bs = case["bs"]
+    anchor, pieces = drawn_stream(ed_key, **case)
 
     def make(coalesce: bool) -> StreamVerifier:
         return StreamVerifier("/d", NOW, coalesce=coalesce, **anchor)

@@ -62,40 +62,51 @@ def split(body: bytes, cuts: list[int]) -> Iterator[bytes]:
             yield body[a:b]
 
 
-@settings(max_examples=250, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(size=st.integers(0, 3000), bs=st.sampled_from([16, 64, 100, 1024]),
-       alg=st.sampled_from(list(HashAlg)), with_fa=st.booleans(), separate=st.booleans(),
-       tamper=st.one_of(st.none(), st.tuples(st.integers(0, 10**6), st.integers(1, 255))),
-       cut=st.integers(0, 40), cuts=st.lists(st.integers(0, 10**6), max_size=8),
-       digest_trust=st.booleans())
-def test_runs_change_nothing_observable(size: int, bs: int, alg: HashAlg, with_fa: bool,
-                                        separate: bool, tamper: tuple[int, int] | None,
-                                        cut: int, cuts: list[int], digest_trust: bool,
-                                        ed_key: SigningKey) -> None:
+#: The streams the verifier's properties draw (here and ``test_verifier_coalesce.py``).
+STREAM_CASES = {
+    "size": st.integers(0, 3000), "bs": st.sampled_from([16, 64, 100, 1024]),
+    "alg": st.sampled_from(list(HashAlg)), "with_fa": st.booleans(), "separate": st.booleans(),
+    "tamper": st.one_of(st.none(), st.tuples(st.integers(0, 10**6), st.integers(1, 255))),
+    "cut": st.integers(0, 40), "cuts": st.lists(st.integers(0, 10**6), max_size=8),
+    "digest_trust": st.booleans(),
+}
+stream_examples = settings(max_examples=250, deadline=None,
+                           suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                  HealthCheck.too_slow])  # fmt: skip
+
+
+def drawn_stream(ed_key: SigningKey, size: int, bs: int, alg: HashAlg, with_fa: bool,
+                 separate: bool, tamper: tuple[int, int] | None, cut: int, cuts: list[int],
+                 digest_trust: bool) -> tuple[dict[str, Any], list[bytes]]:  # fmt: skip
+    """A signed document as a verifier receives it (one of :data:`STREAM_CASES`): the
+    verifier's trust keywords (its anchor, and the tag when it travels apart) and the pieces
+    of the body, one byte tampered with and its end cut off as drawn."""
     doc = bytes((i * 31 + i // 7) % 256 for i in range(size))
     fa = (ForwardAuthenticator(tuple((f"/p{i}", bytes([i]) * 32) for i in range(5)))
           if with_fa else None)
     signed = sign_document(doc, "/d", ed_key, NOW, block_size=bs, hash_alg=alg,
                            forward_authenticator=fa)
-    pk = ed_key.verifying_key()
     anchor: dict[str, Any] = ({"trusted_digest": signed.info.at_sign()} if digest_trust
-                              else {"public_key": pk})
+                              else {"public_key": ed_key.verifying_key()})
     if separate:
-        at = push_separate_tag(signed.separate_tag())
+        anchor["separate"] = push_separate_tag(signed.separate_tag())
         body = bytearray(doc)
-
-        def make() -> StreamVerifier:
-            return StreamVerifier("/d", NOW, separate=at, **anchor)
     else:
         body = bytearray(b"".join(encode_stream(doc, signed)))
-
-        def make() -> StreamVerifier:
-            return StreamVerifier("/d", NOW, **anchor)
     if tamper is not None and body:
         body[tamper[0] % len(body)] ^= tamper[1]
     body = body[: max(len(body) - cut, 0)] if cut % 3 == 0 else body
-    pieces = list(split(bytes(body), cuts))
+    return anchor, list(split(bytes(body), cuts))
+
+
+@stream_examples
+@given(**STREAM_CASES)
+def test_runs_change_nothing_observable(ed_key: SigningKey, **case: Any) -> None:
+    anchor, pieces = drawn_stream(ed_key, **case)
+
+    def make() -> StreamVerifier:
+        return StreamVerifier("/d", NOW, **anchor)
+
     results = {mode: outcome(mode, make, pieces) for mode in MODES}
     assert results["c"] == results["per-record"]
     assert results["python"] == results["per-record"]

@@ -279,38 +279,28 @@ class FlowTracker:
                 if not kept and len(self.others) > _MAX_OTHERS:
                     del self.others[next(iter(self.others))]
             return
-        if flow is None:
-            if self.keep is not None:
-                self._from_other(seg)
-            return
+        kept = flow is not None
+        if flow is None:  # not kept: its bytes to ``recent``, the rest to ``others``
+            if self.keep is None:
+                return
+            if seg.payload:
+                self.recent.add(seg.src, seg.seq, seg.payload)
+            flow = self.others.get(seg.src)
+            if flow is None:
+                return
         if seg.flags & RST:
             flow.reset = True
+            if not kept:
+                del self.others[seg.src]
             return
         if seg.flags & ACK and (flow.acked is None or _after(seg.ack, flow.acked)):
             flow.acked = seg.ack
         flow.client_window = seg.window
-        if seg.payload:
+        if seg.payload and kept:
             flow.client_bytes(seg.seq, seg.payload)
         if seg.flags & FIN:
             flow.fin = True
-
-    def _from_other(self, seg: TcpFrame) -> None:
-        """A client segment of a connection not kept: its bytes to :attr:`recent`, the rest
-        to its entry in :attr:`others` (if its SYN was heard)."""
-        if seg.payload:
-            self.recent.add(seg.src, seg.seq, seg.payload)
-        other = self.others.get(seg.src)
-        if other is None:
-            return
-        if seg.flags & RST:
-            del self.others[seg.src]
-            return
-        if seg.flags & ACK and (other.acked is None or _after(seg.ack, other.acked)):
-            other.acked = seg.ack
-        other.client_window = seg.window
-        if seg.flags & FIN:
-            other.fin = True
-            if other.server_fin:
+            if not kept and flow.server_fin:
                 del self.others[seg.src]
 
     def _from_server(self, seg: TcpFrame) -> None:

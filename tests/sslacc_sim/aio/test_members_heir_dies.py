@@ -33,14 +33,13 @@ from sslacc_sim.aio.linux.cluster import start_members
 from sslacc_sim.aio.linux.failover import (
     HOSTNAME,
     FailoverFailed,
-    file_bytes,
     lines_of,
     site_credentials,
     wait_line,
 )
 from sslacc_sim.aio.linux.netns import ADDRESSES, VIP, Topology
 
-from .member_loads import ports_of_members, receipts, uploads
+from .member_loads import four_mib_site, ports_of_members, receipts, uploads
 
 pytestmark = [pytest.mark.interop, pytest.mark.usefixtures("namespaces"), pytest.mark.timeout(300)]
 
@@ -53,10 +52,7 @@ _STALL_MS = "40"  # one read of up to 64 KiB per 40 ms: a 4 MiB upload takes abo
 def test_the_first_heir_dying_before_the_verdict_loses_no_upload(tmp_path: Path, first: str) -> None:
     """B killed, or hung (its kernel still completes the handshake of A's links to it, so an
     ``adopt`` A sent it would wait unanswered); then C killed as soon as it took B over."""
-    body = file_bytes(4 << 20)
-    docroot = tmp_path / "www"
-    docroot.mkdir()
-    cert, key = site_credentials(tmp_path)
+    docroot, body, cert, key = four_mib_site(tmp_path)
     with ExitStack() as stack:
         topo = stack.enter_context(Topology(tag=f"t3h{first[0]}", shared_vip=True))
         procs = start_members(topo, stack, members=3, docroot=docroot, cert=cert, key=key,
