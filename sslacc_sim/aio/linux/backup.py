@@ -52,12 +52,13 @@ from tls12 import ServerConfig, ServerConnection
 from . import repair
 from .claim import PortFence, StandbyAddress
 from .mirror import ACK, MirrorError, MirrorState, recv_frame, send_frame
-from .primary import DEAD_AFTER_S, Primary, normal_thread, realtime_thread
+from .primary import DEAD_AFTER_S, Primary
 from .report import say
 from .service import ALONE_WAIT_S, Docroot, LeaseExpired, Service, write_leased
 from .sessions import SESSIONS, SharedSessionStore, read_sessions_frame, sessions_frame
 from .sniff import Flow, FlowTracker, Sniffer, packet_socket
 from .takeover import Restored, replay_syns, restore_flow, resume_all, tail
+from .threads import normal_thread, realtime_thread, spawn
 
 __all__ = ["Controls", "Backup"]
 
@@ -101,6 +102,8 @@ class Backup:
     tracker: FlowTracker | None = None
     death: threading.Event = field(default_factory=threading.Event)
     reason: str = ""
+    beaten: threading.Event = field(default_factory=threading.Event)
+    """Set when the owner's keepalive link arrives: until then its death is seen by no link."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _fence: PortFence | None = None  # armed by run() (claim module)
     _standby: StandbyAddress | None = None
@@ -221,6 +224,7 @@ class Backup:
 
     def _control(self, link: socket.socket) -> None:
         realtime_thread()  # answers keep the owner's lease: never starved
+        self.beaten.set()
         if self.controls.keepalive:
             link.settimeout(DEAD_AFTER_S)
         while True:
@@ -236,7 +240,7 @@ class Backup:
         while True:
             link, _ = server.accept()
             link.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            threading.Thread(target=self._link, args=(link,), daemon=True).start()
+            spawn(self._link, link)
 
     # -- takeover --
 
@@ -427,11 +431,10 @@ class Backup:
         while True:
             sock, _ = listener.accept()
             if self.chain is not None:
-                threading.Thread(target=self.chain.serve_one, args=(sock,), daemon=True).start()
+                spawn(self.chain.serve_one, sock)
                 continue
             conn = ServerConnection(self.config) if self.config is not None else None
-            threading.Thread(target=lambda s=sock, c=conn: _serve_quietly(s, self.docroot, c),
-                             daemon=True).start()  # fmt: skip
+            spawn(_serve_quietly, sock, self.docroot, conn)
 
     def start_links(self) -> None:
         """Listen on :attr:`listen_on` and take the owner's cluster links (each in its own
@@ -441,7 +444,7 @@ class Backup:
         server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         server.bind(self.listen_on)
         server.listen(256)
-        threading.Thread(target=self._accept_links, args=(server,), daemon=True).start()
+        spawn(self._accept_links, server)
 
     def run(self) -> int:
         """Mirror until the owner dies, take over, then serve every connection on."""
@@ -484,15 +487,14 @@ class Backup:
             # before the adopted connections are there
             self.chain = Primary(self.vip, self.port, self.next_buddy, self.docroot, self.config,
                                  lan_dev=self.dev)  # fmt: skip
-            threading.Thread(target=self.chain.heartbeat, args=(self.chain.link(),),
-                             daemon=True, name="heartbeat").start()  # fmt: skip
+            spawn(self.chain.heartbeat, self.chain.link(), name="heartbeat")
         say("RESTORED " + json.dumps(report))
         if self._adopted is None:  # the chain layout: its own buddy is new
             restored, mirrors = self._adopt_all(restored)
         else:
             mirrors = self._adopted
         if self.chain is not None and self.sessions is not None and self.controls.share_sessions:
-            threading.Thread(target=self._hand_sessions, daemon=True, name="sessions").start()
+            spawn(self._hand_sessions, name="sessions")
         resumed: list[dict[str, Any]] = []
         threads: list[threading.Thread] = []
         go = threading.Event()
@@ -505,10 +507,9 @@ class Backup:
                 print(f"ERROR resume {r.key}: the rebase failed", file=sys.stderr, flush=True)
                 return
             # the first bytes the client lacks leave now; a thread writes what did not fit
-            t = threading.Thread(target=self._serve_restored, daemon=True,
-                                 args=(r, sock, mirrors.get(r.key), _send_now(sock, r.resend), go))  # fmt: skip
-            threads.append(t)
-            t.start()
+            # served under the default policy, as every connection (the resumption ran first)
+            threads.append(spawn(self._serve_restored, r, sock, mirrors.get(r.key),
+                                 _send_now(sock, r.resend), go))  # fmt: skip
 
         resume_all(restored, on_resumed, self.resume_at_ack)
         gc.enable()
@@ -518,7 +519,7 @@ class Backup:
             "resumed_at_ack": sum(c["resume"] == "rebased" for c in resumed),
             "connections": resumed}))  # fmt: skip
         if vip_listener is not None:
-            threading.Thread(target=self._serve_new, args=(vip_listener,), daemon=True).start()
+            spawn(self._serve_new, vip_listener)
         for t in threads:
             t.join()
         say("SERVED")

@@ -48,6 +48,21 @@ connection is handed over in one ``adopt`` frame (its own copy of the mirror's v
 :attr:`Service.shadow <sslacc_sim.aio.linux.service.Service.shadow>`), and the session table
 goes along. Two members remain, and a second death is the two-member case above.
 
+**Judging a mirror** (:meth:`Member._verdict`). A member whose mirror went silent, or whose
+keepalive link to it failed, must not go on alone if it was itself the one judged dead (woken
+from a stop, say): its successor is fencing it, and it has to find its own port down first.
+How long it waits for that depends on what it knows. If its own heartbeat ran on time through
+the last second (:meth:`Primary.ran_through <sslacc_sim.aio.linux.primary.Primary.ran_through>`),
+its keepalives reached the mirror, which had no reason to judge it; if moreover the link
+failed and the mirror's kernel refuses a connection to its listener (:func:`refused`), the
+mirror's process is gone: the member judges at once. A mirror silent to a member that ran
+through gets :data:`QUIET_WAIT_S`; a member that may have been stopped, or whose mirror still
+listens although the link failed (it closed the link: it judged this member dead), waits
+:data:`SILENT_WAIT_S`. Then its own port decides: down, it fences itself. With two members each
+is the other's mirror and both may see the other die at once (their cluster link cut): the
+higher id waits :data:`TIE_BREAK_S` before it fences, so that the lower one fences it first
+(not when the other's listener refuses: its process is gone).
+
 **Two deaths closer together than a verdict.** The successor hands the connections it took
 over to its own mirror *before* it claims the dead member's buckets (so that from the claim
 on each is held twice), each ``adopt`` with the client bytes it put back into the restored
@@ -83,26 +98,40 @@ from ...buckets import BucketTable
 from .backup import Backup, Controls
 from .buckets import BucketFilter, LibNft, bucket_of
 from .mirror import ACK, send_frame
-from .primary import DEAD_AFTER_S, Primary, realtime_thread
+from .primary import DEAD_AFTER_S, Primary
 from .report import say
 from .service import ALONE_WAIT_S, Docroot
 from .sessions import SessionGossip, SharedSessionStore, sessions_frame
 from .sniff import FlowTracker, Recent, Sniffer, packet_socket
+from .threads import realtime_thread, spawn
 
-__all__ = ["Member", "run_member", "carrier", "link_port", "CONNECT_WITHIN_S", "TIE_BREAK_S"]
+__all__ = ["Member", "run_member", "carrier", "refused", "link_port", "CONNECT_WITHIN_S",
+           "TIE_BREAK_S"]
 
 #: Seconds a member waits for its mirror's listener at start (members start together).
 CONNECT_WITHIN_S = 30.0
-#: Seconds the higher-id member waits before it fences the other (two keepalive intervals).
+#: Seconds the higher-id member of two waits before it fences the other (two keepalive
+#: intervals): each is the other's mirror, and both may see the other die at once.
 TIE_BREAK_S = 0.1
 #: Seconds a member whose mirror died tries to reach its new mirror (the successor starts
 #: listening for it once it has taken the dead member over).
 RETARGET_WITHIN_S = 10.0
-#: Seconds a member whose mirror went silent waits (beating on) before it judges: longer than
-#: a successor that saw this member die takes to fence it (:data:`TIE_BREAK_S` and the fence's
-#: ioctl), so that a member woken from a stop finds itself fenced, never the mirror dead; a
-#: mirror that answers again meanwhile was only slow.
+#: Seconds a member whose mirror went silent, or whose keepalive link failed, waits (beating
+#: on) before it judges, when it may have been stopped itself (:meth:`Primary.ran_through
+#: <sslacc_sim.aio.linux.primary.Primary.ran_through>`): longer than a successor that saw
+#: this member die takes to fence it (:data:`TIE_BREAK_S` and the fence's ioctl), so that a
+#: member woken from a stop finds itself fenced, never the mirror dead; a mirror that answers
+#: again meanwhile was only slow.
 SILENT_WAIT_S = 0.3
+#: Seconds a member that ran through the last :data:`RAN_THROUGH_S` waits before it judges a
+#: silent mirror: an answer still on its way, and the fence of a successor that cannot hear it
+#: (its cluster link cut), which judges it as soon as it judges its mirror.
+QUIET_WAIT_S = 0.1
+#: The time a member's heartbeat must have run on time for the shorter waits: longer than a
+#: mirror takes to judge it (:data:`~sslacc_sim.aio.linux.primary.DEAD_AFTER_S`) and fence it.
+RAN_THROUGH_S = 1.0
+#: Seconds the probe of a mirror's listener waits for its answer (:func:`refused`).
+PROBE_S = 0.05
 
 
 def link_port(base: int, predecessor: int, first: bool) -> int:
@@ -160,6 +189,8 @@ class Member:
     """The client bytes last heard of connections no watch keeps, shared by every watch."""
     _watching: dict[int, FlowTracker] = field(default_factory=dict, init=False)
     """Per predecessor watched: its watch's LAN record."""
+    _watches: dict[int, Backup] = field(default_factory=dict, init=False)
+    """Per predecessor watched: its watch (its links, its death)."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.index < self.members:
@@ -212,7 +243,7 @@ class Member:
             f"{self.buckets} buckets")  # fmt: skip
         while True:
             sock, _ = listener.accept()
-            threading.Thread(target=owner.serve_one, args=(sock,), daemon=True).start()
+            spawn(owner.serve_one, sock)
 
     def _peers(self) -> list[tuple[str, int]]:
         """Every other live member's cluster listener (where sessions are handed on)."""
@@ -223,8 +254,7 @@ class Member:
     def _beat(self, link: socket.socket) -> None:
         assert self._owner is not None
         silent = self._mirror_silent if self.ring else None
-        threading.Thread(target=self._owner.heartbeat, args=(link, silent), daemon=True,
-                         name="heartbeat").start()  # fmt: skip
+        spawn(self._owner.heartbeat, link, silent, name="heartbeat")
 
     def _mirror_predecessor(self, pred: int, listen_on: tuple[str, int],
                             fence_port: tuple[str, str] | None) -> None:  # fmt: skip
@@ -239,10 +269,10 @@ class Member:
             client[0], client[1], self.buckets) in theirs, recent=self._recent)  # fmt: skip
         backup.on_mirrored = lambda client: self._learn(pred, client)
         self._watching[pred] = backup.tracker
+        self._watches[pred] = backup
         sniffer = Sniffer(packet_socket(self.dev), backup.tracker).start()
         backup.start_links()
-        threading.Thread(target=self._watch, args=(backup, sniffer, pred), daemon=True,
-                         name=f"predecessor-{pred}").start()  # fmt: skip
+        spawn(self._watch, backup, sniffer, pred, name=f"predecessor-{pred}")
 
     def _watch(self, backup: Backup, sniffer: Sniffer, pred: int) -> None:
         owner, nft = self._owner, self._nft
@@ -251,9 +281,11 @@ class Member:
         backup.death.wait()
         # Each member can see the other die (two members: each is the other's mirror); only
         # one may fence the other. A member whose own port is down has been fenced: it never
-        # fences, it stands down. The higher id waits a little first, so that when both see a
-        # death at once (the cluster LAN cut, both alive) the lower id fences it first.
-        if self.index > pred:
+        # fences, it stands down. The higher id of two waits a little first, so that when both
+        # see a death at once (the cluster LAN cut, both alive) the lower id fences it first --
+        # unless the other's kernel refuses its listener: its process is gone.
+        if self.index > pred and self.mirror_index == pred and owner.buddy is not None \
+                and not refused(owner.buddy):  # fmt: skip
             time.sleep(TIE_BREAK_S)
         if not carrier(self.dev):
             owner.fence_self(f"member {pred} looked dead, but this member's own "
@@ -347,15 +379,28 @@ class Member:
         two, the predecessor's watch decides): judge it in :meth:`_verdict`, the keepalives
         going on meanwhile unless the link itself failed (``True``: the heartbeat ends)."""
         if len(self.table.members) <= 2:
+            self._unheard_predecessor(reason)
             return False
         if reason.startswith("keepalive link"):  # nothing more can be sent on it
             self._verdict(reason, None)
             return True
         if not self._judging:
             self._judging = True
-            threading.Thread(target=self._verdict, args=(reason, time.monotonic()), daemon=True,
-                             name="verdict").start()  # fmt: skip
+            spawn(self._verdict, reason, time.monotonic(), name="verdict")
         return False
+
+    def _unheard_predecessor(self, reason: str) -> None:
+        """With two members the mirror is the predecessor too, and its watch judges it: but
+        one that became the predecessor when a third member died, and died itself before it
+        linked here, is seen by no link of that watch. The heartbeat's failure is its death."""
+        with self._ring_lock:
+            dead = self.mirror_index
+        watch = self._watches.get(dead) if dead is not None else None
+        if watch is None or watch.beaten.is_set() or watch.death.is_set():
+            return
+        say(f"MIRROR DEAD member {dead}: {reason} (no link from it since it became the "
+            "predecessor: its watch takes it over)")  # fmt: skip
+        watch.die(f"mirror link: {reason}")
 
     def _verdict(self, reason: str, since: float | None) -> None:
         """Wait until a member that took this one over would have fenced it; then an answer
@@ -363,7 +408,9 @@ class Member:
         fence self; else the mirror is dead: go on alone, and mirror to the next member."""
         owner = self._owner
         assert owner is not None
-        time.sleep(SILENT_WAIT_S)  # the lease has run out meanwhile: nothing is written
+        realtime_thread()  # a verdict thread too: its connections wait for it
+        wait = self._wait_before_verdict(since)
+        time.sleep(wait)  # the lease may run out meanwhile: nothing is written
         if since is not None and owner.answered_at >= since:
             self._judging = False
             return
@@ -379,8 +426,22 @@ class Member:
         owner.go_alone()
         self._own(self.owned)  # when a member it watched died just before, unknown till now
         self._judging = False
-        say(f"MIRROR DEAD member {dead}: {reason}")
-        threading.Thread(target=self._retarget, daemon=True, name="retarget").start()
+        say(f"MIRROR DEAD member {dead}: {reason} (judged after {wait:g} s)")
+        spawn(self._retarget, name="retarget")
+
+    def _wait_before_verdict(self, since: float | None) -> float:
+        """How long :meth:`_verdict` waits ("Judging a mirror" in the module docstring):
+        :data:`SILENT_WAIT_S` if this member may have been stopped, or its mirror's process is
+        there although its keepalive link failed (the mirror judged this member dead); none if
+        the link failed and the mirror's listener refuses (its process is gone); else
+        :data:`QUIET_WAIT_S`."""
+        owner = self._owner
+        assert owner is not None and owner.buddy is not None
+        if not owner.ran_through(RAN_THROUGH_S):
+            return SILENT_WAIT_S
+        if since is None:  # the keepalive link failed: ask the mirror's kernel
+            return 0.0 if refused(owner.buddy) else SILENT_WAIT_S
+        return QUIET_WAIT_S
 
     def _retarget(self) -> None:
         """Link to the new mirror (the dead one's successor, listening for this member once it
@@ -419,6 +480,26 @@ def _hand_sessions(owner: Primary, config: ServerConfig | None) -> None:
                 raise ConnectionError("the new mirror did not acknowledge the sessions")
     except OSError as exc:
         print(f"ERROR sessions to the new mirror: {exc!r}", file=sys.stderr, flush=True)
+
+
+def refused(address: tuple[str, int], timeout: float = PROBE_S) -> bool:
+    """Whether the kernel at ``address`` refuses a connection there, or resets it at once: the
+    process that listened has died, its host lives (a ``SIGKILL``, a crash of the program).
+    ``False`` when it is accepted (a process listens, running or stopped: the kernel answers
+    for it) or nothing answers within ``timeout`` (a dead host: the keepalives decide)."""
+    try:
+        probe = socket.create_connection(address, timeout=timeout)
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return False
+    with probe:
+        try:
+            return probe.recv(1) == b""  # the listener closed while the probe was queued
+        except ConnectionResetError:
+            return True
+        except OSError:
+            return False  # no answer within the timeout: a listener is there
 
 
 def carrier(dev: str) -> bool:

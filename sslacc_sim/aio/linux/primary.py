@@ -32,10 +32,10 @@ from .claim import link_down
 from .mirror import ACK, MirrorState, recv_frame, send_frame
 from .report import say
 from .service import ALONE_WAIT_S, DiePoint, Docroot, Lease, LeaseExpired, Service
+from .threads import realtime_thread, spawn
 
 __all__ = [
-    "BEAT_S", "LEASE_S", "DEAD_AFTER_S", "SNDBUF", "Primary", "run_primary", "realtime_thread",
-    "normal_thread"]
+    "BEAT_S", "LEASE_S", "DEAD_AFTER_S", "STOP_GAP_S", "SNDBUF", "Primary", "run_primary"]
 
 #: A keepalive this often.
 BEAT_S = 0.05
@@ -43,6 +43,11 @@ BEAT_S = 0.05
 LEASE_S = 0.15
 #: The buddy takes over after this long without a keepalive (> :data:`LEASE_S`).
 DEAD_AFTER_S = 0.2
+#: A heartbeat round that begins this long after the one before shows the node (or its
+#: keepalive thread) was stopped or starved meanwhile, long enough to be judged dead by a
+#: mirror that counts :data:`DEAD_AFTER_S` from the last keepalive it received
+#: (:meth:`Primary.ran_through`); a margin of one beat.
+STOP_GAP_S = DEAD_AFTER_S - BEAT_S
 #: Send buffer of a client socket: bounds what the client can lack, and so what a takeover
 #: sends again.
 SNDBUF = 1 << 18
@@ -86,6 +91,11 @@ class Primary:
     _services: set[Service] = field(default_factory=set)
     answered_at: float = 0.0
     """When the last keepalive the mirror answered was sent (``time.monotonic``)."""
+    beat_at: float = 0.0
+    """When the heartbeat's current round began (``time.monotonic``)."""
+    paused_at: float = 0.0
+    """When the heartbeat last began a round more than :data:`STOP_GAP_S` after the one before
+    (its first round counts as one: nothing is known of the time before it)."""
     _control: socket.socket | None = None
     """The keepalive link :meth:`heartbeat` beats on; another (or ``None``) ends it."""
     _socks: set[socket.socket] = field(default_factory=set)
@@ -152,12 +162,18 @@ class Primary:
         self._control = link
         while self._control is link:
             sent = time.monotonic()
+            if sent - self.beat_at > STOP_GAP_S:
+                self.paused_at = sent
+            self.beat_at = sent
             failed = ""
             try:
                 send_frame(link, {"type": "beat"})
-                if link.recv(1) == ACK:
+                answer = link.recv(1)
+                if answer == ACK:
                     self.lease.renew(sent)
                     answered = self.answered_at = sent
+                elif not answer:
+                    failed = "keepalive link: closed by the mirror"
             except TimeoutError:
                 pass
             except OSError as exc:
@@ -174,6 +190,15 @@ class Primary:
                     self.stand_down is None or self.stand_down()):
                 self.fence_self("the lease ran out")
             time.sleep(max(0.0, BEAT_S - (time.monotonic() - sent)))
+
+    def ran_through(self, window: float) -> bool:
+        """Whether this node's heartbeat has run on time for the last ``window`` s: no round
+        began more than :data:`STOP_GAP_S` after the one before, and the current one is not
+        older than that. A node stopped (``SIGSTOP``) or starved for longer shows a gap; one
+        that ran through sent its keepalives on time, so a live mirror did not judge it dead
+        for their lack."""
+        now = time.monotonic()
+        return now - self.beat_at <= STOP_GAP_S and now - self.paused_at > window
 
     def stop_heartbeat(self) -> None:
         """End :meth:`heartbeat` (the mirror it beats for was declared dead)."""
@@ -278,8 +303,7 @@ def run_primary(node: Primary) -> int:
     control = node.link() if node.buddy else None  # the buddy first: a refusal is one clear error
     listener = node.listen()
     if control is not None and node.keepalive:
-        threading.Thread(target=node.heartbeat, args=(control,), daemon=True,
-                         name="heartbeat").start()  # fmt: skip
+        spawn(node.heartbeat, control, name="heartbeat")
     elif control is not None:
         control.close()
     say("ready")
@@ -287,26 +311,4 @@ def run_primary(node: Primary) -> int:
         if node.stall:
             time.sleep(node.stall)  # the next connection waits in the accept queue meanwhile
         sock, _ = listener.accept()
-        threading.Thread(target=node.serve_one, args=(sock,), daemon=True).start()
-
-
-def realtime_thread(priority: int = 10) -> bool:
-    """Put the calling thread (not the process) under ``SCHED_FIFO``: the keepalive threads of
-    both nodes. A node's other threads (TLS, mirroring) and the clients compete for two cores;
-    a keepalive that waits its turn for 200 ms makes the buddy take over from a healthy owner
-    (seen in campaign trials before this: a takeover seconds before the fault). A FIFO thread
-    runs as soon as it is ready and the interpreter lock is free (released at least every
-    5 ms). Returns ``False`` where the policy may not be set (no ``CAP_SYS_NICE``)."""
-    try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))  # 0: this thread
-    except (PermissionError, OSError):
-        return False
-    return True
-
-
-def normal_thread() -> None:
-    """Put the calling thread back under the default policy (after :func:`realtime_thread`)."""
-    try:
-        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
-    except (PermissionError, OSError):
-        pass
+        spawn(node.serve_one, sock)

@@ -37,6 +37,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from .threads import normal_thread
+
 __all__ = [
     "TcpFrame", "Flow", "FlowTracker", "Recent", "parse_frame", "packet_socket", "Sniffer",
     "record_frames", "SYN", "ACK", "FIN", "RST",
@@ -446,6 +448,7 @@ class Sniffer:
             os.close(fd)
 
     def _run(self) -> None:
+        normal_thread()  # also when a keepalive or takeover thread (SCHED_FIFO) started it
         poller = select.poll()
         poller.register(self.sock.fileno(), select.POLLIN)
         poller.register(self._wake_r, select.POLLIN)

@@ -119,6 +119,10 @@ def test_three_members_lose_no_connection_when_one_fails(tmp_path: Path, fault: 
     restored = json.loads(said["RESTORED"].split("RESTORED ", 1)[1])
     assert restored["member"] == at and restored["failed"] == []
     assert said["MIRROR DEAD"].startswith(f"MIRROR DEAD member {at}")
+    # the predecessor ran on time: a killed mirror's kernel refuses its listener (judged at
+    # once), a hung one's accepts (judged after the short wait; a woken one would wait 0.3 s)
+    wait = {"kill": "0", "hang": "0.1"}[fault]
+    assert said["MIRROR DEAD"].endswith(f"(judged after {wait} s)"), said["MIRROR DEAD"]
     assert said["MIRROR member"] == f"MIRROR member {(at + 1) % 3}"
     assert said["PREDECESSOR"] == f"PREDECESSOR member {(at - 1) % 3}"
 

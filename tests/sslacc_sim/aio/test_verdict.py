@@ -1,0 +1,186 @@
+"""How a member judges its mirror, and which of a node's threads run first.
+
+Issue 22's latency target (p99 <= 150 ms from a kill to each client's next byte): a member
+whose mirror was killed used to wait 0.3 s before it went on alone with its own connections,
+in case it had itself been stopped and judged dead. It now asks what it knows
+(:meth:`Member._wait_before_verdict <sslacc_sim.aio.linux.member.Member._wait_before_verdict>`):
+whether its own heartbeat ran on time (:meth:`Primary.ran_through
+<sslacc_sim.aio.linux.primary.Primary.ran_through>`) and whether the mirror's kernel refuses
+its listener (:func:`~sslacc_sim.aio.linux.member.refused`: the process is gone). And a thread
+started by a ``SCHED_FIFO`` thread no longer inherits its policy
+(:func:`~sslacc_sim.aio.linux.threads.spawn`). In process, over loopback, with one child
+process for a listener that is stopped and killed (root: ``SCHED_FIFO`` needs it).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+import pytest
+
+from sslacc_sim.aio.linux.member import QUIET_WAIT_S, SILENT_WAIT_S, Member, refused
+from sslacc_sim.aio.linux.mirror import ACK, recv_frame
+from sslacc_sim.aio.linux.primary import STOP_GAP_S, Primary
+from sslacc_sim.aio.linux.service import Docroot
+from sslacc_sim.aio.linux.threads import realtime_thread, spawn
+
+_LISTENER = """
+import socket, sys
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+print(s.getsockname()[1], flush=True)
+sys.stdin.read()
+"""
+
+
+@contextmanager
+def _child_listener() -> Iterator[tuple[subprocess.Popen[str], tuple[str, int]]]:
+    """A listener in a child process (to stop and kill), and its address."""
+    proc = subprocess.Popen([sys.executable, "-c", _LISTENER], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        yield proc, ("127.0.0.1", int(proc.stdout.readline()))
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _free_port() -> tuple[str, int]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        address: tuple[str, int] = s.getsockname()
+    return address
+
+
+def test_a_listener_that_lives_or_is_stopped_is_not_refused_a_killed_one_is() -> None:
+    """The kernel answers for a stopped process (its listener accepts), and refuses once the
+    process is gone: what tells a kill from a hang without waiting."""
+    with _child_listener() as (proc, address):
+        assert not refused(address)
+        proc.send_signal(signal.SIGSTOP)
+        assert not refused(address), "a stopped process's listener still accepts"
+        proc.kill()
+        proc.wait()
+        assert refused(address)
+    assert refused(_free_port())
+
+
+def _mirror(server: socket.socket, answer: threading.Event) -> None:
+    """Answer each keepalive while ``answer`` is set (the buddy's control link)."""
+    link, _ = server.accept()
+    with link, suppress(OSError):  # the node closes the link at the end of the test
+        while (frame := recv_frame(link)) is not None:
+            if frame[0]["type"] == "beat" and answer.is_set():
+                link.sendall(ACK)
+
+
+@contextmanager
+def _beating(tmp_path: Path) -> Iterator[tuple[Primary, threading.Event]]:
+    """A node whose heartbeat beats to a loopback mirror; the event: the mirror answers."""
+    server = socket.create_server(("127.0.0.1", 0))
+    answer = threading.Event()
+    answer.set()
+    threading.Thread(target=_mirror, args=(server, answer), daemon=True).start()
+    node = Primary("127.0.0.1", 0, server.getsockname(), Docroot(tmp_path), None,
+                   self_fence=False)  # fmt: skip
+    link = node.link()
+    threading.Thread(target=node.heartbeat, args=(link,), daemon=True).start()
+    try:
+        yield node, answer
+    finally:
+        node.stop_heartbeat()
+        link.close()
+        server.close()
+
+
+def _hog_the_interpreter(seconds: float) -> None:
+    """Hold the interpreter lock for ``seconds`` (a starved keepalive thread)."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(seconds * 2)
+    try:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            pass
+    finally:
+        sys.setswitchinterval(before)
+
+
+def test_the_heartbeat_knows_whether_it_ran_on_time(tmp_path: Path) -> None:
+    """On time once it has beaten for the window (also with the mirror silent: its own
+    rounds go on); not after a starvation longer than :data:`STOP_GAP_S`, for a window."""
+    with _beating(tmp_path) as (node, answer):
+        assert not node.ran_through(0.3), "nothing is known of the time before the first beat"
+        time.sleep(0.5)
+        assert node.ran_through(0.3)
+        answer.clear()
+        time.sleep(0.3)
+        assert node.ran_through(0.3), "a silent mirror does not stop this node's own rounds"
+        answer.set()
+        _hog_the_interpreter(3 * STOP_GAP_S)
+        time.sleep(0.1)
+        assert not node.ran_through(0.3), "a starved heartbeat must show its gap"
+        time.sleep(0.5)
+        assert node.ran_through(0.3)
+
+
+def _member(tmp_path: Path, node: Primary) -> Member:
+    member = Member(0, 3, 16, "10.88.0.100", 443, ("127.0.0.1", 0), node.buddy,
+                    Docroot(tmp_path), None)  # fmt: skip
+    member._owner = node
+    return member
+
+
+def test_the_wait_before_a_verdict_follows_what_the_member_knows(tmp_path: Path) -> None:
+    """Ran on time, link failed, mirror refuses: at once; mirror still listening (it closed
+    the link: it judged this member dead): the long wait; silence: the short wait; a member
+    that may have been stopped: the long wait whatever the mirror does."""
+    with _child_listener() as (proc, address), _beating(tmp_path) as (node, _):
+        time.sleep(1.2)  # longer than RAN_THROUGH_S
+        node.buddy = address
+        member = _member(tmp_path, node)
+        assert member._wait_before_verdict(None) == SILENT_WAIT_S
+        assert member._wait_before_verdict(time.monotonic()) == QUIET_WAIT_S
+        proc.kill()
+        proc.wait()
+        assert member._wait_before_verdict(None) == 0.0
+        node.paused_at = time.monotonic()  # as if the heartbeat had just found a gap
+        assert member._wait_before_verdict(None) == SILENT_WAIT_S
+        assert member._wait_before_verdict(time.monotonic()) == SILENT_WAIT_S
+
+
+def _policy_seen_by(start: str) -> int:
+    """The policy of a thread started by a ``SCHED_FIFO`` thread, with ``start``."""
+    seen: list[int] = []
+
+    def child() -> None:
+        seen.append(os.sched_getscheduler(0))
+
+    def fifo_parent() -> None:
+        assert realtime_thread(), "SCHED_FIFO needs root (CAP_SYS_NICE)"
+        if start == "spawn":
+            spawn(child).join()
+        else:
+            t = threading.Thread(target=child)
+            t.start()
+            t.join()
+
+    t = threading.Thread(target=fifo_parent)
+    t.start()
+    t.join()
+    return seen[0]
+
+
+@pytest.mark.parametrize("start", ["spawn", "thread"])
+def test_a_thread_spawned_by_a_realtime_thread_runs_under_the_default_policy(start: str) -> None:
+    """:func:`spawn` resets the policy; a plain thread inherits ``SCHED_FIFO`` (the control:
+    what every connection the heir of a takeover served used to run under)."""
+    assert _policy_seen_by(start) == (os.SCHED_OTHER if start == "spawn" else os.SCHED_FIFO)
