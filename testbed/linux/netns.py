@@ -183,10 +183,15 @@ class Namespaces(abc.ABC):
         if not self.tag.isalnum() or len(self.tag) > self.MAX_TAG:
             raise ValueError(f"tag must be 1-{self.MAX_TAG} letters/digits, got {self.tag!r}")
 
+    def nodes(self) -> tuple[str, ...]:
+        """This topology's nodes: :attr:`NODES` (a subclass whose size is chosen per instance
+        says otherwise)."""
+        return self.NODES
+
     def ns(self, node: str) -> str:
         """The namespace name of ``node``."""
-        if node not in self.NODES:
-            raise ValueError(f"node must be one of {self.NODES}, got {node!r}")
+        if node not in self.nodes():
+            raise ValueError(f"node must be one of {self.nodes()}, got {node!r}")
         return f"{self.PREFIX}{self.tag}-{node}"
 
     # -- lifecycle --
@@ -205,7 +210,7 @@ class Namespaces(abc.ABC):
         check_available()
         if self._up:
             return self
-        mine = {self.ns(n) for n in self.NODES}
+        mine = {self.ns(n) for n in self.nodes()}
         taken = [n for n in list_leftovers(f"{self.PREFIX}{self.tag}-") if n in mine]
         if taken:
             raise TestbedError(f"namespaces {taken} exist already; {self.CLEANUP_HINT}")
@@ -222,12 +227,12 @@ class Namespaces(abc.ABC):
         """Stop what :meth:`_stop` stops, kill every process in the namespaces and delete them
         (idempotent)."""
         self._stop()
-        for node in self.NODES:
+        for node in self.nodes():
             delete_namespace(self.ns(node))
         self._up = False
 
     def _create(self) -> None:
-        for node in self.NODES:
+        for node in self.nodes():
             try:
                 sh(["ip", "netns", "add", self.ns(node)])
             except CommandFailed as exc:  # e.g. a container without CAP_SYS_ADMIN

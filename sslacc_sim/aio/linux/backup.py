@@ -51,7 +51,7 @@ from tls12 import ServerConfig, ServerConnection
 
 from . import repair
 from .claim import PortFence, StandbyAddress
-from .mirror import ACK, MirrorError, MirrorState, recv_frame, send_frame
+from .mirror import ACK, DEAD, MirrorError, MirrorState, read_dead_frame, recv_frame, send_frame
 from .primary import DEAD_AFTER_S, Primary
 from .report import say
 from .service import ALONE_WAIT_S, Docroot, LeaseExpired, Service, write_leased
@@ -115,6 +115,10 @@ class Backup:
     filter instead (:mod:`~sslacc_sim.aio.linux.member`)."""
     stall: float = 0.0
     """Seconds to wait before each read of a connection taken over (a loaded node)."""
+    on_dead: Callable[[int], None] | None = None
+    """Called with the member a ``dead`` frame names: another member judged it dead (the
+    bucket layout's notice, :meth:`Member._told_dead
+    <sslacc_sim.aio.linux.member.Member._told_dead>`)."""
     on_mirrored: Callable[[tuple[str, int]], None] | None = None
     """Called with each connection's client as its first frame arrives (before an ``adopt``
     is acknowledged): how a bucket-layout member learns that a neighbour took a connection
@@ -151,11 +155,8 @@ class Backup:
         if first[0]["type"] == "control":
             self._control(link)
             return
-        if first[0]["type"] == SESSIONS:
-            sessions = read_sessions_frame(*first)
-            if self.controls.share_sessions and self.sessions is not None:
-                self.sessions.put_all(sessions)
-            link.sendall(ACK)
+        if first[0]["type"] in (SESSIONS, DEAD):
+            self._peer_frame(link, *first)
             return
         state = MirrorState()
         state.apply(*first)
@@ -195,6 +196,23 @@ class Backup:
                     self.tracker.forget(key)
                 return
         self.die("cluster link closed without done")
+
+    def _peer_frame(self, link: socket.socket, header: dict[str, Any], blob: bytes) -> None:
+        """A frame another member sends (a session table, a death it judged), acknowledged
+        once applied. Its error ends this link only: it says nothing of the owner's life."""
+        try:
+            if header["type"] == DEAD:
+                dead = read_dead_frame(header)
+                if self.on_dead is not None:
+                    self.on_dead(dead)
+            else:
+                sessions = read_sessions_frame(header, blob)
+                if self.controls.share_sessions and self.sessions is not None:
+                    self.sessions.put_all(sessions)
+            link.sendall(ACK)
+        except (MirrorError, OSError) as exc:
+            print(f"ERROR a {header['type']} frame from a member: {exc!r}", file=sys.stderr,
+                  flush=True)  # fmt: skip
 
     @property
     def sessions(self) -> SharedSessionStore | None:

@@ -32,9 +32,9 @@ A session, with ``/srv/files`` holding ``big``::
 (``up`` prints the exact command with the certificate's path.) Two layouts: ``--layout chain``
 (the default: A owns every connection, B and C are a chain of buddies; survives a kill, a hang
 and a second kill) and ``--layout buckets`` (:mod:`~sslacc_sim.aio.linux.member`: every member
-serves the connections of its buckets, mirrored to the next; with two members either survives
-the other's death). What the cluster does not do yet is said in ``docs/sslacc-cluster.md``:
-takeovers with three members in the bucket layout (a master's table), joins and leaves.
+serves the connections of its buckets, mirrored to the next; ``--nodes`` 1 to 6, nodes D, E,
+F beyond the three; any member survives its death, and a second death after it). What the
+cluster does not do yet is said in ``docs/sslacc-cluster.md``: joins and leaves.
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ from .netns import (
     MIRROR_ADDRESSES,
     NEXT_MIRROR_ADDRESSES,
     PREFIX,
+    SERVERS,
     VIP,
     TestbedError,
     Topology,
@@ -112,17 +113,17 @@ def start_members(topo: Topology, stack: ExitStack, *, members: int, docroot: Pa
                   ring: bool = True, logs: Path | None = None
                   ) -> dict[str, subprocess.Popen[str]]:  # fmt: skip
     """Start the bucket layout (:mod:`~sslacc_sim.aio.linux.member`) in ``topo``, which must
-    be built with ``shared_vip=True``: ``members`` (1 to 3) member processes on nodes A, B, C,
-    all started at once (each waits for its mirror's listener), then every one's ``ready``
+    be built with ``shared_vip=True``: ``members`` member processes (1 to the topology's
+    :attr:`~sslacc_sim.aio.linux.netns.Topology.members`) on nodes A, B, C, ..., all started at once (each waits for its mirror's listener), then every one's ``ready``
     awaited. ``stack`` stops them. ``ring=False`` leaves out ``--ring`` (a negative control:
     with three members the ring does not re-form after a death). ``logs``: a folder for each
     member's standard error (``<node>.stderr``; else it goes where this process's goes)."""
     if not topo.shared_vip:
         raise ValueError("the bucket layout needs Topology(shared_vip=True)")
-    if not 1 <= members <= 3:
-        raise ValueError(f"1 to 3 members, got {members}")
-    names = ["a", "b", "c"][:members]
-    for idle in ["a", "b", "c"][members:]:
+    if not 1 <= members <= topo.members:
+        raise ValueError(f"1 to {topo.members} members in this topology, got {members}")
+    names = topo.servers[:members]
+    for idle in topo.servers[members:]:
         # it holds the virtual IP too (the topology gives it to every node): without a filter
         # that owns nothing, its kernel would reset every connection it hears
         BucketFilter(NftCommand(topo.ns(idle)), VIP, port, buckets).install([])
@@ -172,6 +173,9 @@ def _echo(name: str, proc: subprocess.Popen[str]) -> None:
 def _up(args: argparse.Namespace) -> int:
     if args.layout == "chain" and args.nodes == 1:
         raise cli.UsageError("--nodes 1 needs --layout buckets: a chain has an owner and a buddy")
+    if args.layout == "chain" and args.nodes > 3:
+        raise cli.UsageError(f"--nodes {args.nodes} needs --layout buckets: a chain has at most "
+                             "three nodes (owner, buddy, the buddy's buddy)")  # fmt: skip
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # `down` unwinds like Ctrl-C
     with ExitStack() as stack:
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sacc-cluster-")))
@@ -181,7 +185,8 @@ def _up(args: argparse.Namespace) -> int:
         else:
             cert, key = site_credentials(work)
         buckets = args.layout == "buckets"
-        topo = stack.enter_context(Topology(tag=args.tag, shared_vip=buckets))
+        topo = stack.enter_context(Topology(tag=args.tag, shared_vip=buckets,
+                                            members=max(3, args.nodes)))  # fmt: skip
         try:
             if buckets:
                 procs = start_members(topo, stack, members=args.nodes,
@@ -202,7 +207,7 @@ def _up(args: argparse.Namespace) -> int:
               f"  fetch:  ip netns exec {topo.ns('client')} curl --cacert {cert} "
               f"--resolve {HOSTNAME}:{args.port}:{VIP} https://{host}/NAME\n"
               f"  break:  python -m sslacc_sim.aio.linux.cluster kill --tag {args.tag} "
-              f"[--node a|b|c] [--hang]\n"
+              f"[--node {'|'.join(procs)}] [--hang]\n"
               f"  stop:   Ctrl-C, or python -m sslacc_sim.aio.linux.cluster down --tag "
               f"{args.tag}", flush=True)  # fmt: skip
         try:
@@ -285,9 +290,9 @@ def _parser() -> argparse.ArgumentParser:
     up = sub.add_parser("up", help="start a cluster and serve until stopped")
     up.add_argument("--docroot", type=cli.existing_directory, required=True,
                     help="a directory: https://sacc.test/NAME serves its file NAME")
-    up.add_argument("--nodes", type=int, choices=(1, 2, 3), default=3,
+    up.add_argument("--nodes", type=int, choices=range(1, len(SERVERS) + 1), default=3,
                     help="chain layout: 2 (owner A and buddy B) or 3 (also C, B's buddy); "
-                    "bucket layout: 1 to 3 members (default 3)")
+                    f"bucket layout: 1 to {len(SERVERS)} members (default 3)")
     up.add_argument("--layout", choices=("chain", "buckets"), default="chain",
                     help="chain: A owns every connection, B and C are a chain of buddies "
                     "(survives kills and hangs); buckets: every member serves its buckets, "
@@ -305,7 +310,7 @@ def _parser() -> argparse.ArgumentParser:
         s = sub.add_parser(name, help=what)
         s.add_argument("--tag", type=_tag, default="cl", help="the cluster's tag (default cl)")
         if name != "down":
-            s.add_argument("--node", choices=("a", "b", "c"), default="a",
+            s.add_argument("--node", choices=SERVERS, default="a",
                            help="which node (default a, the first owner)")
         if name == "kill":
             s.add_argument("--hang", action="store_true", help="SIGSTOP instead of SIGKILL")

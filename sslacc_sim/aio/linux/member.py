@@ -97,7 +97,7 @@ from tls12 import ServerConfig
 from ...buckets import BucketTable
 from .backup import Backup, Controls
 from .buckets import BucketFilter, LibNft, bucket_of
-from .mirror import ACK, send_frame
+from .mirror import ACK, dead_frame, send_frame
 from .primary import DEAD_AFTER_S, Primary
 from .report import say
 from .service import ALONE_WAIT_S, Docroot
@@ -268,6 +268,7 @@ class Member:
         backup.tracker = FlowTracker((self.vip, self.port), keep=lambda client: bucket_of(
             client[0], client[1], self.buckets) in theirs, recent=self._recent)  # fmt: skip
         backup.on_mirrored = lambda client: self._learn(pred, client)
+        backup.on_dead = self._told_dead
         self._watching[pred] = backup.tracker
         self._watches[pred] = backup
         sniffer = Sniffer(packet_socket(self.dev), backup.tracker).start()
@@ -293,6 +294,7 @@ class Member:
         theirs = set(self._theirs[pred])
         if self._declare_dead(pred):
             owner.go_alone()  # the dead member was this one's mirror too
+        self._tell_dead(pred)
         if not self.takeover or (self.members > 2 and not self.ring):
             say(f"DEAD member {pred}: {backup.reason} (its buckets are not taken "
                 "over" + (" with more than two members without --ring)" if self.takeover
@@ -379,7 +381,10 @@ class Member:
         two, the predecessor's watch decides): judge it in :meth:`_verdict`, the keepalives
         going on meanwhile unless the link itself failed (``True``: the heartbeat ends)."""
         if len(self.table.members) <= 2:
-            self._unheard_predecessor(reason)
+            with self._ring_lock:
+                mirror = self.mirror_index
+            if mirror is not None:
+                self._unheard(mirror, reason)
             return False
         if reason.startswith("keepalive link"):  # nothing more can be sent on it
             self._verdict(reason, None)
@@ -389,18 +394,43 @@ class Member:
             spawn(self._verdict, reason, time.monotonic(), name="verdict")
         return False
 
-    def _unheard_predecessor(self, reason: str) -> None:
-        """With two members the mirror is the predecessor too, and its watch judges it: but
-        one that became the predecessor when a third member died, and died itself before it
-        linked here, is seen by no link of that watch. The heartbeat's failure is its death."""
-        with self._ring_lock:
-            dead = self.mirror_index
-        watch = self._watches.get(dead) if dead is not None else None
+    def _unheard(self, dead: int, reason: str) -> None:
+        """``dead`` failed (this member's heartbeat to it, or another member says so): if it
+        is this member's predecessor and its watch has had no link from it -- it became the
+        predecessor when a third member died, and died before it linked here -- no link of
+        that watch will ever show its death, so this is its death."""
+        watch = self._watches.get(dead)
         if watch is None or watch.beaten.is_set() or watch.death.is_set():
             return
         say(f"MIRROR DEAD member {dead}: {reason} (no link from it since it became the "
             "predecessor: its watch takes it over)")  # fmt: skip
-        watch.die(f"mirror link: {reason}")
+        watch.die(f"unheard predecessor: {reason}")
+
+    def _tell_dead(self, dead: int) -> None:
+        """Tell every other live member that this one judged ``dead`` dead (a ``dead`` frame
+        on a link of its own to each one's first listener), in the background: with four or
+        more members some are neither its predecessor nor its successor, and only their own
+        table tells them whom they would inherit next."""
+        if not self.ring:
+            return
+        with self._ring_lock:
+            peers = [(self.ring[m], self.listen_on[1]) for m in self.table.members
+                     if m != self.index]  # fmt: skip
+        spawn(_send_to_all, peers, dead_frame(dead), name=f"tell-dead-{dead}")
+
+    def _told_dead(self, dead: int) -> None:
+        """Another member judged ``dead`` dead: this member applies it to its table, unless
+        ``dead`` is one of its neighbours, which its own links and keepalives judge (with one
+        exception: :meth:`_unheard`)."""
+        with self._ring_lock:
+            if dead not in self.table.members or dead == self.index:
+                return
+            neighbour = dead in (self.predecessor, self.mirror_index)
+        if neighbour:
+            self._unheard(dead, "another member judged it dead")
+            return
+        self._declare_dead(dead)
+        say(f"TOLD DEAD member {dead}")
 
     def _verdict(self, reason: str, since: float | None) -> None:
         """Wait until a member that took this one over would have fenced it; then an answer
@@ -423,6 +453,7 @@ class Member:
             self._judging = False
             return
         self._declare_dead(dead)
+        self._tell_dead(dead)
         owner.go_alone()
         self._own(self.owned)  # when a member it watched died just before, unknown till now
         self._judging = False
@@ -500,6 +531,19 @@ def refused(address: tuple[str, int], timeout: float = PROBE_S) -> bool:
             return True
         except OSError:
             return False  # no answer within the timeout: a listener is there
+
+
+def _send_to_all(peers: list[tuple[str, int]], header: dict[str, object]) -> None:
+    """Send one frame to each of ``peers`` on a link of its own, each acknowledged (a peer
+    that does not answer within a second is reported and skipped: it may be dying too)."""
+    for peer in peers:
+        try:
+            with socket.create_connection(peer, timeout=1.0) as link:
+                send_frame(link, header)
+                if link.recv(1) != ACK:
+                    raise ConnectionError("no acknowledgement")
+        except OSError as exc:
+            print(f"ERROR {header['type']} frame to {peer}: {exc!r}", file=sys.stderr, flush=True)
 
 
 def carrier(dev: str) -> bool:

@@ -40,8 +40,8 @@ from ...sessions import decode_session, encode_session
 from .repair import TcpSnapshot
 
 __all__ = [
-    "ACK", "MirrorError", "Segment", "MirrorState", "send_frame", "recv_frame", "split_blob",
-    "join_blob", "read_session",
+    "ACK", "DEAD", "MirrorError", "Segment", "MirrorState", "send_frame", "recv_frame",
+    "split_blob", "join_blob", "read_session", "dead_frame", "read_dead_frame",
 ]
 
 #: A frame starts with two 4-byte lengths: the JSON header's and the blob's.
@@ -65,6 +65,25 @@ def send_frame(sock: socket.socket, header: dict[str, Any], blob: bytes = b"") -
     out.push_bytes(head)
     out.push_bytes(blob)
     sock.sendall(out.getvalue())
+
+
+#: The type of a member's notice that it judged another member dead (the bucket layout).
+DEAD = "dead"
+#: Largest member id a ``dead`` frame may name.
+_MAX_MEMBER = 1 << 16
+
+
+def dead_frame(member: int) -> dict[str, Any]:
+    """The header of a ``dead`` frame: ``member`` died (no blob)."""
+    return {"type": DEAD, "member": member}
+
+
+def read_dead_frame(header: dict[str, Any]) -> int:
+    """The member a ``dead`` frame names; anything else is a :class:`MirrorError`."""
+    member = header.get("member")
+    if header.get("type") != DEAD or type(member) is not int or not 0 <= member < _MAX_MEMBER:
+        raise MirrorError(f"not a dead frame naming a member: {header!r}"[:200])
+    return member
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytes | None:

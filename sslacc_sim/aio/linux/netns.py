@@ -14,6 +14,9 @@
      nodes A, B, C cl0 10.90.0.11 / .12 / .13 ── bridge cl0    (the cluster LAN: the bucket
                                                                 layout's ring of mirrors)
 
+A bucket layout of more members (``Topology(shared_vip=True, members=4)``, up to 6) adds nodes D
+(10.88.0.14, cl0 10.90.0.14), E and F the same way, on both bridges.
+
 Five namespaces named ``sacc-<tag>-client``, ``-a``, ``-b``, ``-c`` and ``-lan``; every node's LAN
 interface is ``eth0`` (its peer is a port of the bridge). The nodes run with
 ``net.ipv4.tcp_timestamps=0`` so that a restored connection needs no timestamp offset
@@ -44,6 +47,7 @@ from testbed.linux.netns import (
 __all__ = [
     "PREFIX",
     "NODES",
+    "SERVERS",
     "ADDRESSES",
     "VIP",
     "SHARED_MAC",
@@ -60,10 +64,13 @@ __all__ = [
 
 #: Every namespace of this package starts with this (``wstb-`` belongs to the link testbed).
 PREFIX = "sacc-"
-#: The namespaces with programs in them (the bridge has one more, ``lan``).
+#: The namespaces with programs in them (the bridge has one more, ``lan``); a bucket layout
+#: of more members (``Topology(members=...)``) has more: :data:`SERVERS` in order.
 NODES = ("client", "a", "b", "c")
+#: Every server node a topology may have, in order (A, B, C always; D to F for more members).
+SERVERS = ("a", "b", "c", "d", "e", "f")
 #: LAN address of each node (a /24).
-ADDRESSES = {"client": "10.88.0.2", "a": "10.88.0.11", "b": "10.88.0.12", "c": "10.88.0.13"}
+ADDRESSES = {"client": "10.88.0.2", **{n: f"10.88.0.{11 + i}" for i, n in enumerate(SERVERS)}}
 #: The service address the client connects to; it starts on node A.
 VIP = "10.88.0.100"
 #: The MAC address every node's LAN interface carries in the bucket layout (``shared_vip``):
@@ -77,7 +84,7 @@ NEXT_MIRROR_ADDRESSES = {"b": "10.89.1.1", "c": "10.89.1.2"}
 #: Each node's address on the cluster LAN (a /24 on a second, learning bridge, ``cl0``): any
 #: node reaches any other, as the bucket layout's ring of mirrors needs
 #: (:mod:`sslacc_sim.aio.linux.member`).
-CLUSTER_ADDRESSES = {"a": "10.90.0.11", "b": "10.90.0.12", "c": "10.90.0.13"}
+CLUSTER_ADDRESSES = {n: f"10.90.0.{11 + i}" for i, n in enumerate(SERVERS)}
 _LAN = "lan"
 
 
@@ -101,10 +108,24 @@ class Topology(Namespaces):
     """Every node holds the virtual IP and one MAC address (:data:`SHARED_MAC`): the bucket
     layout (:mod:`sslacc_sim.aio.linux.buckets`), where each node serves the buckets it owns.
     Else the virtual IP starts on node A alone (one owner, its buddy claims it)."""
+    members: int = 3
+    """Server nodes (3 to 6, more than 3 only with :attr:`shared_vip`): A, B, C, then D, E, F,
+    each on both LANs; the chain's direct links join A, B and C only."""
     _up: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._check_tag()
+        if not 3 <= self.members <= len(SERVERS) or self.members > 3 and not self.shared_vip:
+            raise ValueError(f"3 to {len(SERVERS)} server nodes, more than 3 only with "
+                             f"shared_vip (the bucket layout), got {self.members}")  # fmt: skip
+
+    @property
+    def servers(self) -> tuple[str, ...]:
+        """The server nodes, in order (``a``, ``b``, ``c``, ...)."""
+        return SERVERS[: self.members]
+
+    def nodes(self) -> tuple[str, ...]:
+        return ("client", *self.servers, _LAN)
 
     def cut(self, node: str) -> None:
         """Take ``node``'s LAN link down (what a pulled cable or a dead NIC looks like)."""
@@ -130,7 +151,7 @@ class Topology(Namespaces):
         # the buddy hears each client segment as the owner receives it (sslacc_sim.aio.linux.sniff)
         self.ip(lan, "link", "add", "br0", "type", "bridge", "ageing_time", "0")
         self.ip(lan, "link", "set", "br0", "up")
-        for node in NODES:
+        for node in ("client", *self.servers):
             port = f"p{node}"
             self.veth(node, "eth0", lan, port)
             self.ip(lan, "link", "set", port, "master", "br0")
@@ -148,17 +169,17 @@ class Topology(Namespaces):
         # the cluster LAN: an ordinary (learning) bridge, cluster traffic only
         self.ip(lan, "link", "add", "cl0", "type", "bridge")
         self.ip(lan, "link", "set", "cl0", "up")
-        for node, address in CLUSTER_ADDRESSES.items():
-            port = f"c{node}"
+        for node in self.servers:
+            address, port = CLUSTER_ADDRESSES[node], f"c{node}"
             self.veth(node, "cl0", lan, port)
             self.ip(lan, "link", "set", port, "master", "cl0")
             self.ip(lan, "link", "set", port, "up")
             self.ip(node, "addr", "add", f"{address}/24", "dev", "cl0")
             self.ip(node, "link", "set", "cl0", "up")
-        for node in ("a", "b", "c"):
+        for node in self.servers:
             self.sysctl(node, "net.ipv4.tcp_timestamps", "0")
         if self.shared_vip:
-            for node in ("a", "b", "c"):
+            for node in self.servers:
                 self.ip(node, "link", "set", "eth0", "address", SHARED_MAC)
                 self.ip(node, "addr", "add", f"{VIP}/32", "dev", "eth0")
             return

@@ -166,11 +166,12 @@ def test_commands_fail_in_one_line_without_a_cluster(tmp_path: Path) -> None:
         assert out.returncode == 1 and "no cluster 'nosuch'" in out.stderr
         assert "Traceback" not in out.stderr
     for bad in (["--docroot", str(tmp_path / "absent")], ["--docroot", str(tmp_path), "--tag",
-                "bad-tag"], ["--docroot", str(tmp_path), "--nodes", "4"],
+                "bad-tag"], ["--docroot", str(tmp_path), "--nodes", "7"],
                 ["--docroot", str(tmp_path), "--layout", "ring"]):  # fmt: skip
         with pytest.raises(SystemExit) as exit_:
             main(["up", *bad])
         assert exit_.value.code == 2
     assert main(["up", "--docroot", str(tmp_path), "--cert", "x.pem"]) == 2
     assert main(["up", "--docroot", str(tmp_path), "--nodes", "1"]) == 2  # a chain of one
+    assert main(["up", "--docroot", str(tmp_path), "--nodes", "4"]) == 2  # a chain of four
     assert os.geteuid() == 0  # the namespace commands above ran as root (the fixture checks)
