@@ -218,7 +218,11 @@ def _sslacc_campaign_buckets(src: Source) -> list[str]:
         + f"fault to each affected client's next byte {d['gap_p50_s']:.3f} s median, "
         f"{d['gap_p99_s']:.3f} s p99"
         + "".join(f"; after a {mode} {g['p50_s']:.3f} / {g['p99_s']:.3f} s"
-                  for mode, g in d.get("gap_by_mode", {}).items() if g["n"]),
+                  for mode, g in d.get("gap_by_mode", {}).items() if g["n"])
+        + ("; after kills (kill and double), by whose buckets the connection was in: "
+           + ", ".join(f"the {role}'s {g['p50_s']:.3f} / {g['p99_s']:.3f} s (n = {g['n']})"
+                       for role, g in d["gap_by_role_after_kills"].items() if g["n"])
+           + " (target 0.030 / 0.150 s)" if d.get("gap_by_role_after_kills") else ""),
         "no connection is lost when a node fails, whenever it fails (abstract, §4; no number)",
         "measured (namespaces on this machine, three members; they share one MAC, so a woken "
         "member's frames are counted on its own switch port)",

@@ -77,6 +77,7 @@ from .loadstats import (
     HIT,
     campaign_summary,
     flows_at,
+    gaps_by,
     quantile,
     zombie_frames,
 )
@@ -326,17 +327,46 @@ def _trial_row(t: Trial) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         "restore_failed": len(report.get("failed", [])) if report else None,
         "gap_p50_s": quantile(gaps, 0.5), "gap_max_s": max(gaps, default=None),
         "zombie_frames": zombies, **{f"at_{p}": n for p, n in phases.items()},
+        "verdict_wait_s": _verdict_wait(t.said),
         "errors": "; ".join(f"{r['client']} {r['path']}: {r['error']}"
                             for r in rows if not r["ok"])[:2000],
     }  # fmt: skip
     return row, flows
 
 
+def _verdict_wait(said: dict[str, list[str]]) -> float | None:
+    """How long the bucket layout's predecessor waited before it judged its mirror dead (its
+    ``MIRROR DEAD ... (judged after X s)`` line, the first node's that said one; ``None``:
+    none)."""
+    for lines in said.values():
+        for line in lines:
+            if line.startswith("MIRROR DEAD") and "(judged after " in line:
+                try:
+                    return float(line.rsplit("(judged after ", 1)[1].split(" ", 1)[0])
+                except ValueError:
+                    return None
+    return None
+
+
 def _summary(cfg: CampaignConfig, trials: pd.DataFrame, conns: pd.DataFrame,
              flows: pd.DataFrame) -> dict[str, Any]:  # fmt: skip
     config = {**asdict(cfg), "modes": list(cfg.modes), "sizes": list(cfg.sizes),
               "pcap": None if cfg.pcap is None else str(cfg.pcap)}
-    return campaign_summary(config, trials, conns, flows)
+    summary = campaign_summary(config, trials, conns, flows)
+    if cfg.layout == "buckets" and len(flows):
+        from .campaign_buckets import roles  # it imports this module
+
+        # whose connections the tail is: the victim's, its successor's, its predecessor's
+        by_role = flows.assign(role=roles(flows, cfg.seed))
+        summary["gap_by_role"] = gaps_by(by_role, "role")
+        summary["gap_by_role_after_kills"] = gaps_by(by_role[by_role["mode"] != "hang"], "role")
+    if "verdict_wait_s" in trials:
+        # the predecessor's wait before its verdict, by mode and length: 0 (its mirror's
+        # listener refused), 0.1 (a silent mirror), 0.3 (it may have been stopped itself)
+        summary["verdict_waits"] = {
+            mode: {f"{w:g}": int(n) for w, n in group["verdict_wait_s"].value_counts().items()}
+            for mode, group in trials.groupby("mode") if group["verdict_wait_s"].notna().any()}
+    return summary
 
 
 def summarize(cfg: CampaignConfig, out: Path) -> dict[str, Any]:

@@ -38,15 +38,18 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pandas as pd
+
 from ...buckets import BucketTable
+from .buckets import bucket_of
 from .campaign_load import Site, Trial, capture, client_capture, run_load
 from .cluster import start_members
-from .netns import Topology
+from .netns import ADDRESSES, Topology
 
 if TYPE_CHECKING:
     from .campaign import CampaignConfig
 
-__all__ = ["MEMBERS", "run_bucket_trial"]
+__all__ = ["MEMBERS", "run_bucket_trial", "victim_of", "roles"]
 
 #: Members of the bucket layout in a trial (the topology's nodes A, B, C).
 MEMBERS = "abc"
@@ -59,7 +62,7 @@ def run_bucket_trial(site: Site, cfg: CampaignConfig, trial: Trial, rng: random.
                      ) -> Trial:  # fmt: skip
     """One trial (module docstring) in fresh namespaces, removed after."""
     work = Path(tempfile.mkdtemp(prefix=f"t{trial.index}-", dir=site.work))
-    victim = MEMBERS[random.Random(f"{cfg.seed}-victim-{trial.index}").randrange(len(MEMBERS))]
+    victim = victim_of(cfg.seed, trial.index)
     member_args = [*(["--no-fence"] if cfg.control == "no-fence" else []),
                    *(["--stall-ms", f"{cfg.stall_ms:g}"] if cfg.stall_ms else [])]  # fmt: skip
     with Topology(tag=f"{cfg.tag_prefix}{trial.index % 100000}", shared_vip=True) as topo, \
@@ -77,6 +80,29 @@ def run_bucket_trial(site: Site, cfg: CampaignConfig, trial: Trial, rng: random.
     trial.victim_node = victim
     trial.work = work
     return trial
+
+
+def victim_of(seed: int, index: int) -> str:
+    """The member trial ``index`` of a campaign with ``seed`` breaks (drawn from both)."""
+    return MEMBERS[random.Random(f"{seed}-victim-{index}").randrange(len(MEMBERS))]
+
+
+def roles(flows: pd.DataFrame, seed: int) -> pd.Series:
+    """Whose buckets each connection of ``flows`` was in, seen from its trial's (first)
+    victim: ``victim`` (taken over by its successor), ``successor`` (the heir's own: killed
+    too in a ``double``), ``predecessor`` (its mirror was the victim: it goes on alone after
+    its verdict, then mirrors to the successor). What the campaign's gaps are split by
+    (``gap_by_role``)."""
+    table = BucketTable(len(MEMBERS), _BUCKETS)
+
+    def role(trial: int, port: int) -> str:
+        at = MEMBERS.index(victim_of(seed, trial))
+        owner = table.owner[bucket_of(ADDRESSES["client"], port, _BUCKETS)]
+        return {at: "victim", (at + 1) % len(MEMBERS): "successor"}.get(owner, "predecessor")
+
+    return pd.Series([role(int(t), int(p)) for t, p in zip(flows["trial"], flows["port"],
+                                                           strict=True)],
+                     index=flows.index, dtype=object)  # fmt: skip
 
 
 def _successor(node: str, dead: set[str]) -> str:

@@ -1,5 +1,5 @@
 """A running SSLACC cluster to serve from and break by hand:
-``python -m sslacc_sim.aio.linux.cluster {up,kill,wake,down,cleanup}`` (root).
+``python -m sslacc_sim.aio.linux.cluster {up,kill,wake,leave,down,cleanup}`` (root).
 
 ``up --docroot DIR``
     builds the namespaces of :mod:`sslacc_sim.aio.linux.netns` (tag ``--tag``), makes a fresh
@@ -15,6 +15,9 @@
 ``wake --tag T [--node a]``
     SIGCONT and the link back up: the woken node finds its switch port fenced, and nothing it
     sends reaches a client.
+``leave --tag T --node d``
+    a bucket-layout member leaves on purpose (SIGUSR1): it silences its client sockets, takes
+    its link down and exits; its successor takes its buckets and connections over.
 ``down --tag T``
     stops the ``up`` that made cluster ``T`` (SIGTERM) and removes whatever it leaves.
 ``cleanup``
@@ -244,6 +247,13 @@ def _kill(args: argparse.Namespace) -> int:
     return 0
 
 
+def _leave(args: argparse.Namespace) -> int:
+    ns = _node_ns(args)
+    n = _signal_all(ns, signal.SIGUSR1)
+    print(f"node {args.node} of {args.tag}: asked to leave (SIGUSR1 to {n} processes)")
+    return 0
+
+
 def _wake(args: argparse.Namespace) -> int:
     ns = _node_ns(args)
     n = _signal_all(ns, signal.SIGCONT)
@@ -306,6 +316,8 @@ def _parser() -> argparse.ArgumentParser:
     cli.add_keylog_option(up, "every node appends to one file; ")
     for name, what in (("kill", "cut a node's link and SIGKILL it (--hang: SIGSTOP)"),
                        ("wake", "SIGCONT a hung node and bring its link back"),
+                       ("leave", "a bucket-layout member leaves on purpose: its successor "
+                        "takes its buckets and connections over"),
                        ("down", "stop a cluster and remove it")):
         s = sub.add_parser(name, help=what)
         s.add_argument("--tag", type=_tag, default="cl", help="the cluster's tag (default cl)")
@@ -329,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
             cli.load_credentials_arg(args.cert, args.key)
         if args.command == "up" and args.keylog:
             cli.keylog_arg(args.keylog)  # an unwritable file is refused before anything starts
-        handler = {"up": _up, "kill": _kill, "wake": _wake, "down": _down,
+        handler = {"up": _up, "kill": _kill, "wake": _wake, "leave": _leave, "down": _down,
                    "cleanup": _cleanup}[args.command]  # fmt: skip
         try:
             return handler(args)

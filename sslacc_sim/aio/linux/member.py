@@ -75,15 +75,22 @@ all of that member's connections from then on; the bytes it heard of them before
 come from :class:`~sslacc_sim.aio.linux.sniff.Recent`, the member's record of the client
 bytes of connections no watch kept.
 
-**Not yet** (``docs/sslacc-cluster.md``, "Buckets"): with four or more members the members
-that are neither the dead one's predecessor nor its successor would have to be told (the
-master and its table epochs, :mod:`sslacc_sim.membership`), and joins and leaves come after
-that.
+**Four members and more.** A member that judged a death tells every other live member
+(:meth:`Member._tell_dead`, a ``dead`` frame): one that is neither the dead member's
+predecessor nor its successor learns it only so, and its table must give the dead member's
+buckets to their heir before the next death (:meth:`Member._told_dead`). The table's rule is
+deterministic, so every copy agrees after the same deaths in any order.
+
+**A leave** (``SIGUSR1``, ``cluster leave``) is a planned death: the member silences its client
+sockets, takes its LAN link down and exits (``LEFT``); its links end with it, and its
+neighbours act as after a kill. **Not yet**: joins (the master's choice of idle buckets, and
+its table epochs, :mod:`sslacc_sim.membership`).
 """
 
 from __future__ import annotations
 
 import gc
+import signal
 import socket
 import sys
 import threading
@@ -237,6 +244,8 @@ class Member:
             self._mirror_predecessor(self.predecessor, self.listen_on, self.fence_port)
         control = _connect(owner) if self.mirror is not None else None
         listener = owner.listen()
+        signal.signal(signal.SIGUSR1, lambda *_: owner.fence_self(
+            "on request (SIGUSR1): the successor takes this member's buckets over", leaving=True))
         if control is not None:
             self._beat(control)
         say(f"ready member {self.index}/{self.members} owns {len(self.owned)} of "
@@ -416,7 +425,8 @@ class Member:
         with self._ring_lock:
             peers = [(self.ring[m], self.listen_on[1]) for m in self.table.members
                      if m != self.index]  # fmt: skip
-        spawn(_send_to_all, peers, dead_frame(dead), name=f"tell-dead-{dead}")
+        for peer in peers:  # one thread each: a hung member holds up no other's notice
+            spawn(_send_frame_to, peer, dead_frame(dead), name=f"tell-dead-{dead}")
 
     def _told_dead(self, dead: int) -> None:
         """Another member judged ``dead`` dead: this member applies it to its table, unless
@@ -533,17 +543,16 @@ def refused(address: tuple[str, int], timeout: float = PROBE_S) -> bool:
             return False  # no answer within the timeout: a listener is there
 
 
-def _send_to_all(peers: list[tuple[str, int]], header: dict[str, object]) -> None:
-    """Send one frame to each of ``peers`` on a link of its own, each acknowledged (a peer
-    that does not answer within a second is reported and skipped: it may be dying too)."""
-    for peer in peers:
-        try:
-            with socket.create_connection(peer, timeout=1.0) as link:
-                send_frame(link, header)
-                if link.recv(1) != ACK:
-                    raise ConnectionError("no acknowledgement")
-        except OSError as exc:
-            print(f"ERROR {header['type']} frame to {peer}: {exc!r}", file=sys.stderr, flush=True)
+def _send_frame_to(peer: tuple[str, int], header: dict[str, object]) -> None:
+    """Send one frame to ``peer`` on a link of its own and wait for its acknowledgement (a
+    peer that does not answer within a second is reported: it may be dying too)."""
+    try:
+        with socket.create_connection(peer, timeout=1.0) as link:
+            send_frame(link, header)
+            if link.recv(1) != ACK:
+                raise ConnectionError("no acknowledgement")
+    except OSError as exc:
+        print(f"ERROR {header['type']} frame to {peer}: {exc!r}", file=sys.stderr, flush=True)
 
 
 def carrier(dev: str) -> bool:

@@ -129,10 +129,12 @@ class Primary:
         with self._lock:
             self._socks.add(sock)
 
-    def fence_self(self, why: str) -> None:
+    def fence_self(self, why: str, *, leaving: bool = False) -> None:
         """Cut this node off its LAN, silence every client socket (repair mode: closing sends
         nothing) and exit: the buddy may own the connections by now, and a reset from this
-        node (for a connection in its accept queue, say) would end one of them."""
+        node (for a connection in its accept queue, say) would end one of them. ``leaving``:
+        the node leaves on purpose (``LEFT``, exit status 0), and its buddy takes its
+        connections over as after a death (its links end with this process)."""
         if self.lan_dev is not None:
             try:
                 link_down(self.lan_dev)
@@ -145,8 +147,8 @@ class Primary:
                     s.setsockopt(socket.IPPROTO_TCP, repair.TCP_REPAIR, 1)
                 except OSError:
                     pass
-        say(f"FENCED {why}")
-        os._exit(_SELF_FENCE_EXIT)
+        say(f"{'LEFT' if leaving else 'FENCED'} {why}")
+        os._exit(0 if leaving else _SELF_FENCE_EXIT)
 
     def heartbeat(self, link: socket.socket, on_silent: Callable[[str], bool] | None = None) -> None:
         """Send keepalives on ``link``; renew the lease with each answer; fence on expiry.

@@ -1,4 +1,5 @@
-"""Four members: a death is told to every member, so the next death finds every table right.
+"""Four members: a death is told to every member, so the next death finds every table right;
+and a member that leaves on purpose.
 
 Issue 22: "N >= 2 nodes". With three members every member is a neighbour of any other (its
 predecessor or its successor), and each neighbour learns of a death by itself. With four, D is
@@ -20,6 +21,8 @@ notice applied, B's buckets are not: seen by a one-line mutation).
 
 from __future__ import annotations
 
+import signal
+import subprocess
 import time
 from contextlib import ExitStack
 from pathlib import Path
@@ -51,21 +54,34 @@ def _downloads_ports() -> list[int]:
             if table.owner[_bucket(p)] != 1][:_DOWNLOADS]  # fmt: skip
 
 
+def _downloads(topo: Topology, cert: Path, tmp_path: Path, ports: list[int]
+               ) -> list[subprocess.Popen[str]]:  # fmt: skip
+    """Rate-limited downloads of ``/f`` from the client, one from each of ``ports``, into
+    ``tmp_path / out<i>``."""
+    return [topo.popen("client", [
+        "curl", "-sS", "--cacert", str(cert), "--resolve", f"{HOSTNAME}:443:{VIP}",
+        "--local-port", str(port), "--limit-rate", "1M", "-o", str(tmp_path / f"out{i}"),
+        "--max-time", "40", f"https://{HOSTNAME}/f"]) for i, port in enumerate(ports)]  # fmt: skip
+
+
+def _served(topo: Topology, cert: Path) -> list[str]:
+    """The HTTP status of one new connection in each bucket (``""``: no answer)."""
+    ports = [next(p for p in range(40000, 50000) if _bucket(p) == b) for b in range(_BUCKETS)]
+    return [topo.run("client", [
+        "curl", "-sS", "--cacert", str(cert), "--resolve", f"{HOSTNAME}:443:{VIP}",
+        "--local-port", str(port), "--max-time", "5", "-o", "/dev/null", "-w", "%{http_code}",
+        f"https://{HOSTNAME}/f"]).stdout for port in ports]  # fmt: skip
+
+
 def test_four_members_lose_nothing_when_b_then_its_heir_die(tmp_path: Path) -> None:
     """B killed, then C (B's heir) after the ring re-formed: every download byte-exact, D told
     of B's death, every bucket served after both deaths (D holds B's and C's buckets)."""
     docroot, body, cert, key = four_mib_site(tmp_path)
-    every_bucket = [next(p for p in range(40000, 50000) if _bucket(p) == b)
-                    for b in range(_BUCKETS)]  # fmt: skip
     with ExitStack() as stack:
         topo = stack.enter_context(Topology(tag="t4", shared_vip=True, members=4))
         procs = start_members(topo, stack, members=4, docroot=docroot, cert=cert, key=key,
                               buckets=_BUCKETS, logs=tmp_path)  # fmt: skip
-        curls = [topo.popen("client", [
-            "curl", "-sS", "--cacert", str(cert), "--resolve", f"{HOSTNAME}:443:{VIP}",
-            "--local-port", str(port), "--limit-rate", "1M", "-o", str(tmp_path / f"out{i}"),
-            "--max-time", "40", f"https://{HOSTNAME}/f"])
-            for i, port in enumerate(_downloads_ports())]  # fmt: skip
+        curls = _downloads(topo, cert, tmp_path, _downloads_ports())
         time.sleep(1.0)
         topo.cut("b")
         procs["b"].kill()
@@ -77,13 +93,40 @@ def test_four_members_lose_nothing_when_b_then_its_heir_die(tmp_path: Path) -> N
         said["D restored"] = wait_line(procs["d"], "RESTORED", 10)
         for c in curls:
             c.wait(timeout=60)
-        served = [topo.run("client", [
-            "curl", "-sS", "--cacert", str(cert), "--resolve", f"{HOSTNAME}:443:{VIP}",
-            "--local-port", str(port), "--max-time", "5", "-o", "/dev/null", "-w", "%{http_code}",
-            f"https://{HOSTNAME}/f"]).stdout for port in every_bucket]  # fmt: skip
+        served = _served(topo, cert)
     ok = arrived(curls, tmp_path, body)
     assert all(ok), f"{ok.count(False)} of {len(ok)} downloads lost; said: {said}"
     assert said["D"] == "TOLD DEAD member 1"
     assert said["A"] == "MIRROR member 2"
     unserved = [b for b, code in enumerate(served) if code != "200"]
     assert not unserved, f"buckets nobody serves after B and C died: {unserved}"
+
+
+def test_a_member_that_leaves_hands_its_connections_over(tmp_path: Path) -> None:
+    """``cluster leave`` (SIGUSR1) while 30 downloads run in every member's buckets: D says
+    ``LEFT`` and exits 0; A, its successor, takes its buckets and connections over; C, its
+    predecessor, judges it gone at once (its listener refuses); B is told. Every download
+    arrives byte-exact and every bucket is served afterwards."""
+    docroot, body, cert, key = four_mib_site(tmp_path)
+    with ExitStack() as stack:
+        topo = stack.enter_context(Topology(tag="t4l", shared_vip=True, members=4))
+        procs = start_members(topo, stack, members=4, docroot=docroot, cert=cert, key=key,
+                              buckets=_BUCKETS, logs=tmp_path)  # fmt: skip
+        curls = _downloads(topo, cert, tmp_path, ports_of_members(_DOWNLOADS, 4, _BUCKETS))
+        time.sleep(1.0)
+        procs["d"].send_signal(signal.SIGUSR1)
+        said = {"D": wait_line(procs["d"], "LEFT", 10), "A": wait_line(procs["a"], "RESTORED", 10),
+                "C": wait_line(procs["c"], "MIRROR DEAD", 10),
+                "B": wait_line(procs["b"], "TOLD DEAD", 10)}  # fmt: skip
+        status = procs["d"].wait(timeout=10)
+        for c in curls:
+            c.wait(timeout=60)
+        served = _served(topo, cert)
+    ok = arrived(curls, tmp_path, body)
+    assert all(ok), f"{ok.count(False)} of {len(ok)} downloads lost; said: {said}"
+    assert status == 0
+    assert '"member": 3' in said["A"]
+    assert said["C"].startswith("MIRROR DEAD member 3") and said["C"].endswith("(judged after 0 s)")
+    assert said["B"] == "TOLD DEAD member 3"
+    unserved = [b for b, code in enumerate(served) if code != "200"]
+    assert not unserved, f"buckets nobody serves after D left: {unserved}"

@@ -8,8 +8,9 @@ whether its own heartbeat ran on time (:meth:`Primary.ran_through
 <sslacc_sim.aio.linux.primary.Primary.ran_through>`) and whether the mirror's kernel refuses
 its listener (:func:`~sslacc_sim.aio.linux.member.refused`: the process is gone). And a thread
 started by a ``SCHED_FIFO`` thread no longer inherits its policy
-(:func:`~sslacc_sim.aio.linux.threads.spawn`). In process, over loopback, with one child
-process for a listener that is stopped and killed (root: ``SCHED_FIFO`` needs it).
+(:func:`~sslacc_sim.aio.linux.threads.spawn`). The bucket campaign records each verdict's
+wait and whose buckets each connection's gap was in. In process, over loopback, with one
+child process for a listener that is stopped and killed (root: ``SCHED_FIFO`` needs it).
 """
 
 from __future__ import annotations
@@ -25,13 +26,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
+from sslacc_sim.aio.linux.buckets import bucket_of
+from sslacc_sim.aio.linux.campaign import _verdict_wait
+from sslacc_sim.aio.linux.campaign_buckets import MEMBERS, roles, victim_of
 from sslacc_sim.aio.linux.member import QUIET_WAIT_S, SILENT_WAIT_S, Member, refused
 from sslacc_sim.aio.linux.mirror import ACK, recv_frame
+from sslacc_sim.aio.linux.netns import ADDRESSES
 from sslacc_sim.aio.linux.primary import STOP_GAP_S, Primary
 from sslacc_sim.aio.linux.service import Docroot
 from sslacc_sim.aio.linux.threads import realtime_thread, spawn
+from sslacc_sim.buckets import BucketTable
 
 _LISTENER = """
 import socket, sys
@@ -184,3 +191,20 @@ def test_a_thread_spawned_by_a_realtime_thread_runs_under_the_default_policy(sta
     """:func:`spawn` resets the policy; a plain thread inherits ``SCHED_FIFO`` (the control:
     what every connection the heir of a takeover served used to run under)."""
     assert _policy_seen_by(start) == (os.SCHED_OTHER if start == "spawn" else os.SCHED_FIFO)
+
+
+def test_the_campaign_reads_the_verdicts_wait_and_whose_connection_each_gap_was() -> None:
+    """A bucket campaign's trial row gets the predecessor's wait from its ``MIRROR DEAD`` line,
+    and each connection a role from its bucket and the trial's victim."""
+    said = {"a": ["PREDECESSOR member 2"], "b": ["MIRROR DEAD member 2: keepalive link: "
+                                                 "closed by the mirror (judged after 0.1 s)"]}
+    assert _verdict_wait(said) == 0.1
+    assert _verdict_wait({"a": ["MIRROR DEAD member 1: reason"]}) is None
+    victim = MEMBERS.index(victim_of(1, 7))
+    table = BucketTable(len(MEMBERS), 64)
+    ports = {m: next(p for p in range(30000, 40000)
+                     if table.owner[bucket_of(ADDRESSES["client"], p, 64)] == m)
+             for m in range(len(MEMBERS))}  # fmt: skip
+    flows = pd.DataFrame({"trial": [7, 7, 7], "port": [ports[victim], ports[(victim + 1) % 3],
+                                                      ports[(victim + 2) % 3]]})
+    assert roles(flows, 1).tolist() == ["victim", "successor", "predecessor"]
