@@ -65,6 +65,7 @@ from testbed import cli
 from testbed.linux.capture import Capture
 
 from .campaign_load import (
+    BASELINE,
     READY_S,
     Site,
     Trial,
@@ -134,6 +135,11 @@ class CampaignConfig:
     layout: str = "chain"
     """``chain``: an owner, its buddy (and for ``double`` the buddy's buddy); ``buckets``:
     three members serving their own buckets (:mod:`~sslacc_sim.aio.linux.campaign_buckets`)."""
+    baselines: int = 0
+    """Trials without a fault, spread evenly among the fault trials: each measures the gap to
+    every client's next byte from an instant drawn as a fault's is (``mode`` ``none``), what
+    the load alone makes a client wait on this machine, beside which the faults' gaps are
+    read (the summary's ``baseline``)."""
     pcap: Path | None = None
     """A folder: each trial's traffic as the client's interface saw it goes to
     ``t<N>.pcap`` there (tcpdump, headers only: :mod:`testbed.linux.capture`), to read with
@@ -152,6 +158,8 @@ class CampaignConfig:
             raise ValueError(f"modes must be a non-empty subset of {MODES}, got {self.modes}")
         if not self.tag_prefix.isalpha() or len(self.tag_prefix) > 4:
             raise ValueError(f"tag_prefix must be 1-4 letters, got {self.tag_prefix!r}")
+        if self.baselines < 0:
+            raise ValueError(f"baselines must be 0 or more, got {self.baselines}")
         if not 0 <= self.window[0] <= self.window[1]:
             raise ValueError(f"window must be 0 <= start <= end, got {self.window}")
 
@@ -268,7 +276,8 @@ def _keep_evidence(t: Trial, out: Path) -> None:
     death); the rest of its folder is removed."""
     work = t.work
     early = t.report is not None and t.kill is not None and t.report["detected"] < t.kill
-    if any(not r["ok"] for r in t.rows) or (t.kill is not None and t.report is None) or early:
+    lost = t.kill is not None and t.report is None and t.mode != BASELINE
+    if any(not r["ok"] for r in t.rows) or lost or early:
         keep = out / "failed" / f"t{t.index}"
         keep.mkdir(parents=True, exist_ok=True)
         for f in work.iterdir():
@@ -287,8 +296,8 @@ def _trial_row(t: Trial) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     flows: list[dict[str, Any]] = []
     gaps: list[float] = []
     zombies = None
-    if t.kill is not None:
-        at = flows_at(t.capture, t.kill, t.victim)
+    if t.kill is not None:  # a fault's instant, or a baseline trial's (no victim)
+        at = flows_at(t.capture, t.kill, "" if t.mode == BASELINE else t.victim)
         # when the last takeover had the connection running again (s after the fault)
         resumed_at = {c["client"][1]: c["at"] - t.kill
                       for c in (t.report or {}).get("resumed", [])}  # fmt: skip
@@ -308,7 +317,7 @@ def _trial_row(t: Trial) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         "completed_exact": sum(r["ok"] for r in rows),
         "failed": sum(not r["ok"] for r in rows),
         "silently_wrong": sum(r["silently_wrong"] for r in rows),
-        "took_over": t.report is not None if t.kill is not None else None,
+        "took_over": t.report is not None if t.kill is not None and t.mode != BASELINE else None,
         "detect_s": (report["detected"] - t.kill) if report and t.kill else None,
         "claim_s": (report["claimed"] - t.kill) if report and t.kill else None,
         # the takeover's steps, each from the step before (s): fence the old port, drain
@@ -357,7 +366,8 @@ def _summary(cfg: CampaignConfig, trials: pd.DataFrame, conns: pd.DataFrame,
         from .campaign_buckets import roles  # it imports this module
 
         # whose connections the tail is: the victim's, its successor's, its predecessor's
-        by_role = flows.assign(role=roles(flows, cfg.seed))
+        faulted = flows[flows["mode"] != BASELINE]
+        by_role = faulted.assign(role=roles(faulted, cfg.seed))
         summary["gap_by_role"] = gaps_by(by_role, "role")
         summary["gap_by_role_after_kills"] = gaps_by(by_role[by_role["mode"] != "hang"], "role")
     if "verdict_wait_s" in trials:
@@ -387,8 +397,7 @@ def run_campaign(cfg: CampaignConfig, out: Path, *, progress: bool = True
     trial_rows, conn_rows, flow_rows = [], [], []
     with tempfile.TemporaryDirectory(prefix="sacc-campaign-") as tmp:
         site = make_site(Path(tmp), cfg.sizes)
-        plan = [("none", None)] + [(cfg.modes[i % len(cfg.modes)], rng.random())
-                                   for i in range(cfg.trials)]  # fmt: skip
+        plan = _plan(cfg, rng)
         length = 0.0
         bar = tqdm(total=len(plan), desc="trials", unit="trial", disable=not progress)
         for index, (mode, u) in enumerate(plan):
@@ -415,6 +424,26 @@ def run_campaign(cfg: CampaignConfig, out: Path, *, progress: bool = True
     summary = _summary(cfg, trials, conns, flows_df)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float) + "\n")
     return summary
+
+
+def _plan(cfg: CampaignConfig, rng: random.Random) -> list[tuple[str, float | None]]:
+    """Each trial's mode and where its instant falls in the window (0 to 1): trial 0 without
+    one, then the fault trials, the modes in turn, with ``cfg.baselines`` no-fault trials spread
+    evenly among them. The fault trials draw from ``rng`` alone, as without baselines; each
+    baseline draws its instant from the seed and its own number."""
+    faults: list[tuple[str, float | None]] = [(cfg.modes[i % len(cfg.modes)], rng.random())
+                                              for i in range(cfg.trials)]  # fmt: skip
+    plan: list[tuple[str, float | None]] = [(BASELINE, None)]
+    every = (cfg.trials + 1) / (cfg.baselines + 1) if cfg.baselines else 0.0
+    done = 0
+    for i, fault in enumerate(faults):
+        while done < cfg.baselines and i + 1 >= every * (done + 1):
+            plan.append((BASELINE, random.Random(f"{cfg.seed}-baseline-{done}").random()))
+            done += 1
+        plan.append(fault)
+    plan += [(BASELINE, random.Random(f"{cfg.seed}-baseline-{k}").random())
+             for k in range(done, cfg.baselines)]  # fmt: skip
+    return plan
 
 
 def _write_tables(out: Path, *rows: list[dict[str, Any]]
@@ -444,6 +473,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="each client's time limit in seconds (default 60)")
     p.add_argument("--stall-ms", type=cli.non_negative_float, default=0.0,
                    help="the owner waits this long before each accept and each read (default 0)")
+    p.add_argument("--baselines", type=cli.non_negative_int, default=0,
+                   help="trials without a fault among the fault trials, measuring the gaps the "
+                   "load alone makes from an instant drawn as a fault's (default 0)")
     p.add_argument("--window", default="0,1",
                    help="kill instants are drawn over this fraction of the load (default 0,1)")
     p.add_argument("--control", choices=sorted(CONTROLS), default="none",
@@ -489,6 +521,7 @@ def main(argv: list[str] | None = None) -> int:
                                  modes=modes, wake_after=args.wake_after,
                                  client_timeout=args.client_timeout, control=args.control,
                                  stall_ms=args.stall_ms, window=(lo, hi),
+                                 baselines=args.baselines,
                                  tag_prefix=args.tag_prefix or "cp", layout=args.layout,
                                  pcap=Path(args.pcap) if args.pcap else None)  # fmt: skip
         except ValueError as exc:

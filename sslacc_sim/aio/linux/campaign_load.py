@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,13 +32,17 @@ if TYPE_CHECKING:
     from .campaign import CampaignConfig
 
 __all__ = ["Site", "Trial", "make_site", "plan_load", "expected_body", "unread_lines",
-           "capture", "client_capture", "run_load", "PORT", "READY_S"]
+           "capture", "client_capture", "run_load", "PORT", "READY_S", "BASELINE"]
 
 PORT = 443
 READY_S = 30.0
 _RESUME_SHARE = 0.25
 _UPLOAD_SHARE = 0.2  # of the connections: POST a file (the answer is a receipt of it)
 _KEEPALIVE_SHARE = 0.2  # of those not resuming: 2 or 3 requests on one connection
+#: A trial's mode when nothing fails: trial 0 (it measures the load's length), and the
+#: baseline trials (``--baselines``), which measure the same gaps from an instant drawn as a
+#: fault's is, with no fault (:func:`_phantom`).
+BASELINE = "none"
 
 
 @dataclass
@@ -167,6 +172,14 @@ def client_capture(topo: Topology, work: Path, trial: Trial) -> Iterator[None]:
     trial.capture = rows
 
 
+def _phantom(trial: Trial) -> None:
+    """A baseline trial's instant: nothing fails, but the gap to each client's next byte is
+    measured from it as from a fault's (what the load alone makes a client wait)."""
+    assert trial.kill_at is not None
+    time.sleep(max(0.0, trial.start + trial.kill_at - time.monotonic()))
+    trial.kill = time.monotonic()
+
+
 def run_load(site: Site, cfg: CampaignConfig, trial: Trial, rng: random.Random, work: Path,
              topo: Topology, procs: dict[str, subprocess.Popen[str]],
              fail: Callable[[], threading.Thread | None]) -> None:  # fmt: skip
@@ -176,6 +189,8 @@ def run_load(site: Site, cfg: CampaignConfig, trial: Trial, rng: random.Random, 
     reqs = plan_load(random.Random(rng.random()), cfg, site, work)
     trial.start = time.monotonic()
     running = [clients.start(r, wrap=lambda argv: topo.command("client", argv)) for r in reqs]
+    if trial.mode == BASELINE and trial.kill_at is not None:
+        fail = partial(_phantom, trial)
     waker = fail() if trial.kill_at is not None else None
     outcomes = [clients.finish(p, r, expected_body(site, r))
                 for p, r in zip(running, reqs, strict=True)]  # fmt: skip

@@ -14,8 +14,8 @@ window) and the clients' outcomes, so that they can be tested on hand-made rows.
   client on (new server bytes, or an acknowledgement of client bytes it accepts);
 * :func:`zombie_frames` counts frames from the fenced node after it woke (data, FIN or reset);
 * :func:`wilson_lower` is the 95 % lower confidence bound on a success fraction;
-* :func:`gaps_by`, :func:`window_at_fault` and :func:`by_request` cut a campaign's tables
-  (pandas) for its summary.
+* :func:`gaps_by`, :func:`window_at_fault`, :func:`clients_at_fault` and :func:`by_request`
+  cut a campaign's tables (pandas) for its summary.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from typing import Any
 import pandas as pd
 
 __all__ = ["EARLY_BYTES", "HIT", "CLIENT", "FlowAtKill", "flows_at", "zombie_frames", "wilson_lower",
-           "quantile", "gaps_by", "window_at_fault", "by_request", "campaign_summary"]
+           "quantile", "gaps_by", "window_at_fault", "clients_at_fault", "by_request",
+           "campaign_summary"]
 
 #: Server bytes below which a connection counts as still in its handshake: the ServerHello
 #: flight (about 1 KB with one 2048-bit certificate), the server's Finished and the first
@@ -212,11 +213,40 @@ def gaps_by(flows: pd.DataFrame, column: str) -> dict[str, dict[str, float | int
     return out
 
 
+def clients_at_fault(flows: pd.DataFrame) -> pd.Series:
+    """``starting`` or ``started``: whether some client of the flow's trial had not sent its
+    SYN yet at the fault (a flow of that trial in the ``after`` phase). While the load's
+    clients start, their processes share the machine's two cores with the cluster: the
+    gaps then are the load's as much as the fault's (compare the baseline trials')."""
+    if not len(flows):
+        return pd.Series(dtype=object)
+    starting = set(flows.loc[flows["phase"] == "after", "trial"])
+    return flows["trial"].isin(starting).map({True: "starting", False: "started"})
+
+
+def _baseline(flows: pd.DataFrame) -> dict[str, Any]:
+    """The baseline trials' gaps (no fault, from an instant drawn as a fault's): overall, by
+    phase, by window and while the clients start."""
+    gaps = flows[flows["phase"].isin(HIT)]["gap_s"].dropna().tolist() if len(flows) else []
+    return {"trials": int(flows["trial"].nunique()) if len(flows) else 0,
+            "gap_p50_s": quantile(gaps, 0.5), "gap_p99_s": quantile(gaps, 0.99),
+            "gap_max_s": max(gaps, default=None), "n": len(gaps),
+            "gap_by_phase": gaps_by(flows, "phase"),
+            "gap_by_window": gaps_by(flows.assign(window=window_at_fault(flows)), "window")
+            if len(flows) else {},
+            "gap_by_clients": gaps_by(flows.assign(clients=clients_at_fault(flows)), "clients")
+            if len(flows) else {}}  # fmt: skip
+
+
 def campaign_summary(config: dict[str, Any], trials: pd.DataFrame, conns: pd.DataFrame,
                      flows: pd.DataFrame) -> dict[str, Any]:  # fmt: skip
     """The campaign's ``summary.json`` from its three tables (``config``: its settings, with
     ``modes``): success fraction and its 95 % lower bound, faults answered, zombies, the gaps
-    of the connections the faults hit (:data:`HIT`) by phase, mode and window, resumptions."""
+    of the connections the faults hit (:data:`HIT`) by phase, mode, window and whether the
+    clients were still starting, resumptions; and the same gaps in the baseline trials
+    (``mode`` ``none`` with an instant: ``baseline``), where nothing failed."""
+    base = flows[flows["mode"] == "none"] if len(flows) else flows
+    flows = flows[flows["mode"] != "none"] if len(flows) else flows
     faults = trials[trials["mode"] != "none"]
     fconns = conns[conns["mode"] != "none"] if len(conns) else conns
     n, ok = len(fconns), int(fconns["ok"].sum()) if len(fconns) else 0
@@ -244,6 +274,9 @@ def campaign_summary(config: dict[str, Any], trials: pd.DataFrame, conns: pd.Dat
         # hang's gap cannot be shorter than the keepalive timeout that detects it (0.2 s)
         "gap_by_window_after_kills": gaps_by(
             kills.assign(window=window_at_fault(kills)), "window") if len(flows) else {},
+        "gap_by_clients_after_kills": gaps_by(
+            kills.assign(clients=clients_at_fault(kills)), "clients") if len(flows) else {},
+        **({"baseline": _baseline(base)} if len(base) else {}),
         "phase_at_fault": (flows["phase"].value_counts().to_dict() if len(flows) else {}),
         "detect_p50_s": {m: quantile(faults[faults["mode"] == m]["detect_s"].dropna().tolist(),
                                      0.5) for m in config["modes"]},

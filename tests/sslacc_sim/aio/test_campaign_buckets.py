@@ -25,13 +25,20 @@ SIZES = (1 << 10, 1 << 14, 1 << 18, 1 << 20, 1 << 22)
 
 def test_a_small_seeded_bucket_campaign_keeps_every_connection_byte_exact(tmp_path: Path) -> None:
     """A kill, a hang and a double kill (the victim, then its successor within a second of
-    its takeover)."""
+    its takeover), and a baseline trial (no fault, the gaps measured from an instant)."""
     cfg = CampaignConfig(trials=3, seed=3, connections=32, modes=("kill", "hang", "double"), wake_after=1.5,
                          client_timeout=40, sizes=SIZES, window=(0.05, 0.8), tag_prefix="tb",
-                         layout="buckets", stall_ms=10)  # fmt: skip
+                         layout="buckets", stall_ms=10, baselines=1)  # fmt: skip
     summary = run_campaign(cfg, tmp_path, progress=False)
     trials = (tmp_path / "trials.csv").read_text()
     assert summary["connections"] == 3 * 32 and summary["kills"] == 3
+    # the baseline trial: its connections byte-exact too, its flows measured from its instant
+    # and kept out of the faults' gaps (test_campaign_baseline.py)
+    base = pd.read_csv(tmp_path / "trials.csv").query("mode == 'none' and trial > 0")
+    assert len(base) == 1 and base["failed"].tolist() == [0], trials
+    flows = pd.read_csv(tmp_path / "flows.csv")
+    assert (flows["trial"] == base["trial"].iloc[0]).sum() >= 32, trials  # a resumption: two
+    assert summary["baseline"]["trials"] == 1
     assert summary["completed_exact"] == summary["connections"], trials
     assert summary["control_trial_ok"] and summary["silently_wrong"] == 0
     assert summary["took_over"] == 3, trials
