@@ -7,7 +7,8 @@ no task before the handshake is done; bounded memory both ways (a slow reader of
 download: ``pause_writing``; a peer that sends while the application does not read:
 ``pause_reading``); TCP half-close and a close_notify that arrives while a response is still
 being written; a peer that resets in the middle of the handshake; real peers (Python ``ssl``,
-``openssl s_client``).
+``openssl s_client``); the fast path of a connection that asks its delegate by event (its
+plaintext comes with the ``open`` answer, its writes wait for their ``seal``).
 """
 
 from __future__ import annotations
@@ -24,9 +25,12 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from tests.tls12 import test_aio as stream_tests
-from tls12 import ClientConnection
+from tls12 import ClientConnection, ServerConfig, ServerConnection
 from tls12.aio import TLSProtocol, TLSStream, connect, serve_protocol
+from tls12.certs import Credentials
+from tls12.delegate import DelegateRequest, EventDelegate, LocalDelegate
 from tls12.errors import AlertDescription
+from tls12.testing import credentials, seeded_rng
 
 from .test_aio import PAYLOAD, SUITE, _echo, _wait_until, client_config, server_config
 
@@ -427,3 +431,76 @@ def test_lazy_handler_starts_with_the_first_bytes_or_its_timer() -> None:
             await _wait_until(lambda: len(closed) == 3)
 
     asyncio.run(main())
+
+
+def _answered_at_once(
+    delegate: LocalDelegate,
+) -> Callable[[object, DelegateRequest], asyncio.Future[object]]:
+    """``answer=``: a future already done (its callback supplies it on the loop's next turn)."""
+
+    def answer(conn: object, request: DelegateRequest) -> asyncio.Future[object]:
+        fut: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        try:
+            fut.set_result(request.call(delegate))
+        except Exception as exc:  # noqa: BLE001 - a failed operation is an answer too
+            fut.set_result(exc)
+        return fut
+
+    return answer
+
+
+def test_a_connection_asking_by_event_takes_the_fast_path() -> None:
+    """Its plaintext arrives with the ``open`` answer, not in ``buffer_updated``: the fast reader
+    is offered it there, and ``write_ready`` is false while a written record waits for its
+    ``seal``, true once none does."""
+    ready: list[bool] = []
+    offered: list[bytes] = []
+
+    async def handler(stream: TLSStream) -> None:
+        assert isinstance(stream, TLSProtocol)
+
+        def fast(data: bytes) -> bool:
+            offered.append(data)
+            if not stream.write_ready:
+                return False
+            stream.write(b"fast " + data)
+            return True
+
+        first = await stream.read()
+        stream.write(b"slow " + first)
+        ready.append(stream.write_ready)  # its seal is not answered yet
+        await stream.drain()
+        ready.append(stream.write_ready)  # sealed and written
+        stream.fast_reader = fast
+        while data := await stream.read():
+            stream.write(b"slow " + data)
+            await stream.drain()
+
+    creds = credentials()
+    assert creds.private_key is not None
+    config = ServerConfig(credentials=Credentials.chain_only(creds.chain), cipher_suites=(SUITE,))
+    delegate = LocalDelegate(creds.private_key, rng=seeded_rng(7))
+
+    async def main() -> list[bytes]:
+        closed: list[TLSStream] = []
+        server = await serve_protocol(
+            handler,
+            "127.0.0.1",
+            0,
+            config,
+            connection_factory=lambda c: ServerConnection(c, delegate=EventDelegate()),
+            answer=_answered_at_once(delegate),
+            on_close=closed.append,
+        )
+        async with server:
+            client = await connect("127.0.0.1", server.sockets[0].getsockname()[1], client_config())
+            replies = []
+            for request in (b"one", b"two", b"three"):
+                client.write(request)
+                replies.append(await client.read())
+            await client.close()
+            await _wait_until(lambda: len(closed) == 1)
+        return replies
+
+    assert asyncio.run(main()) == [b"slow one", b"fast two", b"fast three"]
+    assert ready == [False, True] and offered == [b"two", b"three"]

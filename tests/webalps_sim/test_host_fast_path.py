@@ -2,8 +2,9 @@
 
 :class:`webalps_sim.aio.host.WebALPSProtocol` offers the plaintext of an ``OPEN`` answer to the
 file handler's callback path: the response is the same bytes the h11 path writes (a request
-with a ``Connection`` header goes to h11: both are compared), it costs one ``OPEN`` and one
-``SEAL``, and a request the fast path does not take (an unknown file) is still answered by h11.
+with a ``Connection`` header goes to h11: both are compared), it is written in the callback that
+supplies the ``OPEN`` answer (in no task), it costs one ``OPEN`` and one ``SEAL``, and a request
+the fast path does not take (an unknown file) is still answered by h11.
 """
 
 from __future__ import annotations
@@ -73,9 +74,11 @@ def test_keep_alive_gets_take_the_fast_path_with_the_h11_bytes(
         host: tuple[int, GuardianChannel], monkeypatch: pytest.MonkeyPatch) -> None:
     port, channel = host
     taken: list[bool] = []
+    in_callback: list[bool] = []
     fast = HTTPFileHandler._fast
 
     def spy(self: HTTPFileHandler, data: bytes) -> bool:
+        in_callback.append(asyncio.current_task() is None)  # not the handler's task
         taken.append(fast(self, data))
         return taken[-1]
 
@@ -100,5 +103,6 @@ def test_keep_alive_gets_take_the_fast_path_with_the_h11_bytes(
     assert slow.endswith(BODY) and slow.startswith(b"HTTP/1.1 200 OK\r\n")
     assert answers == [slow] * 3  # the fast path writes what h11 writes
     assert taken.count(True) == 3 and False in taken, taken  # the h11 requests were offered too
+    assert [c for t, c in zip(taken, in_callback, strict=True) if t] == [True] * 3
     assert after["open"] - before["open"] == 3 and after["seal"] - before["seal"] == 3
     assert missing.startswith(b"HTTP/1.1 404 ")

@@ -26,7 +26,8 @@ pattern of aioquic's ``asyncio/protocol.py`` (the servers of :mod:`testbed.apps`
   plaintext that arrives while the application waits in :meth:`~tls12.aio.TLSStream.read`
   with nothing buffered; if it answers ``True`` it has consumed it (and written any reply)
   inside the callback, and the waiting ``read`` goes on waiting.  The HTTPS file server serves
-  keep-alive GETs of small files this way (:mod:`testbed.apps.file_handler`).
+  keep-alive GETs of small files this way (:mod:`testbed.apps.file_handler`).  A connection that
+  asks its delegate by event gets its plaintext later, with the ``open`` answer: it is offered there.
 
 The robustness rules above hold for it too, kept the same way:
 
@@ -63,9 +64,7 @@ from typing import Any, cast
 from .. import ServerConnection
 from ..config import ServerConfig
 from ..errors import AlertDescription, LocalProtocolError, TLSError
-from ..events import (
-    ConnectionClosed,
-)
+from ..events import ConnectionClosed
 from .stream import (
     DEFAULT_HANDSHAKE_TIMEOUT,
     DEFAULT_READ_SIZE,
@@ -227,13 +226,8 @@ class TLSProtocol(TLSStream, asyncio.BufferedProtocol):
                 self._start_handler()  # lazy_handler: the first bytes after the handshake
             return
         self._feed(data)
-        fast = self.fast_reader
-        if (fast is not None and len(self._plaintext) == 1 and self.close_event is None
-                and self._pending_error is None and not self._socket_closed):
-            if fast(self._plaintext[0]):
-                self._plaintext.clear()
-                return
-        self._wake()
+        if not self._offer_fast():
+            self._wake()
 
     def eof_received(self) -> bool:
         """asyncio: the peer closed its side (a half-close)."""
@@ -253,6 +247,16 @@ class TLSProtocol(TLSStream, asyncio.BufferedProtocol):
         return True  # keep the transport open for writing: a half-close ends the peer's side only
 
     # -- feeding the core --------------------------------------------------------
+
+    def _offer_fast(self) -> bool:
+        """Offer :attr:`fast_reader` the plaintext just fed (in :meth:`buffer_updated`, or with an
+        ``open`` answer in :meth:`_supply`) if it is one piece and nothing went wrong; True: consumed."""
+        fast = self.fast_reader
+        if (fast is not None and len(self._plaintext) == 1 and self.close_event is None
+                and self._pending_error is None and not self._socket_closed and fast(self._plaintext[0])):
+            self._plaintext.clear()
+            return True
+        return False
 
     def _keep_raw(self, data: bytes) -> None:
         self._raw += data
@@ -378,7 +382,7 @@ class TLSProtocol(TLSStream, asyncio.BufferedProtocol):
     def write_ready(self) -> bool:
         """Whether a write now goes straight to an open transport below its high-water mark (and
         no record waits for a delegate to seal it): what a :attr:`fast_reader` checks first."""
-        return not (self._write_paused or self._socket_closed or self._asks)
+        return not (self._write_paused or self._socket_closed or self._awaiting_seal())
 
     def _flush(self) -> None:
         if self._asks:
@@ -396,6 +400,8 @@ class TLSProtocol(TLSStream, asyncio.BufferedProtocol):
             self._handshake_progress()
         elif self._raw and not self._waiting():
             self._wake()  # a waiting read feeds the raw bytes
+        if not self._in_handshake:
+            self._offer_fast()  # an open's plaintext, as buffer_updated offers a record's
 
     async def _pump(self) -> None:
         """Feed the raw bytes kept for the application, or the end of file, or wait for either."""

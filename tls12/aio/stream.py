@@ -268,10 +268,13 @@ class TLSStream:
         """Whether the connection needs an answer before it can read on."""
         return self._asks and self.conn.waiting_for is not None  # type: ignore[attr-defined]  # _asks: a delegating core
 
+    def _awaiting_seal(self) -> bool:
+        """Whether a record written so far still waits for its delegate to seal it."""
+        return self._asks and bool(self.conn.unsealed_slots)  # type: ignore[attr-defined]  # _asks: a delegating core
+
     async def _sealed(self) -> None:
         """Wait until every record written so far is sealed and on its way."""
-        while (self._asks and self.conn.unsealed_slots  # type: ignore[attr-defined]  # _asks: a delegating core
-               and not self._socket_closed and self._pending_error is None):
+        while self._awaiting_seal() and not self._socket_closed and self._pending_error is None:
             self._progress.clear()
             await self._progress.wait()
 

@@ -222,27 +222,14 @@ def handle_releaser(channel: Any, store: GuardianSessionStore | None = None
 class WebALPSProtocol(TLSProtocol):
     """A WebALPS host connection on its transport, with the HTTPS server's fast path.
 
-    :class:`tls12.aio.TLSProtocol` offers its :attr:`~tls12.aio.TLSProtocol.fast_reader` the
-    plaintext that arrives in the transport's callback; a WebALPS connection's plaintext
-    arrives later, with the guardian's ``OPEN`` answer, so it is offered there (the same
-    conditions: one piece, the handler waiting, nothing wrong).  And a write is ready when no
-    record waits for its ``SEAL`` (not never, as for any connection that asks by event), so a
-    keep-alive GET of a small file is answered as HTTPS answers it: in the callback, bytes for
-    bytes what the handler would write, its response then sealed in one ``SEAL``.
+    Nothing to override: :class:`tls12.aio.TLSProtocol` offers its
+    :attr:`~tls12.aio.TLSProtocol.fast_reader` the plaintext of a connection that asks by event
+    when it arrives, with the guardian's ``OPEN`` answer (the conditions of the transport's
+    callback: one piece, nothing wrong), and its :attr:`~tls12.aio.TLSProtocol.write_ready`
+    holds while no record waits for its ``SEAL``.  So a keep-alive GET of a small file is
+    answered as HTTPS answers it: in the callback, bytes for bytes what the handler would
+    write, its response then sealed in one ``SEAL``.
     """
-
-    @property
-    def write_ready(self) -> bool:
-        return not (self._write_paused or self._socket_closed
-                    or self.conn.unsealed_slots)  # type: ignore[attr-defined]  # a delegating core
-
-    def _supply(self, request: Any, answer: object) -> None:
-        super()._supply(request, answer)
-        fast = self.fast_reader
-        if (fast is not None and not self._in_handshake and len(self._plaintext) == 1
-                and self.close_event is None and self._pending_error is None
-                and not self._socket_closed and fast(self._plaintext[0])):
-            self._plaintext.clear()
 
 
 async def start_webalps_server(docroot: str | Path, host: str, port: int, channel: GuardianChannel,
