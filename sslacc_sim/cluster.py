@@ -16,6 +16,18 @@ and a *mirror* (holds the mirrored state, the next live node in id order after t
   change after the table's broadcast reaches them (one LAN delay).
 * On a join the master moves *idle* buckets (no connection in them) to the newcomer until
   the load is even; on a graceful :meth:`Cluster.leave` the leaver's buckets move at once.
+* A join also re-forms the ring, so the newcomer becomes the mirror of the buckets of the
+  node before it -- but it holds none of their connections' state, and if their owner died
+  now it would take over connections it knows nothing of.  So a *busy* bucket (one that has
+  had a connection) keeps its old mirror, which holds the state, and the master records a
+  *handoff* to the newcomer (``handoffs``; :attr:`BucketChange.handoff` tells the owner).
+  The owner sends the newcomer the full state of each connection
+  (:mod:`sslacc_sim.handoff`) and then says so (:meth:`Cluster.mirror_ready`); only then
+  does the master make the newcomer the mirror.  Until then the old mirror is the one that takes over.  Every
+  later table change keeps a handoff while it still makes sense (same owner, old mirror
+  still fit, the ring still names the newcomer) and cancels it otherwise
+  (``ClusterParams.mirror_handoff`` off: the newcomer is the mirror at once, the behaviour
+  before).
 
 Failures are :meth:`Node.kill`: the node stops sending and receiving at once, its pending
 cluster messages are lost and its processes end.  A partial failure is
@@ -24,10 +36,19 @@ drops every cluster update it receives; an owner that times out waiting for it r
 (:meth:`Cluster.report_unfit_mirror`, a message to the master), and the master stops using it
 as a mirror: it picks other mirrors for its buckets and broadcasts them (``unfit``,
 ``mirror_faults``).
+
+**Reports are sent until they take effect.**  A report to the master (an unfit mirror, a
+handoff done) is one message without an acknowledgement: it is lost with a master that dies
+before it acts, and a connection waiting on it would wait for ever.  So the reporter sends
+it again every ``ClusterParams.report_interval`` seconds, to whoever is master then, until
+the table shows the change (the master's actions are idempotent: a second copy changes
+nothing).  A lost report thus costs at most one interval after a master that can act on
+it exists (after a master's death: the detection time, then up to one interval).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -162,12 +183,16 @@ class BucketChange:
     owner: int
     mirror: int | None
     time: float
+    #: the node that becomes the mirror once the owner has sent it the bucket's state (a
+    #: join, module docstring); ``None``: no handoff under way
+    handoff: int | None = None
 
 
 class Cluster:
     """``n`` nodes, the bucket table and its listeners; metrics in ``changes``, ``deaths`` and
     ``mirror_faults`` ((time, node, reported by) of each node the master stopped mirroring on;
-    ``unfit`` holds those nodes)."""
+    ``unfit`` holds those nodes); ``handoffs``: busy bucket -> the newcomer that becomes its
+    mirror once it holds the state (module docstring)."""
 
     def __init__(self, env: simpy.Environment, n: int, params: ClusterParams | None = None
                  ) -> None:
@@ -190,6 +215,7 @@ class Cluster:
         self.changes: list[BucketChange] = []
         self.deaths: list[tuple[float, int, int]] = []   #: (time, dead node, declared by)
         self.mirror_faults: list[tuple[float, int, int]] = []
+        self.handoffs: dict[int, int] = {}
 
     def node(self, node_id: int) -> Node:
         """The node with ``node_id``."""
@@ -209,20 +235,61 @@ class Cluster:
         """``reporter`` tells the master that ``mirror`` does not acknowledge updates.
 
         The report is a cluster message to the master (handled at once if ``reporter`` is
-        the master); the master then re-mirrors every bucket ``mirror`` was mirroring."""
+        the master); the master then re-mirrors every bucket ``mirror`` was mirroring.  It is
+        sent again until the table shows ``mirror`` unfit or gone (:meth:`_tell_master`)."""
+        self._tell_master(reporter, ("unfit", mirror), lambda: self._unfit(mirror, reporter),
+                          lambda: mirror in self.unfit or mirror not in self.members)
+
+    def mirror_ready(self, bucket: int, mirror: int, owner: int) -> None:
+        """``owner`` tells the master that ``mirror``, the newcomer of a handoff, holds the
+        state of every connection of ``bucket``: the master makes it the bucket's mirror.
+        Sent again until the handoff is over (done, or cancelled by a later change)."""
+        self._tell_master(owner, ("ready", bucket, mirror),
+                          lambda: self._hand_over(bucket, mirror),
+                          lambda: self.handoffs.get(bucket) != mirror)
+
+    def _tell_master(self, reporter: int, what: tuple[object, ...],
+                     act: Callable[[], None], done: Callable[[], bool]) -> None:
+        """Send ``what`` from ``reporter`` to the master, where it runs ``act()``; then every
+        ``report_interval`` seconds again, to the master of that moment, until ``done()``
+        (the table shows the change) or the reporter dies."""
         src = self.node(reporter)
-        master = self.master()
-        if master is src:
-            self._unfit(mirror, reporter)
-        else:
-            self.lan.send(src, master, 16, lambda _: self._unfit(mirror, reporter))
+        if not src.alive:
+            return
+
+        def send() -> None:
+            master = self.master()
+            if master is src:
+                act()
+            else:
+                self.lan.send(src, master, 16, lambda _: act(), what)
+
+        send()
+        if not done() and math.isfinite(self.params.report_interval):
+            src.spawn(self._send_again(send, done))
+
+    def _send_again(self, send: Callable[[], None], done: Callable[[], bool]
+                    ) -> ProcessGenerator:
+        try:
+            while True:
+                yield self.env.timeout(self.params.report_interval)
+                if done():
+                    return
+                send()
+        except simpy.Interrupt:
+            return
 
     def _unfit(self, mirror: int, reporter: int) -> None:
-        moved = self.table.mark_unfit(mirror)
-        if moved is None:
-            return
-        self.mirror_faults.append((self.env.now, mirror, reporter))
-        self._broadcast(moved)
+        if self._change(lambda: self.table.mark_unfit(mirror)):
+            self.mirror_faults.append((self.env.now, mirror, reporter))
+
+    def _hand_over(self, bucket: int, mirror: int) -> None:
+        """The newcomer holds the bucket's state: it is the bucket's mirror from now on."""
+        if self.handoffs.get(bucket) != mirror:
+            return                                 # a copy of the report, or cancelled
+        del self.handoffs[bucket]
+        self.mirror[bucket] = mirror
+        self._broadcast([(bucket, self.owner[bucket])])
 
     # -- master actions -----------------------------------------------------------------
     def _master_check(self, master: Node) -> None:
@@ -234,14 +301,52 @@ class Cluster:
             self._add(new)
 
     def _remove(self, dead: int) -> None:
-        self._broadcast(self.table.remove(dead))
+        self._change(lambda: self.table.remove(dead))
 
     def _add(self, new: int) -> None:
-        self._broadcast(self.table.add(new, self.busy_buckets))
+        self._change(lambda: self.table.add(new, self.busy_buckets))
+
+    def _change(self, rule: Callable[[], list[tuple[int, int]] | None]) -> bool:
+        """Apply one table rule (``None``: nothing to do), hold the busy buckets' mirrors
+        (:meth:`_hold`) and broadcast what changed."""
+        owners, mirrors, handoffs = list(self.owner), list(self.mirror), dict(self.handoffs)
+        moved = rule()
+        if moved is None:
+            return False
+        rows = dict(moved)
+        for b in self._hold(owners, mirrors):
+            rows.setdefault(b, owners[b])
+        self._broadcast([(b, old) for b, old in rows.items()
+                         if (self.owner[b], self.mirror[b], self.handoffs.get(b))
+                         != (owners[b], mirrors[b], handoffs.get(b))])
+        return True
+
+    def _hold(self, owners: list[int], mirrors: list[int | None]) -> list[int]:
+        """After a rule: a busy bucket whose mirror by the ring rule (the owner's next fit
+        member) is not the mirror it had before, while its owner stayed and that old mirror
+        is still fit (or it had none), keeps the old mirror, and the ring's choice waits as
+        its handoff; a handoff that no longer fits is dropped.  Returns the buckets whose
+        handoff changed."""
+        changed = []
+        for b in sorted(self.busy_buckets):
+            old, ring = mirrors[b], self.table.next_fit(self.owner[b])
+            keep = (self.params.mirror_handoff and ring is not None and ring != old
+                    and self.owner[b] == owners[b]
+                    and (old is None or (old in self.members and old not in self.unfit)))
+            if keep:
+                self.mirror[b] = old
+            target = ring if keep else None
+            if self.handoffs.get(b) != target:
+                changed.append(b)
+                if target is None:
+                    del self.handoffs[b]
+                else:
+                    self.handoffs[b] = target
+        return changed
 
     def _broadcast(self, moved: list[tuple[int, int]]) -> None:
-        changes = [BucketChange(b, old, self.owner[b], self.mirror[b], self.env.now)
-                   for b, old in moved]
+        changes = [BucketChange(b, old, self.owner[b], self.mirror[b], self.env.now,
+                                self.handoffs.get(b)) for b, old in moved]
         self.changes.extend(changes)
 
         def deliver(_: object) -> None:

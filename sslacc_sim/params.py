@@ -236,6 +236,18 @@ class ClusterParams:
     fields, and the transcript bytes appended); building one costs ``delta_make_cpu`` more
     CPU seconds, rebuilding the state at the mirror ``delta_apply_cpu`` (both measured);
     off: every full update carries the whole exported state.
+    ``report_interval``: seconds between two sends of one report to the master -- that a
+    mirror does not acknowledge updates, or that a new mirror holds a bucket's state (a
+    join, ``mirror_handoff``).  A report is one unacknowledged message, lost on the wire or
+    with a master that dies before it acts, so the reporter sends it again, to whoever is
+    master then, until the table shows the change
+    (:meth:`~sslacc_sim.cluster.Cluster.report_unfit_mirror`); the default, 0.1 s, is the
+    default keepalive interval.  ``math.inf``: send once (the behaviour before, a negative
+    control: a lost report leaves the connection waiting for ever).  ``mirror_handoff``: when a join would make the newcomer the mirror of a
+    bucket that has connections, the bucket keeps its old mirror until the owner has sent
+    the newcomer the full state of each of its connections (:mod:`sslacc_sim.handoff`);
+    off: the newcomer is the mirror at once and holds nothing until each connection's next
+    update (the behaviour before, a negative control: the owner's death then loses them).
     """
 
     rsa_ops_per_s: float = 200.0
@@ -265,6 +277,8 @@ class ClusterParams:
     delta_updates: bool = True
     delta_make_cpu: float = DEFAULT_CLUSTER_COSTS.delta_make
     delta_apply_cpu: float = DEFAULT_CLUSTER_COSTS.delta_apply
+    report_interval: float = 0.1
+    mirror_handoff: bool = True
 
     def __post_init__(self) -> None:
         if self.rsa_ops_per_s <= 0:
@@ -276,8 +290,9 @@ class ClusterParams:
             raise ValueError("keepalive_interval must be positive and dead_after at least 1")
         if self.buckets < 1 or self.lan_bandwidth <= 0 or self.response_piece < 1:
             raise ValueError("buckets, lan_bandwidth and response_piece must be positive")
-        if self.aggregate_window <= 0 or self.update_timeout <= 0:
-            raise ValueError("aggregate_window and update_timeout must be positive")
+        if self.aggregate_window <= 0 or self.update_timeout <= 0 or self.report_interval <= 0:
+            raise ValueError("aggregate_window, update_timeout and report_interval must be "
+                             "positive")
         if not 0 < self.iat_gain <= 1 or self.iat_initial <= 0:
             raise ValueError("iat_gain must be in (0, 1] and iat_initial positive")
 

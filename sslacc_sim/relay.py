@@ -37,8 +37,10 @@ mirror delays connections by the detection time but does not deadlock them.  A m
 is alive but silent for updates is found by the owner instead: after
 ``ClusterParams.update_timeout`` without an acknowledgement it records a
 :class:`~sslacc_sim.updates.MirrorFault` (:meth:`Relay.mirror_faults_frame`) and reports the
-mirror to the master, which re-mirrors its buckets; the pending checkpoint goes to the new
-mirror.  With no other node left the owner commits unmirrored.
+mirror to the master (again every ``report_interval`` until the table shows it replaced),
+which re-mirrors its buckets; the pending checkpoint goes to the new mirror.  With no other
+node left the owner commits unmirrored.  A node that *joins* becomes a busy bucket's mirror
+only after the owner has sent it the state (:mod:`sslacc_sim.handoff`).
 
 **Messages and costs.**  Updates travel through :class:`~sslacc_sim.updates.UpdateChannel`
 (one message each, or batched with ``ClusterParams.aggregate``); building and parsing one
@@ -90,7 +92,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 
 import pandas as pd
 import simpy
@@ -111,11 +113,12 @@ from .checkpoint import Checkpoint
 from .cluster import Cluster, Node
 from .delta import DeltaError, DeltaReader, DeltaWriter
 from .endpoints import Origin, TlsClient
+from .handoff import Handoff
+from .relayconn import RelayConn
 from .sessions import ClusterSessionStore
 from .state import (
     IDLE,
     CheckpointLabel,
-    HandshakeProgress,
     UpdatePhase,
     label_for_record,
     next_phase,
@@ -159,62 +162,12 @@ class _NodeDied(Exception):
     """Raised inside a node's process when a hook killed that node."""
 
 
-@dataclass
-class RelayConn:
-    """The cluster's view of one client connection."""
-
-    id: int
-    four_tuple: FourTuple
-    bucket: int
-    tcp: ClusterTcpConnection
-    handler: int
-    inbox: simpy.Store
-    #: a copy of the client bytes buffered in ``tls`` (what a partial ACK clusters)
-    rx: bytearray = field(default_factory=bytearray)
-    #: stream offset of the end of the last client record consumed
-    consumed: int = 0
-    #: packet inter-arrival estimator (section 5.5): estimate, last arrival, partial ACKs
-    iat: float = 0.0
-    last_arrival: float | None = None
-    partial_acks: int = 0
-    #: client bytes still to arrive that the imported state had buffered already
-    skip_in: int = 0
-    ready: bool = True
-    tls: ServerConnection | None = None
-    request_offset: int = 0
-    response_offset: int = 0
-    closed: bool = False
-    #: (time, label, bytes, node) of every update this connection sent
-    checkpoints: list[tuple[float, CheckpointLabel, int, int]] = field(default_factory=list)
-    #: per node, the phase of the update it is making (:data:`sslacc_sim.state.PHASE_TRANSITIONS`)
-    phases: dict[int, UpdatePhase] = field(default_factory=dict)
-    #: how far the handshake is (:data:`sslacc_sim.state.LABEL_TRANSITIONS`), and after each update
-    progress: HandshakeProgress = HandshakeProgress.START
-    progress_at: dict[int, HandshakeProgress] = field(default_factory=dict)
-    mirrored: dict[int, Checkpoint] = field(default_factory=dict)
-    pending: tuple[Checkpoint, bytes, simpy.Event] | None = None
-    #: the node the pending update was last sent to
-    pending_to: int | None = None
-    takeovers: list[tuple[float, int, str]] = field(default_factory=list)
-    #: the compact base, once exported; which nodes have received it
-    keys: bytes | None = None
-    keys_at: set[int] = field(default_factory=set)
-    mirror_keys: dict[int, bytes] = field(default_factory=dict)
-    #: (origin offset, plaintext sizes) of the response records queued in ``tls``
-    piece: tuple[int, tuple[int, ...]] | None = None
-    #: queued records a takeover re-created verbatim (they follow the re-sealed ones)
-    carry: list[tuple[bytes, int]] = field(default_factory=list)
-    #: per mirror, the number of the last full update this owner sent it and a writer holding
-    #: that state (the base of the next delta); per mirror, the reader holding what it has
-    sent_full: dict[int, tuple[int, DeltaWriter]] = field(default_factory=dict)
-    readers: dict[int, DeltaReader] = field(default_factory=dict)
-
-
-class Relay(Takeover):
+class Relay(Takeover, Handoff):
     """The SSL relay service on every node of ``cluster`` (see the module docstring).
 
     What happens when a bucket changes hands (takeover, a new mirror) is
-    :class:`~sslacc_sim.takeover.Takeover`."""
+    :class:`~sslacc_sim.takeover.Takeover`; what happens when a node joins,
+    :class:`~sslacc_sim.handoff.Handoff`."""
 
     def __init__(self, env: simpy.Environment, cluster: Cluster, origin: Origin,
                  server_config: Callable[[int, int], ServerConfig], secret: bytes = b"cluster",
@@ -235,6 +188,7 @@ class Relay(Takeover):
         self.updates = UpdateChannel(env, cluster)
         #: mirrors that did not acknowledge an update in time, as their owners reported them
         self.mirror_faults: list[MirrorFault] = []
+        self.frozen: dict[int, tuple[int, simpy.Event]] = {}    #: buckets under a handoff
         for n in cluster.nodes:
             self.session_store(n.id)
         cluster.subscribe(self._on_change)
@@ -453,8 +407,10 @@ class Relay(Takeover):
     # -- cluster, then commit -------------------------------------------------------------
     def _checkpoint(self, conn: RelayConn, node: Node, label: CheckpointLabel, appack: int,
                     out_start: int) -> ProcessGenerator:
+        yield from self._handoff_gate(conn)          # a join's handoff (sslacc_sim.handoff)
         conn.progress = next_progress(conn.progress, label)
         cp, out = self._capture(conn, label, appack, out_start)
+        conn.latest = cp
         conn.progress_at[cp.number] = conn.progress
         mirror = self.cluster.mirror[conn.bucket]
         msg, delta = self._message(conn, mirror, cp)

@@ -13,7 +13,9 @@ every open connection of it is looked at once:
   client's fingered ACK (Figure 3); otherwise it resets it after 2MSL of silence
   (:meth:`Takeover._reset_later`);
 * a new **mirror** under a pending commit gets that update again (or, with no mirror
-  left, the owner commits unmirrored).
+  left, the owner commits unmirrored);
+* a **handoff** announced or ended (a join, :attr:`BucketChange.handoff`) goes to
+  :class:`~sslacc_sim.handoff.Handoff` first.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from .state import IDLE, CheckpointLabel, HandshakeProgress
 from .tcpside import RstGuard, ack_is_fingered
 
 if TYPE_CHECKING:
-    from .relay import RelayConn
+    from .relayconn import RelayConn
 
 __all__ = ["Takeover"]
 
@@ -55,8 +57,10 @@ class Takeover:
     _serve: Callable[..., Any]
     _message: Callable[..., tuple[bytes, bool]]
     _send_update: Callable[..., None]
+    _handoff_change: Callable[[BucketChange], None]
 
     def _on_change(self, change: BucketChange) -> None:
+        self._handoff_change(change)             # a join's handoff (sslacc_sim.handoff)
         for conn in self.conns:
             if conn.bucket != change.bucket or conn.closed:
                 continue
@@ -80,6 +84,7 @@ class Takeover:
     def _take_over(self, conn: RelayConn, node: Node) -> None:
         cp = conn.mirrored.get(node.id)
         conn.handler = node.id
+        conn.latest = cp                         # what this node has (a handoff sends it)
         conn.inbox = simpy.Store(self.env)
         conn.rx = bytearray()                    # the dead node's partial record is gone
         conn.piece, conn.carry = None, []

@@ -28,8 +28,9 @@ for fewer messages and interrupts, and cluster-then-commit still holds.
 cluster service).  :meth:`~sslacc_sim.cluster.Node.mute_updates` makes a node drop every
 update it receives; the owner's commit then waits.  The relay bounds the wait with
 ``ClusterParams.update_timeout``, records a :class:`MirrorFault` and reports the mirror to
-the master (:meth:`~sslacc_sim.cluster.Cluster.report_unfit_mirror`), which stops using it as
-a mirror; the new mirror gets the pending update and the connection goes on.
+the master (:meth:`~sslacc_sim.cluster.Cluster.report_unfit_mirror`, sent again until it
+takes effect), which stops using it as a mirror; the new mirror gets the pending update and
+the connection goes on.
 
 ``rows`` records every message: (time, kind, source, destination, updates, wire bytes,
 connections), ``kind`` being ``"update"`` or ``"ack"``; :meth:`UpdateChannel.frame` is its

@@ -1,10 +1,14 @@
-"""Membership: keepalive failure detection, master failover, join and leave."""
+"""Membership: keepalive failure detection, master failover, join and leave, reports re-sent."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+import pytest
 import simpy
 
-from sslacc_sim import BucketChange, Cluster, ClusterParams
+from sslacc_sim import BucketChange, Cluster, ClusterParams, Node
 
 P = ClusterParams(keepalive_interval=0.1, dead_after=3)
 
@@ -64,3 +68,49 @@ def test_join_takes_idle_buckets_and_leave_hands_them_back() -> None:
     cluster.leave(new.id)
     env.run(until=2.0)
     assert new.id not in cluster.owner and not new.alive
+
+
+def _record_reports(cluster: Cluster) -> list[tuple[float, int, object]]:
+    """(time, addressee, what) of every report message sent to a master."""
+    sent: list[tuple[float, int, object]] = []
+    send = cluster.lan.send
+
+    def record(src: Node, dst: Node, size: int, on_arrive: Callable[[Any], object],
+               payload: Any = None) -> None:
+        if isinstance(payload, tuple):
+            sent.append((cluster.env.now, dst.id, payload))
+        send(src, dst, size, on_arrive, payload)
+
+    cluster.lan.send = record                    # type: ignore[method-assign]
+    return sent
+
+
+def test_a_report_that_arrives_is_sent_once() -> None:
+    env, cluster, _ = _cluster(4)
+    sent = _record_reports(cluster)
+    env.run(until=1.0)
+    cluster.report_unfit_mirror(3, 2)
+    env.run(until=2.0)
+    assert [(dst, what) for _, dst, what in sent] == [(0, ("unfit", 3))]
+    assert cluster.unfit == {3} and [f[1:] for f in cluster.mirror_faults] == [(3, 2)]
+
+
+def test_a_report_lost_with_the_master_goes_again_to_the_next_master() -> None:
+    """The report travels to node 0, which dies before it arrives.  The reporter sends it
+    again every ``report_interval``: to node 0 while the table still names it master (lost
+    too), then once to node 1, the new master, which acts on it."""
+    env, cluster, _ = _cluster(4)
+    sent = _record_reports(cluster)
+    env.run(until=1.0)
+    cluster.report_unfit_mirror(3, 2)
+    cluster.node(0).kill()
+    env.run(until=2.0)
+    (died, dead, by), = cluster.deaths
+    assert (dead, by) == (0, 1)
+    to = [dst for _, dst, _ in sent]
+    assert to[0] == 0 and to[-1] == 1 and to.count(1) == 1
+    assert all(t - 1.0 == pytest.approx(i * P.report_interval)
+               for i, (t, _, _) in enumerate(sent))
+    (when, node, reporter), = cluster.mirror_faults
+    assert (node, reporter) == (3, 2) and died < when <= died + P.report_interval
+    assert cluster.unfit == {3} and 3 not in cluster.mirror

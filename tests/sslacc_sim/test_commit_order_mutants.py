@@ -29,6 +29,7 @@ commit protocol does not report itself.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -106,10 +107,10 @@ def test_a_lost_report_never_lets_the_owner_commit_without_the_mirror() -> None:
     (node 0), which dies while the report travels: nobody re-mirrors the bucket.  Every
     further ``update_timeout`` the mirror is still silent and already reported; the owner
     must keep waiting (cluster-then-commit), not commit unmirrored, and must not report
-    the same mirror again.  (Waiting is safe but never ends: the lost report is not
-    re-sent, so this connection hangs; the test checks safety only, not that liveness
-    gap.)"""
-    p = ClusterParams()
+    the same mirror again.  The cluster re-sends a lost report (``report_interval``,
+    test_updates.py::test_a_lost_report_of_a_silent_mirror_is_sent_again); here re-sending
+    is off, so the report stays lost and the wait never ends: safety alone is checked."""
+    p = ClusterParams(report_interval=math.inf)
     port = client_port(3, 1)
     muted: list[float] = []
 
@@ -333,12 +334,16 @@ def test_a_node_that_joined_after_the_relay_started_gets_its_own_rst_guard() -> 
     """``Relay.__init__`` makes an RST guard (section 4.6) for every node it knows; a node
     added later by :meth:`~sslacc_sim.cluster.Cluster.join` gets one when it first takes a
     connection over, armed for 2MSL on that bucket.  Here the owner (node 2) dies after the
-    master admitted the joined node 3, which inherits the bucket."""
+    master admitted the joined node 3 (10 ms keepalives: admitted at once) and the owner
+    handed it the bucket's state (:mod:`sslacc_sim.handoff`), so node 3 inherits the
+    bucket."""
     def join(cluster: Cluster, relay: Relay) -> None:
         assert 3 not in relay.guards
         cluster.join()
 
-    r = run(kill_owner("response", "committed", 5), port=client_port(3, 2), setup=join)
+    r = run(kill_owner("response", "committed", 5), ClusterParams(keepalive_interval=0.01),
+            port=client_port(3, 2), setup=join)
+    assert_served(r)
     assert [n for _, n, _ in r.conn.takeovers] == [3]
     guard = r.relay.guards[3]
     assert isinstance(guard, RstGuard) and guard.msl == r.cluster.params.msl

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 
 import pytest
 import simpy
@@ -223,3 +224,73 @@ def test_control_without_an_update_timeout_a_silent_mirror_deadlocks_the_connect
     assert r.client.error == "timed out"
     assert r.relay.mirror_faults == [] and r.cluster.unfit == set()
     assert r.origin.requests == []          # stuck before the request could be read
+
+
+# -- a report of a silent mirror that is lost ----------------------------------------------
+
+def lose_first_report(how: str) -> Callable[[Cluster, Relay], None]:
+    """``setup`` for :func:`run`: the first unfit-mirror report is lost, either on the wire
+    (``"dropped"``) or with the master it went to, killed before it could act (``"master"``)."""
+
+    def setup(cluster: Cluster, relay: Relay) -> None:
+        report, lost = cluster.report_unfit_mirror, []
+
+        def lossy(mirror: int, reporter: int) -> None:
+            if lost:
+                report(mirror, reporter)
+                return
+            lost.append(cluster.master().id)
+            if how == "master":
+                report(mirror, reporter)         # in flight when its addressee dies
+                cluster.master().kill()
+                return
+            send = cluster.lan.send
+            cluster.lan.send = lambda *args, **kw: None      # type: ignore[method-assign]
+            try:
+                report(mirror, reporter)
+            finally:
+                cluster.lan.send = send              # type: ignore[method-assign]
+
+        cluster.report_unfit_mirror = lossy      # type: ignore[method-assign]
+
+    return setup
+
+
+@pytest.mark.parametrize("how", ["dropped", "master"])
+def test_a_lost_report_of_a_silent_mirror_is_sent_again(how: str) -> None:
+    """Owner 2 (not the master), mirror 3 goes silent mid-response; its report to the
+    master (node 0) is lost.  The owner sends it again every ``report_interval`` until the
+    table shows the mirror replaced: the pending update reaches the new mirror, the client
+    gets its whole response."""
+    p = ClusterParams()
+    r = run(mute_mirror("response"), p, nodes=4, port=client_port(4, owner=2),
+            setup=lose_first_report(how))
+    assert_served(r)
+    (fault,) = r.relay.mirror_faults              # the owner noticed once ...
+    assert (fault.owner, fault.mirror) == (2, 3)
+    (when, node, by), = r.cluster.mirror_faults   # ... and the master acted once
+    assert (node, by) == (3, 2) and r.cluster.unfit == {3}
+    new = r.cluster.mirror[r.conn.bucket]
+    assert r.conn.mirrored[new].label == r.conn.checkpoints[-1][1]   # it holds the state
+    assert r.conn.takeovers == []
+    if how == "dropped":                          # the same master, one interval later
+        assert r.cluster.deaths == [] and new == 0
+        assert when - fault.time == pytest.approx(p.report_interval, abs=1e-3)
+    else:                                         # the next master, once it is master
+        assert [(dead, by) for _, dead, by in r.cluster.deaths] == [(0, 1)]
+        assert new == 1
+        died = r.cluster.deaths[0][0]
+        assert died < when <= died + p.report_interval + 1e-3
+
+
+@pytest.mark.parametrize("how", ["dropped", "master"])
+def test_control_a_lost_report_not_sent_again_leaves_the_connection_waiting(how: str) -> None:
+    """``report_interval=math.inf`` (the behaviour before): the lost report is never sent
+    again, nobody replaces the silent mirror, and the owner waits for its acknowledgement
+    until the client gives up -- safe (nothing committed unmirrored) but never live."""
+    r = run(mute_mirror("response"), ClusterParams(report_interval=math.inf), nodes=4,
+            port=client_port(4, owner=2), setup=lose_first_report(how))
+    assert r.client.error == "timed out"
+    assert len(r.relay.mirror_faults) == 1 and r.cluster.mirror_faults == []
+    assert r.cluster.unfit == set() and r.cluster.mirror[r.conn.bucket] == 3
+    assert r.conn.checkpoints[-1][1] == "response" and r.conn.pending is not None
