@@ -35,6 +35,7 @@ the owner had not mirrored are not restored) and ``--no-syn-replay``.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -51,13 +52,32 @@ from tls12 import ServerConfig, ServerConnection
 
 from . import repair
 from .claim import PortFence, StandbyAddress
-from .mirror import ACK, DEAD, MirrorError, MirrorState, read_dead_frame, recv_frame, send_frame
+from .mirror import (
+    ACK,
+    DEAD,
+    JOIN_FRAMES,
+    MOVED,
+    RELEASE,
+    MirrorError,
+    MirrorState,
+    read_dead_frame,
+    recv_frame,
+    send_frame,
+)
 from .primary import DEAD_AFTER_S, Primary
 from .report import say
 from .service import ALONE_WAIT_S, Docroot, LeaseExpired, Service, write_leased
-from .sessions import SESSIONS, SharedSessionStore, read_sessions_frame, sessions_frame
+from .sessions import SESSIONS, SharedSessionStore, hand_sessions, read_sessions_frame
 from .sniff import Flow, FlowTracker, Sniffer, packet_socket
-from .takeover import Restored, replay_syns, restore_flow, resume_all, tail
+from .takeover import (
+    Restored,
+    replay_syns,
+    restore_flow,
+    resume_all,
+    send_now,
+    serve_quietly,
+    tail,
+)
 from .threads import normal_thread, realtime_thread, spawn
 
 __all__ = ["Controls", "Backup"]
@@ -73,8 +93,7 @@ class Controls:
     sniff_data: bool = True
     sniff_unaccepted: bool = True
     share_sessions: bool = True
-    """Keep the sessions the owner's updates carry (off: resumption after a takeover falls
-    back to a full handshake)."""
+    """Keep the sessions the updates carry (off: a resumption after a takeover is a full one)."""
     replay_syns: bool = True
     """Replay the SYNs nobody answered into this node's listener after the claim (off: such
     clients wait for their own SYN timer, 1 s)."""
@@ -123,6 +142,12 @@ class Backup:
     """Called with each connection's client as its first frame arrives (before an ``adopt``
     is acknowledged): how a bucket-layout member learns that a neighbour took a connection
     over from a member it does not know dead yet."""
+    on_join: Callable[[dict[str, Any]], tuple[dict[str, Any], bytes]] | None = None
+    """The answer to a join's frame from a member (:mod:`~sslacc_sim.aio.linux.join`)."""
+    on_release: Callable[[], None] | None = None
+    """Called, and no death, when the owner mirrors elsewhere now (``release``: a join)."""
+    _server: socket.socket | None = None
+    _fenced: tuple[float, float, str | None] | None = None  # began, ended, error (fence())
 
     # -- mirroring --
 
@@ -155,7 +180,7 @@ class Backup:
         if first[0]["type"] == "control":
             self._control(link)
             return
-        if first[0]["type"] in (SESSIONS, DEAD):
+        if first[0]["type"] in (SESSIONS, DEAD) or first[0]["type"] in JOIN_FRAMES:
             self._peer_frame(link, *first)
             return
         state = MirrorState()
@@ -181,6 +206,12 @@ class Backup:
             with self._lock:
                 if self.death.is_set():
                     return  # frozen: the takeover works from what was acknowledged
+                if frame[0]["type"] == MOVED:  # handed to a new mirror: forget it, no death
+                    if self.states.get(key) is state:  # not a newer link's copy of it
+                        del self.states[key]
+                        if self.tracker is not None:
+                            self.tracker.forget(key)
+                    return
                 state.apply(*frame)
                 self._keep_session(state)
                 if frame[0]["type"] == "update":
@@ -201,6 +232,11 @@ class Backup:
         """A frame another member sends (a session table, a death it judged), acknowledged
         once applied. Its error ends this link only: it says nothing of the owner's life."""
         try:
+            if header["type"] in JOIN_FRAMES:
+                if self.on_join is None:
+                    raise MirrorError(f"a {header['type']} frame, and this node takes no joins")
+                send_frame(link, *self.on_join(header))
+                return
             if header["type"] == DEAD:
                 dead = read_dead_frame(header)
                 if self.on_dead is not None:
@@ -210,9 +246,9 @@ class Backup:
                 if self.controls.share_sessions and self.sessions is not None:
                     self.sessions.put_all(sessions)
             link.sendall(ACK)
-        except (MirrorError, OSError) as exc:
-            print(f"ERROR a {header['type']} frame from a member: {exc!r}", file=sys.stderr,
-                  flush=True)  # fmt: skip
+        except (MirrorError, OSError, ValueError) as exc:  # ValueError: a JoinError
+            print(f"ERROR a {str(header['type'])[:20]} frame from a member: {exc!r}"[:300],
+                  file=sys.stderr, flush=True)  # fmt: skip
 
     @property
     def sessions(self) -> SharedSessionStore | None:
@@ -229,16 +265,8 @@ class Backup:
     def _hand_sessions(self) -> None:
         """The whole session table to this node's own buddy, once it owns the address."""
         assert self.chain is not None and self.sessions is not None
-        try:
-            with self.chain.link() as link:
-                table = self.sessions.snapshot()
-                send_frame(link, *sessions_frame(table))
-                link.settimeout(10.0)
-                if link.recv(1) != ACK:
-                    raise ConnectionError("the next buddy did not acknowledge the sessions")
-            say(f"SESSIONS {len(table)} handed to the next buddy")
-        except OSError as exc:
-            print(f"ERROR sessions to the next buddy: {exc!r}", file=sys.stderr, flush=True)
+        if (n := hand_sessions(self.chain.link, self.sessions, "the next buddy")) is not None:
+            say(f"SESSIONS {n} handed to the next buddy")
 
     def _control(self, link: socket.socket) -> None:
         realtime_thread()  # answers keep the owner's lease: never starved
@@ -250,28 +278,46 @@ class Backup:
             if frame is None:
                 self.die("control link closed")
                 return
+            if frame[0]["type"] == RELEASE:  # the owner mirrors elsewhere now: no death
+                link.sendall(ACK)
+                if self.on_release is not None:
+                    self.on_release()
+                return
             if frame[0]["type"] != "beat":
                 raise MirrorError(f"unexpected {frame[0]['type']!r} on the control link")
             link.sendall(ACK)
 
     def _accept_links(self, server: socket.socket) -> None:
         while True:
-            link, _ = server.accept()
+            try:
+                link, _ = server.accept()
+            except OSError:
+                if self._server is None:
+                    return  # stop_links()
+                raise
             link.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             spawn(self._link, link)
 
     # -- takeover --
 
+    def fence(self) -> None:
+        """Take the dead owner's switch port down, once: the takeover's first step, or before
+        it (a member fences before any wait, so that a live owner judged dead finds its port
+        down before it could judge its own mirror dead)."""
+        if self._fenced is None:
+            began, error = time.monotonic(), None
+            if self._fence is not None:
+                try:
+                    self._fence.fire()
+                except OSError as exc:
+                    error = repr(exc)
+            self._fenced = (began, time.monotonic(), error)
+
     def take_over(self, sniffer: Sniffer | None) -> tuple[list[Restored], dict[str, Any]]:
         """Fence, read the LAN's queue, restore, claim, announce (module docstring)."""
-        t0 = time.monotonic()
-        fence_error = None
-        if self._fence is not None:
-            try:
-                self._fence.fire()
-            except OSError as exc:
-                fence_error = repr(exc)
-        t_fenced = time.monotonic()
+        self.fence()
+        assert self._fenced is not None
+        t0, t_fenced, fence_error = self._fenced
         with self._lock:
             states = dict(self.states)
         # the sniffer goes on listening: a client segment that arrives while the sockets are
@@ -451,8 +497,7 @@ class Backup:
             if self.chain is not None:
                 spawn(self.chain.serve_one, sock)
                 continue
-            conn = ServerConnection(self.config) if self.config is not None else None
-            spawn(_serve_quietly, sock, self.docroot, conn)
+            spawn(serve_quietly, sock, self.docroot, self.config)
 
     def start_links(self) -> None:
         """Listen on :attr:`listen_on` and take the owner's cluster links (each in its own
@@ -462,7 +507,17 @@ class Backup:
         server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         server.bind(self.listen_on)
         server.listen(256)
+        self._server = server
         spawn(self._accept_links, server)
+
+    def stop_links(self) -> None:
+        """Take no more links (a retired watch: its owner mirrors elsewhere). The links open
+        now go on to their ends."""
+        server, self._server = self._server, None
+        if server is not None:
+            with contextlib.suppress(OSError):  # wakes the accept (a close alone would not)
+                server.shutdown(socket.SHUT_RDWR)
+            server.close()
 
     def run(self) -> int:
         """Mirror until the owner dies, take over, then serve every connection on."""
@@ -527,7 +582,7 @@ class Backup:
             # the first bytes the client lacks leave now; a thread writes what did not fit
             # served under the default policy, as every connection (the resumption ran first)
             threads.append(spawn(self._serve_restored, r, sock, mirrors.get(r.key),
-                                 _send_now(sock, r.resend), go))  # fmt: skip
+                                 send_now(sock, r.resend), go))  # fmt: skip
 
         resume_all(restored, on_resumed, self.resume_at_ack)
         gc.enable()
@@ -542,26 +597,4 @@ class Backup:
             t.join()
         say("SERVED")
         threading.Event().wait()  # keep serving new connections until stopped
-
-
-def _send_now(sock: socket.socket, data: bytes) -> int:
-    """Write what ``sock`` takes of ``data`` without blocking; return how much."""
-    if not data:
-        return 0
-    sock.setblocking(False)
-    try:
-        return sock.send(data)
-    except BlockingIOError:
-        return 0
-    finally:
-        sock.setblocking(True)
-
-
-def _serve_quietly(sock: socket.socket, docroot: Docroot, conn: ServerConnection | None) -> None:
-    try:
-        Service(sock, docroot, conn).serve()
-    except Exception as exc:  # noqa: BLE001 - one connection's error ends it alone
-        print(f"ERROR new connection: {exc!r}", file=sys.stderr, flush=True)
-    finally:
-        sock.close()
 

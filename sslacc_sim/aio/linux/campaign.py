@@ -94,6 +94,9 @@ from .netns import (
 __all__ = ["MODES", "CONTROLS", "SIZES", "CampaignConfig", "run_campaign", "main"]
 
 MODES = ("kill", "hang", "double")
+#: What the bucket layout can do to a trial besides: ``join``, a fourth member joins the ring
+#: at the drawn instant (:mod:`~sslacc_sim.aio.linux.join`); nothing is taken over.
+JOIN = "join"
 #: Negative controls: the flags each gives the owner and the buddy.
 CONTROLS: dict[str, tuple[list[str], list[str]]] = {
     "none": ([], []),
@@ -154,8 +157,10 @@ class CampaignConfig:
         if self.layout == "buckets" and self.pcap is not None:
             raise ValueError("--pcap is the chain layout's (the bucket layout's nodes share a "
                              "MAC: the client's capture cannot tell them apart)")
-        if not self.modes or set(self.modes) - set(MODES):
-            raise ValueError(f"modes must be a non-empty subset of {MODES}, got {self.modes}")
+        known = set(MODES) | ({JOIN} if self.layout == "buckets" else set())
+        if not self.modes or set(self.modes) - known:
+            raise ValueError(f"modes must be a non-empty subset of {sorted(known)} with the "
+                             f"{self.layout} layout, got {self.modes}")  # fmt: skip
         if not self.tag_prefix.isalpha() or len(self.tag_prefix) > 4:
             raise ValueError(f"tag_prefix must be 1-4 letters, got {self.tag_prefix!r}")
         if self.baselines < 0:
@@ -276,7 +281,7 @@ def _keep_evidence(t: Trial, out: Path) -> None:
     death); the rest of its folder is removed."""
     work = t.work
     early = t.report is not None and t.kill is not None and t.report["detected"] < t.kill
-    lost = t.kill is not None and t.report is None and t.mode != BASELINE
+    lost = t.kill is not None and t.report is None and t.mode not in (BASELINE, JOIN)
     if any(not r["ok"] for r in t.rows) or lost or early:
         keep = out / "failed" / f"t{t.index}"
         keep.mkdir(parents=True, exist_ok=True)
@@ -317,7 +322,11 @@ def _trial_row(t: Trial) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         "completed_exact": sum(r["ok"] for r in rows),
         "failed": sum(not r["ok"] for r in rows),
         "silently_wrong": sum(r["silently_wrong"] for r in rows),
-        "took_over": t.report is not None if t.kill is not None and t.mode != BASELINE else None,
+        # after a join nothing may be taken over: whether a member said it took one over
+        "took_over": (any(line.startswith("RESTORED") for lines in t.said.values()
+                          for line in lines) if t.mode == JOIN
+                      else t.report is not None if t.kill is not None and t.mode != BASELINE
+                      else None),  # fmt: skip
         "detect_s": (report["detected"] - t.kill) if report and t.kill else None,
         "claim_s": (report["claimed"] - t.kill) if report and t.kill else None,
         # the takeover's steps, each from the step before (s): fence the old port, drain
@@ -366,7 +375,7 @@ def _summary(cfg: CampaignConfig, trials: pd.DataFrame, conns: pd.DataFrame,
         from .campaign_buckets import roles  # it imports this module
 
         # whose connections the tail is: the victim's, its successor's, its predecessor's
-        faulted = flows[flows["mode"] != BASELINE]
+        faulted = flows[~flows["mode"].isin([BASELINE, JOIN])]  # the deaths
         by_role = faulted.assign(role=roles(faulted, cfg.seed))
         summary["gap_by_role"] = gaps_by(by_role, "role")
         summary["gap_by_role_after_kills"] = gaps_by(by_role[by_role["mode"] != "hang"], "role")
@@ -466,7 +475,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--connections", type=cli.positive_int, default=32,
                    help="concurrent connections per trial (default 32)")
     p.add_argument("--modes", default=",".join(MODES),
-                   help=f"fault modes, comma-separated, taken in turn (default {','.join(MODES)})")
+                   help=f"fault modes, comma-separated, taken in turn (default {','.join(MODES)}; "
+                   "the bucket layout also knows join: a fourth member joins at the instant)")
     p.add_argument("--wake-after", type=cli.positive_float, default=10.0,
                    help="seconds a hung owner stays stopped (default 10)")
     p.add_argument("--client-timeout", type=cli.positive_float, default=60.0,

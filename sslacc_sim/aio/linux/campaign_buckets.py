@@ -15,7 +15,11 @@ its instant:
 ``double``
     the victim is killed, then its successor -- the new owner of the victim's connections,
     which it has handed to its own mirror -- at an instant uniform over the second after its
-    takeover; the last member serves everything.
+    takeover; the last member serves everything;
+``join``
+    nothing fails: a fourth node, D, joins the ring at the instant (``--modes join``,
+    :mod:`~sslacc_sim.aio.linux.join`): the master gives it idle buckets, C hands it its
+    running connections. The gap is measured from the join.
 
 Two things differ from the chain's trial. Every member holds the virtual IP's MAC, so the
 client's capture cannot tell the woken member's frames from the others': a ``hang`` trial
@@ -34,7 +38,9 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,7 +49,7 @@ import pandas as pd
 from ...buckets import BucketTable
 from .buckets import bucket_of
 from .campaign_load import Site, Trial, capture, client_capture, run_load
-from .cluster import start_members
+from .cluster import join_member, start_members
 from .netns import ADDRESSES, Topology
 
 if TYPE_CHECKING:
@@ -65,8 +71,10 @@ def run_bucket_trial(site: Site, cfg: CampaignConfig, trial: Trial, rng: random.
     victim = victim_of(cfg.seed, trial.index)
     member_args = [*(["--no-fence"] if cfg.control == "no-fence" else []),
                    *(["--stall-ms", f"{cfg.stall_ms:g}"] if cfg.stall_ms else [])]  # fmt: skip
-    with Topology(tag=f"{cfg.tag_prefix}{trial.index % 100000}", shared_vip=True) as topo, \
-            client_capture(topo, work, trial), ExitStack() as stack:
+    joins = trial.mode == "join"  # a spare fourth node, which joins at the instant
+    with Topology(tag=f"{cfg.tag_prefix}{trial.index % 100000}", shared_vip=True,
+                  members=len(MEMBERS) + joins) as topo, \
+            client_capture(topo, work, trial), ExitStack() as stack:  # fmt: skip
         if trial.mode == "hang":  # what the victim puts on the LAN, for its zombie frames
             trial.zombie_capture = stack.enter_context(
                 capture(topo, "lan", f"p{victim}", work / "port.json", incoming_only=True))
@@ -74,8 +82,10 @@ def run_bucket_trial(site: Site, cfg: CampaignConfig, trial: Trial, rng: random.
                               cert=site.cert, key=site.key, port=_PORT, suite=cfg.suite,
                               buckets=_BUCKETS, ring=cfg.control != "no-ring", logs=work,
                               member_args=member_args)  # fmt: skip
-        run_load(site, cfg, trial, rng, work, topo, procs,
-                 lambda: _fail(trial, topo, procs, cfg, victim))  # fmt: skip
+        fail: Callable[[], threading.Thread | None] = (
+            partial(_join, trial, topo, stack, procs, site, cfg, work) if joins
+            else partial(_fail, trial, topo, procs, cfg, victim))  # fmt: skip
+        run_load(site, cfg, trial, rng, work, topo, procs, fail)
     trial.victim = ""  # one MAC for every member: no segment is told apart as the victim's
     trial.victim_node = victim
     trial.work = work
@@ -148,6 +158,17 @@ def _fail(trial: Trial, topo: Topology, procs: dict[str, subprocess.Popen[str]],
         procs[heir].kill()
         trial.report = _report(procs[last], 5.0)
     return None
+
+
+def _join(trial: Trial, topo: Topology, stack: ExitStack, procs: dict[str, subprocess.Popen[str]],
+          site: Site, cfg: CampaignConfig, logs: Path) -> None:  # fmt: skip
+    """At ``trial.kill_at``: node D joins the ring (the instant is the trial's ``kill``)."""
+    assert trial.kill_at is not None
+    time.sleep(max(0.0, trial.start + trial.kill_at - time.monotonic()))
+    trial.kill = time.monotonic()
+    procs["d"] = join_member(topo, stack, "d", docroot=site.work / "docroot", cert=site.cert,
+                             key=site.key, port=_PORT, suite=cfg.suite, buckets=_BUCKETS,
+                             logs=logs)  # fmt: skip
 
 
 def _wake(trial: Trial, topo: Topology, proc: subprocess.Popen[str], victim: str,

@@ -18,6 +18,10 @@
 ``leave --tag T --node d``
     a bucket-layout member leaves on purpose (SIGUSR1): it silences its client sockets, takes
     its link down and exits; its successor takes its buckets and connections over.
+``join --tag T``
+    the next spare node of a bucket-layout cluster started with ``up --spares N`` joins the
+    ring (:mod:`~sslacc_sim.aio.linux.join`: the master gives it idle buckets, its
+    predecessor hands it its running connections); ``up`` starts it and prints what it says.
 ``down --tag T``
     stops the ``up`` that made cluster ``T`` (SIGTERM) and removes whatever it leaves.
 ``cleanup``
@@ -36,8 +40,9 @@ A session, with ``/srv/files`` holding ``big``::
 (the default: A owns every connection, B and C are a chain of buddies; survives a kill, a hang
 and a second kill) and ``--layout buckets`` (:mod:`~sslacc_sim.aio.linux.member`: every member
 serves the connections of its buckets, mirrored to the next; ``--nodes`` 1 to 6, nodes D, E,
-F beyond the three; any member survives its death, and a second death after it). What the
-cluster does not do yet is said in ``docs/sslacc-cluster.md``: joins and leaves.
+F beyond the three; any member survives its death, and a second death after it; ``--spares``
+nodes wait idle for a ``join``). What the cluster does not do yet is said in
+``docs/sslacc-cluster.md``.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ import time
 from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 from testbed import cli
 from testbed.linux.netns import OWNERS, delete_namespace, sh
@@ -72,7 +78,7 @@ from .netns import (
     sweep_leftovers,
 )
 
-__all__ = ["main", "start_nodes", "start_members"]
+__all__ = ["main", "start_nodes", "start_members", "join_member"]
 
 _READY_S = 30.0
 _DOWN_S = 20.0
@@ -130,28 +136,62 @@ def start_members(topo: Topology, stack: ExitStack, *, members: int, docroot: Pa
         # it holds the virtual IP too (the topology gives it to every node): without a filter
         # that owns nothing, its kernel would reset every connection it hears
         BucketFilter(NftCommand(topo.ns(idle)), VIP, port, buckets).install([])
-    common = ["--docroot", str(docroot), "--vip", VIP, "--port", str(port), "--suite", suite,
-              "--cert", str(cert), "--key", str(key), "--members", str(members),
-              "--buckets", str(buckets),
-              *(["--keylog", str(keylog.resolve())] if keylog else [])]  # fmt: skip
+    common = _member_common(docroot, cert, key, port, suite, buckets, keylog)
     procs: dict[str, subprocess.Popen[str]] = {}
     for i, name in enumerate(names):
         neighbours: list[str] = []
         if members > 1:
             neighbours = ["--listen", CLUSTER_ADDRESSES[name],
                     "--mirror", CLUSTER_ADDRESSES[names[(i + 1) % members]],
-                    *(["--ring", ",".join(CLUSTER_ADDRESSES[n] for n in names),
-                       "--switch-ports", ",".join(f"p{n}" for n in names)] if ring else []),
+                    *(_ring_args(names) if ring else []),
                     *topo.fence_args(names[i - 1]), *member_args]
-        err = stack.enter_context(open(logs / f"{name}.stderr", "w")) if logs else None
-        proc = topo.popen(name, [sys.executable, "-m", "sslacc_sim.aio.linux.node", "member",
-                                 *common, "--index", str(i), *neighbours],
-                          stdout=subprocess.PIPE, stderr=err, env=node_env())  # fmt: skip
-        stack.callback(_stop, proc)
-        procs[name] = proc
+        procs[name] = _start_member(topo, stack, name, [*common, "--members", str(members),
+                                                        "--index", str(i), *neighbours], logs)
     for proc in procs.values():
         wait_line(proc, "ready", _READY_S)
     return procs
+
+
+def join_member(topo: Topology, stack: ExitStack, name: str, *, docroot: Path, cert: Path,
+                key: Path, port: int = 443, suite: str = "AES128-SHA", buckets: int = 64,
+                keylog: Path | None = None, member_args: Sequence[str] = (),
+                logs: Path | None = None) -> subprocess.Popen[str]:  # fmt: skip
+    """Start a member on node ``name`` (one :func:`start_members` left idle) that joins the
+    running ring (:mod:`~sslacc_sim.aio.linux.join`): its id is the node's place among the
+    topology's servers, it asks the members before it to let it in, and the master gives it
+    idle buckets. Returns once it says ``ready``; ``stack`` stops it."""
+    index = topo.servers.index(name)
+    if index == 0:
+        raise ValueError("node A starts the ring; a member that joins asks a lower one")
+    names = topo.servers[:index + 1]
+    argv = [*_member_common(docroot, cert, key, port, suite, buckets, keylog),
+            "--members", str(index + 1), "--index", str(index), "--join",
+            "--listen", CLUSTER_ADDRESSES[name], *_ring_args(names),
+            *topo.fence_args(names[index - 1]), *member_args]  # fmt: skip
+    proc = _start_member(topo, stack, name, argv, logs)
+    wait_line(proc, "ready", _READY_S)
+    return proc
+
+
+def _member_common(docroot: Path, cert: Path, key: Path, port: int, suite: str, buckets: int,
+                   keylog: Path | None) -> list[str]:  # fmt: skip
+    return ["--docroot", str(docroot), "--vip", VIP, "--port", str(port), "--suite", suite,
+            "--cert", str(cert), "--key", str(key), "--buckets", str(buckets),
+            *(["--keylog", str(keylog.resolve())] if keylog else [])]  # fmt: skip
+
+
+def _ring_args(names: Sequence[str]) -> list[str]:
+    return ["--ring", ",".join(CLUSTER_ADDRESSES[n] for n in names),
+            "--switch-ports", ",".join(f"p{n}" for n in names)]  # fmt: skip
+
+
+def _start_member(topo: Topology, stack: ExitStack, name: str, argv: list[str],
+                  logs: Path | None) -> subprocess.Popen[str]:  # fmt: skip
+    err = stack.enter_context(open(logs / f"{name}.stderr", "w")) if logs else None
+    proc = topo.popen(name, [sys.executable, "-m", "sslacc_sim.aio.linux.node", "member", *argv],
+                      stdout=subprocess.PIPE, stderr=err, env=node_env())  # fmt: skip
+    stack.callback(_stop, proc)
+    return proc
 
 
 def _stop(proc: subprocess.Popen[str]) -> None:
@@ -176,6 +216,12 @@ def _echo(name: str, proc: subprocess.Popen[str]) -> None:
 def _up(args: argparse.Namespace) -> int:
     if args.layout == "chain" and args.nodes == 1:
         raise cli.UsageError("--nodes 1 needs --layout buckets: a chain has an owner and a buddy")
+    if args.spares and (args.layout != "buckets" or args.nodes < 2):
+        raise cli.UsageError("--spares needs --layout buckets and --nodes 2 or more (a member "
+                             "that joins asks a running ring)")  # fmt: skip
+    if args.nodes + args.spares > len(SERVERS):
+        raise cli.UsageError(f"--nodes and --spares add up to {len(SERVERS)} at most, got "
+                             f"{args.nodes + args.spares}")  # fmt: skip
     if args.layout == "chain" and args.nodes > 3:
         raise cli.UsageError(f"--nodes {args.nodes} needs --layout buckets: a chain has at most "
                              "three nodes (owner, buddy, the buddy's buddy)")  # fmt: skip
@@ -189,7 +235,7 @@ def _up(args: argparse.Namespace) -> int:
             cert, key = site_credentials(work)
         buckets = args.layout == "buckets"
         topo = stack.enter_context(Topology(tag=args.tag, shared_vip=buckets,
-                                            members=max(3, args.nodes)))  # fmt: skip
+                                            members=max(3, args.nodes + args.spares)))  # fmt: skip
         try:
             if buckets:
                 procs = start_members(topo, stack, members=args.nodes,
@@ -203,6 +249,11 @@ def _up(args: argparse.Namespace) -> int:
             raise cli.CLIError(f"a node did not start: {exc}") from None
         for name, proc in procs.items():
             threading.Thread(target=_echo, args=(name, proc), daemon=True).start()
+        spares = list(topo.servers[args.nodes:args.nodes + args.spares])
+        member = {"docroot": args.docroot.resolve(), "cert": cert, "key": key, "port": args.port,
+                  "suite": args.suite, "keylog": args.keylog}  # fmt: skip
+        signal.signal(signal.SIGUSR2, lambda *_: threading.Thread(
+            target=_admit_spare, args=(topo, stack, spares, member), daemon=True).start())
         host = HOSTNAME if args.port == 443 else f"{HOSTNAME}:{args.port}"
         print(f"cluster {args.tag} up: {args.nodes} nodes ({args.layout} layout), "
               f"https://{host}/NAME serves "
@@ -211,13 +262,53 @@ def _up(args: argparse.Namespace) -> int:
               f"--resolve {HOSTNAME}:{args.port}:{VIP} https://{host}/NAME\n"
               f"  break:  python -m sslacc_sim.aio.linux.cluster kill --tag {args.tag} "
               f"[--node {'|'.join(procs)}] [--hang]\n"
-              f"  stop:   Ctrl-C, or python -m sslacc_sim.aio.linux.cluster down --tag "
+              + (f"  grow:   python -m sslacc_sim.aio.linux.cluster join --tag {args.tag} "
+                 f"({len(spares)} spare nodes: {', '.join(spares)})\n" if spares else "")
+              + f"  stop:   Ctrl-C, or python -m sslacc_sim.aio.linux.cluster down --tag "
               f"{args.tag}", flush=True)  # fmt: skip
         try:
             while True:
                 time.sleep(3600)
         except KeyboardInterrupt:
             print(f"cluster {args.tag}: stopping", flush=True)
+    return 0
+
+
+def _admit_spare(topo: Topology, stack: ExitStack, spares: list[str], member: dict[str, Any]
+                 ) -> None:  # fmt: skip
+    """``up``'s answer to ``join`` (SIGUSR2): start the next spare node as a member that joins."""
+    if not spares:
+        print("join: no spare node left (start up with --spares N)", flush=True)
+        return
+    name = spares.pop(0)
+    print(f"node {name}: joining", flush=True)
+    try:
+        proc = join_member(topo, stack, name, **member)
+    except (RuntimeError, OSError) as exc:
+        print(f"node {name}: did not join: {exc}", flush=True)
+        return
+    print(f"node {name}: joined, ready", flush=True)
+    _echo(name, proc)
+
+
+def _signal_up(tag: str, sig: signal.Signals) -> int | None:
+    """Send ``sig`` to the ``up`` that made cluster ``tag`` (its pid: the namespaces' owner
+    record); that pid, or ``None`` when that ``up`` is gone."""
+    mine = f"{PREFIX}{tag}-"
+    if not list_leftovers(mine):
+        raise cli.CLIError(f"no cluster {tag!r} here")
+    try:
+        pid = int((OWNERS / f"{mine}a").read_text().split()[0])
+        os.kill(pid, sig)
+    except (OSError, ValueError, IndexError):
+        return None
+    return pid
+
+
+def _join(args: argparse.Namespace) -> int:
+    if _signal_up(args.tag, signal.SIGUSR2) is None:
+        raise cli.CLIError(f"the up of cluster {args.tag!r} is gone: nothing can join")
+    print(f"cluster {args.tag}: asked to admit its next spare node (see the output of up)")
     return 0
 
 
@@ -264,13 +355,7 @@ def _wake(args: argparse.Namespace) -> int:
 
 def _down(args: argparse.Namespace) -> int:
     mine = f"{PREFIX}{args.tag}-"
-    if not list_leftovers(mine):
-        raise cli.CLIError(f"no cluster {args.tag!r} here")
-    try:
-        pid = int((OWNERS / f"{mine}a").read_text().split()[0])
-        os.kill(pid, signal.SIGTERM)
-    except (OSError, ValueError, IndexError):
-        pid = None  # its `up` is gone: what is left is swept below
+    pid = _signal_up(args.tag, signal.SIGTERM)  # None: its `up` is gone, the rest swept below
     deadline = time.monotonic() + _DOWN_S
     while list_leftovers(mine) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -303,6 +388,9 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--nodes", type=int, choices=range(1, len(SERVERS) + 1), default=3,
                     help="chain layout: 2 (owner A and buddy B) or 3 (also C, B's buddy); "
                     f"bucket layout: 1 to {len(SERVERS)} members (default 3)")
+    up.add_argument("--spares", type=cli.non_negative_int, default=0,
+                    help="bucket layout: nodes built beside the members, idle until `join` "
+                    "(default 0)")
     up.add_argument("--layout", choices=("chain", "buckets"), default="chain",
                     help="chain: A owns every connection, B and C are a chain of buddies "
                     "(survives kills and hangs); buckets: every member serves its buckets, "
@@ -318,10 +406,11 @@ def _parser() -> argparse.ArgumentParser:
                        ("wake", "SIGCONT a hung node and bring its link back"),
                        ("leave", "a bucket-layout member leaves on purpose: its successor "
                         "takes its buckets and connections over"),
+                       ("join", "the next spare node of a bucket-layout cluster joins its ring"),
                        ("down", "stop a cluster and remove it")):
         s = sub.add_parser(name, help=what)
         s.add_argument("--tag", type=_tag, default="cl", help="the cluster's tag (default cl)")
-        if name != "down":
+        if name not in ("down", "join"):
             s.add_argument("--node", choices=SERVERS, default="a",
                            help="which node (default a, the first owner)")
         if name == "kill":
@@ -341,8 +430,8 @@ def main(argv: list[str] | None = None) -> int:
             cli.load_credentials_arg(args.cert, args.key)
         if args.command == "up" and args.keylog:
             cli.keylog_arg(args.keylog)  # an unwritable file is refused before anything starts
-        handler = {"up": _up, "kill": _kill, "wake": _wake, "leave": _leave, "down": _down,
-                   "cleanup": _cleanup}[args.command]  # fmt: skip
+        handler = {"up": _up, "kill": _kill, "wake": _wake, "leave": _leave, "join": _join,
+                   "down": _down, "cleanup": _cleanup}[args.command]  # fmt: skip
         try:
             return handler(args)
         except TestbedError as exc:  # no namespaces here, or this tag's exist already

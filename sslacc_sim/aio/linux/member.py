@@ -51,14 +51,16 @@ goes along. Two members remain, and a second death is the two-member case above.
 **Judging a mirror** (:meth:`Member._verdict`). A member whose mirror went silent, or whose
 keepalive link to it failed, must not go on alone if it was itself the one judged dead (woken
 from a stop, say): its successor is fencing it, and it has to find its own port down first.
-How long it waits for that depends on what it knows. If its own heartbeat ran on time through
-the last second (:meth:`Primary.ran_through <sslacc_sim.aio.linux.primary.Primary.ran_through>`),
-its keepalives reached the mirror, which had no reason to judge it; if moreover the link
-failed and the mirror's kernel refuses a connection to its listener (:func:`refused`), the
-mirror's process is gone: the member judges at once. A mirror silent to a member that ran
-through gets :data:`QUIET_WAIT_S`; a member that may have been stopped, or whose mirror still
-listens although the link failed (it closed the link: it judged this member dead), waits
-:data:`SILENT_WAIT_S`. Then its own port decides: down, it fences itself. With two members each
+How long it waits for that depends on what it knows. If the link failed and the mirror's
+kernel refuses a connection to its listener (:func:`refused`), the mirror's process is gone:
+it fences nothing more, and a fence it made is down already, so the member judges at once
+(even one that may have been stopped: its port decides below). If its own heartbeat ran on
+time through the last second (:meth:`Primary.ran_through
+<sslacc_sim.aio.linux.primary.Primary.ran_through>`), its keepalives reached the mirror, which
+had no reason to judge it: a silent mirror gets :data:`QUIET_WAIT_S`. A member that may have
+been stopped, or whose mirror still listens although the link failed (it closed the link: it
+judged this member dead), waits :data:`SILENT_WAIT_S`. Then its own port decides: down, it
+fences itself. With two members each
 is the other's mirror and both may see the other die at once (their cluster link cut): the
 higher id waits :data:`TIE_BREAK_S` before it fences, so that the lower one fences it first
 (not when the other's listener refuses: its process is gone).
@@ -83,8 +85,8 @@ deterministic, so every copy agrees after the same deaths in any order.
 
 **A leave** (``SIGUSR1``, ``cluster leave``) is a planned death: the member silences its client
 sockets, takes its LAN link down and exits (``LEFT``); its links end with it, and its
-neighbours act as after a kill. **Not yet**: joins (the master's choice of idle buckets, and
-its table epochs, :mod:`sslacc_sim.membership`).
+neighbours act as after a kill. **A join** (``--join``) is :mod:`~sslacc_sim.aio.linux.join`'s
+(:class:`~sslacc_sim.aio.linux.join.Joining`, which :class:`Member` extends).
 """
 
 from __future__ import annotations
@@ -104,11 +106,12 @@ from tls12 import ServerConfig
 from ...buckets import BucketTable
 from .backup import Backup, Controls
 from .buckets import BucketFilter, LibNft, bucket_of
+from .join import Joining, link_port
 from .mirror import ACK, dead_frame, send_frame
 from .primary import DEAD_AFTER_S, Primary
 from .report import say
 from .service import ALONE_WAIT_S, Docroot
-from .sessions import SessionGossip, SharedSessionStore, sessions_frame
+from .sessions import SessionGossip, SharedSessionStore, hand_sessions
 from .sniff import FlowTracker, Recent, Sniffer, packet_socket
 from .threads import realtime_thread, spawn
 
@@ -141,15 +144,8 @@ RAN_THROUGH_S = 1.0
 PROBE_S = 0.05
 
 
-def link_port(base: int, predecessor: int, first: bool) -> int:
-    """The port where a member takes member ``predecessor``'s links: ``base`` for the ring's
-    first predecessor, ``base + 1 + predecessor`` for one it gains when the ring re-forms (the
-    first listener stays with the Backup that took the dead member over)."""
-    return base if first else base + 1 + predecessor
-
-
 @dataclass
-class Member:
+class Member(Joining):
     """Member ``index`` of ``members`` (module docstring).
 
     ``listen_on``: this member's cluster-LAN address and port, where its predecessor's links
@@ -182,6 +178,9 @@ class Member:
     """Off only as a negative control (``--no-fence``): a dead predecessor's switch port is
     not taken down, and this member does not take its own link down when its lease runs out
     (both fences, as the chain layout's ``no-fence`` control)."""
+    joining: bool = False
+    """This member joins a running ring (:mod:`~sslacc_sim.aio.linux.join`): :attr:`ring`
+    lists the members' addresses up to its own, and the table comes from the master."""
     table: BucketTable = field(init=False)
     _owner: Primary | None = field(default=None, init=False)
     _nft: BucketFilter | None = field(default=None, init=False)
@@ -202,7 +201,10 @@ class Member:
     def __post_init__(self) -> None:
         if not 0 <= self.index < self.members:
             raise ValueError(f"member index {self.index} outside 0..{self.members - 1}")
-        if (self.mirror is None) != (self.members == 1):
+        if self.joining and not (self.ring and self.switch_ports and self.index > 0):
+            raise ValueError("a member that joins needs the ring and the switch ports, and a "
+                             "lower member to ask")  # fmt: skip
+        if (self.mirror is None) != (self.members == 1) and not self.joining:
             raise ValueError("a mirror address is needed exactly when there are other members")
         if self.ring and len(self.ring) != self.members or len(self.switch_ports) not in (0, len(self.ring)):
             raise ValueError("--ring and the switch ports need one entry per member")
@@ -227,28 +229,32 @@ class Member:
     def run(self) -> int:
         """Filter, mirror links, own mirror, listener; print ``ready``; serve until killed."""
         nft = self._nft = BucketFilter(LibNft(), self.vip, self.port, self.buckets)
-        nft.install(self.owned)
-        self._filtered = set(self.owned)
+        nft.install([] if self.joining else self.owned)  # a newcomer is given its buckets
+        if self.joining:
+            self._enter()
+        self._filtered = set() if self.joining else set(self.owned)
+        many = len(self.table.members) > 1
         owner = self._owner = Primary(self.vip, self.port, self.mirror, self.docroot, self.config,
-                                      lan_dev=self.dev,
-                                      alone=threading.Event() if self.members > 1 else None,
+                                      lan_dev=self.dev, alone=threading.Event() if many else None,
                                       stand_down=lambda: not carrier(self.dev),
                                       stall=self.stall, self_fence=self.fence)  # fmt: skip
         owner.lease.grace = ALONE_WAIT_S
-        owner.readopt = bool(self.ring) and self.members > 2
+        # with a ring it may re-form (a death, a join): each connection keeps its shadow
+        owner.readopt = bool(self.ring) and many
         store = self.config.session_store if self.config is not None else None
-        if isinstance(store, SharedSessionStore) and self.ring and self.members > 2:
+        if isinstance(store, SharedSessionStore) and self.ring:
             # the mirror has each session from the updates; the other members from this
             store.on_put = SessionGossip(self._peers).start().offer
-        if self.members > 1:
+        if many:
             self._mirror_predecessor(self.predecessor, self.listen_on, self.fence_port)
         control = _connect(owner) if self.mirror is not None else None
         listener = owner.listen()
+        self._own(self.owned)  # a newcomer's buckets, once it listens
         signal.signal(signal.SIGUSR1, lambda *_: owner.fence_self(
             "on request (SIGUSR1): the successor takes this member's buckets over", leaving=True))
         if control is not None:
             self._beat(control)
-        say(f"ready member {self.index}/{self.members} owns {len(self.owned)} of "
+        say(f"ready member {self.index}/{len(self.table.members)} owns {len(self.owned)} of "
             f"{self.buckets} buckets")  # fmt: skip
         while True:
             sock, _ = listener.accept()
@@ -277,7 +283,8 @@ class Member:
         backup.tracker = FlowTracker((self.vip, self.port), keep=lambda client: bucket_of(
             client[0], client[1], self.buckets) in theirs, recent=self._recent)  # fmt: skip
         backup.on_mirrored = lambda client: self._learn(pred, client)
-        backup.on_dead = self._told_dead
+        backup.on_dead, backup.on_join = self._told_dead, self._on_join
+        backup.on_release = lambda: self._retire(pred)
         self._watching[pred] = backup.tracker
         self._watches[pred] = backup
         sniffer = Sniffer(packet_socket(self.dev), backup.tracker).start()
@@ -288,7 +295,10 @@ class Member:
         owner, nft = self._owner, self._nft
         assert owner is not None and nft is not None
         realtime_thread()  # the takeover runs first when the death comes
-        backup.death.wait()
+        while not backup.death.wait(1.0):
+            if self._watches.get(pred) is not backup:  # retired (a join): no death to come
+                sniffer.stop()
+                return
         # Each member can see the other die (two members: each is the other's mirror); only
         # one may fence the other. A member whose own port is down has been fenced: it never
         # fences, it stands down. The higher id of two waits a little first, so that when both
@@ -300,6 +310,8 @@ class Member:
         if not carrier(self.dev):
             owner.fence_self(f"member {pred} looked dead, but this member's own "
                              "port is down: fenced")  # fmt: skip
+        if self.takeover:
+            backup.fence()  # before any wait below (_chain_for_takeover): SILENT_WAIT_S
         theirs = set(self._theirs[pred])
         if self._declare_dead(pred):
             owner.go_alone()  # the dead member was this one's mirror too
@@ -379,11 +391,15 @@ class Member:
         new = self.predecessor
         if not self.ring or new in (self.index, old) or new in self._theirs:
             return
-        fence = (self.fence_port[0], self.switch_ports[new]) if (
-            self.fence_port is not None and self.switch_ports) else None  # fmt: skip
         self._mirror_predecessor(new, (self.listen_on[0], link_port(self.listen_on[1], new, False)),
-                                 fence)  # fmt: skip
+                                 self._fence_for(new))  # fmt: skip
         say(f"PREDECESSOR member {new}")
+
+    def _fence_for(self, member: int) -> tuple[str, str] | None:
+        """The switch's namespace and ``member``'s port there (``None``: no fence known)."""
+        if self.fence_port is None or len(self.switch_ports) <= member:
+            return None
+        return self.fence_port[0], self.switch_ports[member]
 
     def _mirror_silent(self, reason: str) -> bool:
         """The heartbeat's call when the mirror stops answering (three or more members: with
@@ -471,31 +487,34 @@ class Member:
         spawn(self._retarget, name="retarget")
 
     def _wait_before_verdict(self, since: float | None) -> float:
-        """How long :meth:`_verdict` waits ("Judging a mirror" in the module docstring):
+        """How long :meth:`_verdict` waits ("Judging a mirror" in the module docstring): none if
+        the link failed and the mirror's listener refuses (its process is gone);
         :data:`SILENT_WAIT_S` if this member may have been stopped, or its mirror's process is
-        there although its keepalive link failed (the mirror judged this member dead); none if
-        the link failed and the mirror's listener refuses (its process is gone); else
+        there although its keepalive link failed (the mirror judged this member dead); else
         :data:`QUIET_WAIT_S`."""
         owner = self._owner
         assert owner is not None and owner.buddy is not None
-        if not owner.ran_through(RAN_THROUGH_S):
+        if since is None and refused(owner.buddy):
+            # the keepalive link failed and the mirror's process is gone: it can fence this
+            # member no more, and a fence it made is down already (the carrier check finds it)
+            return 0.0
+        if not owner.ran_through(RAN_THROUGH_S) or since is None:
             return SILENT_WAIT_S
-        if since is None:  # the keepalive link failed: ask the mirror's kernel
-            return 0.0 if refused(owner.buddy) else SILENT_WAIT_S
         return QUIET_WAIT_S
 
-    def _retarget(self) -> None:
+    def _retarget(self, joined: tuple[str, int] | None = None) -> None:
         """Link to the new mirror (the dead one's successor, listening for this member once it
-        has taken the dead one over), hand it the session table, beat on."""
+        has taken the dead one over; or ``joined``, a newcomer's first listener: the old
+        mirror lives), hand it the session table, beat on."""
         owner, new = self._owner, self.mirror_index
         assert owner is not None
         if new is None:
             return  # alone for good
-        address = (self.ring[new], link_port(self.listen_on[1], self.index, False))
+        address = joined or (self.ring[new], link_port(self.listen_on[1], self.index, False))
         deadline = time.monotonic() + RETARGET_WITHIN_S
         while True:
             try:
-                link = owner.retarget(address)
+                link = owner.retarget(address, old_lives=joined is not None)
                 break
             except OSError as exc:
                 if time.monotonic() > deadline:
@@ -503,24 +522,11 @@ class Member:
                           file=sys.stderr, flush=True)  # fmt: skip
                     return
                 time.sleep(0.05)
-        _hand_sessions(owner, self.config)
+        store = self.config.session_store if self.config is not None else None
+        if isinstance(store, SharedSessionStore):  # the new mirror resumes them after a death
+            hand_sessions(owner.link, store, "the new mirror")
         self._beat(link)
         say(f"MIRROR member {new}")
-
-
-def _hand_sessions(owner: Primary, config: ServerConfig | None) -> None:
-    """This member's session table to its (new) mirror, which resumes them after a death."""
-    store = config.session_store if config is not None else None
-    if not isinstance(store, SharedSessionStore):
-        return
-    try:
-        with owner.link() as link:
-            send_frame(link, *sessions_frame(store.snapshot()))
-            link.settimeout(10.0)
-            if link.recv(1) != ACK:
-                raise ConnectionError("the new mirror did not acknowledge the sessions")
-    except OSError as exc:
-        print(f"ERROR sessions to the new mirror: {exc!r}", file=sys.stderr, flush=True)
 
 
 def refused(address: tuple[str, int], timeout: float = PROBE_S) -> bool:

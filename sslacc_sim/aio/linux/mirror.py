@@ -40,7 +40,8 @@ from ...sessions import decode_session, encode_session
 from .repair import TcpSnapshot
 
 __all__ = [
-    "ACK", "DEAD", "MirrorError", "Segment", "MirrorState", "send_frame", "recv_frame",
+    "ACK", "DEAD", "MOVED", "RELEASE", "JOIN_FRAMES", "MirrorError", "Segment", "MirrorState",
+    "frame_bytes", "send_frame", "recv_frame",
     "split_blob", "join_blob", "read_session", "dead_frame", "read_dead_frame",
 ]
 
@@ -56,19 +57,33 @@ class MirrorError(SslaccError, RuntimeError):
     """A malformed or out-of-order frame on the cluster link."""
 
 
-def send_frame(sock: socket.socket, header: dict[str, Any], blob: bytes = b"") -> None:
-    """One frame: ``header`` as JSON and ``blob``."""
+def frame_bytes(header: dict[str, Any], blob: bytes = b"") -> bytes:
+    """One frame's bytes: the two lengths, ``header`` as JSON and ``blob``."""
     head = json.dumps(header, separators=(",", ":")).encode()
     out = Writer()
     out.push_uint(len(head), 4)
     out.push_uint(len(blob), 4)
     out.push_bytes(head)
     out.push_bytes(blob)
-    sock.sendall(out.getvalue())
+    return out.getvalue()
+
+
+def send_frame(sock: socket.socket, header: dict[str, Any], blob: bytes = b"") -> None:
+    """One frame: ``header`` as JSON and ``blob``."""
+    sock.sendall(frame_bytes(header, blob))
 
 
 #: The type of a member's notice that it judged another member dead (the bucket layout).
 DEAD = "dead"
+#: The last frame on a connection's old link when its owner hands it to a new mirror while the
+#: old one lives (a join re-formed the ring): the old mirror forgets it, no death.
+MOVED = "moved"
+#: The last frame on an owner's old keepalive link when it mirrors elsewhere from now on (a
+#: join re-formed the ring): the old mirror retires its watch of it, no death.
+RELEASE = "release"
+#: The frames of a join (:mod:`~sslacc_sim.aio.linux.join`), which one member sends another's
+#: cluster listener and which are answered by a frame, not an acknowledgement.
+JOIN_FRAMES = frozenset({"join", "give", "joined"})
 #: Largest member id a ``dead`` frame may name.
 _MAX_MEMBER = 1 << 16
 

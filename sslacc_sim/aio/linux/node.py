@@ -163,21 +163,25 @@ def _service_arguments(r: argparse.ArgumentParser) -> None:
 def _member(args: argparse.Namespace) -> int:
     if args.index >= args.members:
         raise cli.UsageError(f"--index {args.index}: must be below --members {args.members}")
-    if args.members > 1 and not (args.listen and args.mirror):
+    if args.join and not (args.listen and args.ring and args.switch_ports and args.index > 0):
+        raise cli.UsageError("--join needs --listen, --ring, --switch-ports and an --index "
+                             "above 0 (a lower member is asked to let it in)")  # fmt: skip
+    if args.members > 1 and not (args.listen and (args.mirror or args.join)):
         raise cli.UsageError("--listen and --mirror are needed with more than one member")
     for option, value in (("--ring", args.ring), ("--switch-ports", args.switch_ports)):
         if value and len(value.split(",")) != args.members:
             raise cli.UsageError(f"{option} needs one entry per member ({args.members})")
     member = Member(args.index, args.members, args.buckets, args.vip, args.port,
                     (args.listen or "0.0.0.0", args.mirror_port),
-                    (args.mirror, args.mirror_port) if args.members > 1 else None,
+                    (args.mirror, args.mirror_port) if args.members > 1 and args.mirror else None,
                     _docroot(args), _config(args), dev=args.dev,
                     fence_port=(args.fence_netns, args.fence_port)
                     if args.fence_netns and args.fence_port else None,
                     takeover=not args.no_takeover,
                     ring=tuple(args.ring.split(",")) if args.ring else (),
                     switch_ports=tuple(args.switch_ports.split(",")) if args.switch_ports else (),
-                    stall=args.stall_ms / 1000, fence=not args.no_fence)  # fmt: skip
+                    stall=args.stall_ms / 1000, fence=not args.no_fence,
+                    joining=args.join)  # fmt: skip
     return run_member(member)
 
 
@@ -198,6 +202,9 @@ def _member_arguments(m: argparse.ArgumentParser) -> None:
     m.add_argument("--fence-netns", help="the switch's namespace (for the fence)")
     m.add_argument("--fence-port", help="the previous member's port on the switch: taken down "
                    "before its buckets are taken over")
+    m.add_argument("--join", action="store_true",
+                   help="join a running ring: ask its members (--ring, this member's address "
+                   "last) to let it in; the master gives it idle buckets")
     m.add_argument("--no-takeover", action="store_true",
                    help="negative control: a dead member's buckets are not taken over")
     m.add_argument("--ring", help="every member's cluster-LAN address by index, comma-separated: "

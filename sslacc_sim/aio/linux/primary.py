@@ -29,7 +29,7 @@ from tls12 import ServerConfig, ServerConnection
 
 from . import repair
 from .claim import link_down
-from .mirror import ACK, MirrorState, recv_frame, send_frame
+from .mirror import ACK, RELEASE, MirrorState, recv_frame, send_frame
 from .report import say
 from .service import ALONE_WAIT_S, DiePoint, Docroot, Lease, LeaseExpired, Service
 from .threads import realtime_thread, spawn
@@ -102,10 +102,11 @@ class Primary:
     _links: set[socket.socket] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def link(self) -> socket.socket:
-        """A new cluster link to the buddy."""
-        assert self.buddy is not None
-        s = socket.create_connection(self.buddy, timeout=_LINK_TIMEOUT_S)
+    def link(self, to: tuple[str, int] | None = None) -> socket.socket:
+        """A new cluster link to the buddy (or to ``to``)."""
+        to = to or self.buddy
+        assert to is not None
+        s = socket.create_connection(to, timeout=_LINK_TIMEOUT_S)
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return s
 
@@ -192,6 +193,8 @@ class Primary:
                     self.stand_down is None or self.stand_down()):
                 self.fence_self("the lease ran out")
             time.sleep(max(0.0, BEAT_S - (time.monotonic() - sent)))
+        if self._control is not None:  # another keepalive link took over: a join's retarget
+            _release(link)
 
     def ran_through(self, window: float) -> bool:
         """Whether this node's heartbeat has run on time for the last ``window`` s: no round
@@ -215,17 +218,21 @@ class Primary:
         with self._lock:
             self._services.discard(service)
 
-    def retarget(self, buddy: tuple[str, int]) -> socket.socket:
+    def retarget(self, buddy: tuple[str, int], *, old_lives: bool = False) -> socket.socket:
         """Mirror to ``buddy`` from now on (a bucket-layout member whose mirror died, the ring
         re-formed): the first link to it (its keepalive link, for :meth:`heartbeat`), a fresh
         lease and a fresh :attr:`alone` for the connections accepted from now on, and every
         running connection handed to it (:attr:`readopt`), each on a link of its own: those
-        it does not take go on alone to their end."""
+        it does not take go on alone to their end. ``old_lives``: the old mirror lives (a
+        join put ``buddy`` before it): each connection's old link ends with ``moved``, and
+        the old keepalive link, once :meth:`heartbeat` beats on the new one, with
+        ``release``, so that the old mirror sees no death."""
         assert self.alone is not None, "only a member re-forms its ring"
+        link = self.link(buddy)  # first: until the new mirror listens, new ones go to the old
         self.buddy = buddy
-        link = self.link()
         lease = Lease(self.lease.duration, grace=self.lease.grace)
         alone = threading.Event()
+        self.lease.successor = lease  # a write begun under the old one goes on under this
         self.lease, self.alone = lease, alone
         with self._lock:
             running = list(self._services)
@@ -236,8 +243,17 @@ class Primary:
                 break  # the new mirror is gone too: the rest go on alone
             with self._lock:
                 self._links.add(relink)
-            service.readopt(relink, lease, alone)
+            service.readopt(relink, lease, alone, tell_old=old_lives)
         return link
+
+    def _caught_by_retarget(self, service: Service, target: tuple[str, int] | None) -> None:
+        """``service`` linked to ``target`` just as :meth:`retarget` moved to another mirror
+        (after its list of running connections was taken): hand it over too."""
+        if self.buddy != target and self.alone is not None:
+            try:
+                service.readopt(self.link(), self.lease, self.alone, tell_old=True)
+            except OSError:
+                pass  # the new mirror is gone too: it goes on as the others do
 
     def serve_one(self, sock: socket.socket) -> None:
         """One accepted connection, mirrored on its own link, from snapshot to ``done``."""
@@ -255,8 +271,9 @@ class Primary:
             shadow = MirrorState() if self.readopt else None
             if shadow is not None:
                 shadow.apply(first, b"")
+            target = self.buddy
             try:
-                mirror = self.link()
+                mirror = self.link(target)
                 with self._lock:
                     self._links.add(mirror)
                 send_frame(mirror, first)
@@ -269,6 +286,7 @@ class Primary:
                               stall=self.stall, alone=alone, shadow=shadow)  # fmt: skip
             if shadow is not None:
                 self.register(service)
+                self._caught_by_retarget(service, target)
             try:
                 service.serve_to_end()
                 if service.mirror is not None:
@@ -298,6 +316,21 @@ class Primary:
         listener.bind((self.vip, self.port))
         listener.listen(256)
         return listener
+
+
+def _release(link: socket.socket) -> None:
+    """Tell the old mirror on its keepalive link that this node mirrors elsewhere now, and
+    read to its end of file: a late answer to a keepalive left unread would make the close a
+    reset, which the mirror, still reading keepalives, would take for a death."""
+    try:
+        send_frame(link, {"type": RELEASE})
+        link.settimeout(_LINK_TIMEOUT_S)
+        while link.recv(64):  # answers, the acknowledgement, then the mirror's close
+            pass
+    except OSError:
+        pass  # a mirror gone meanwhile: its watch ends anyway
+    finally:
+        link.close()
 
 
 def run_primary(node: Primary) -> int:

@@ -37,7 +37,7 @@ from tls12.events import ApplicationData, ConnectionClosed
 
 from ...errors import SslaccError
 from ...sessions import encode_session
-from .mirror import ACK, MirrorState, join_blob, send_frame
+from .mirror import ACK, MOVED, MirrorState, frame_bytes, join_blob, send_frame
 from .report import say
 
 __all__ = [
@@ -175,13 +175,19 @@ class Lease:
     bucket-layout member waits: its lease runs out *before* the cluster has decided whether
     its mirror died (then it goes on alone) or it was cut off itself (then it fences itself)."""
 
+    successor: Lease | None = None
+    """The lease a new mirror renews once the ring re-formed (:meth:`Primary.retarget
+    <sslacc_sim.aio.linux.primary.Primary.retarget>`): a write begun under this one goes on
+    under it (a 256 KiB write to a slow client outlives a lease nobody renews any more)."""
+
     def renew(self, sent_at: float) -> None:
         """A keepalive sent at ``sent_at`` was answered."""
         self.renewed = max(self.renewed, sent_at)
 
     def valid(self) -> bool:
-        """The node may still send."""
-        return time.monotonic() - self.renewed < self.duration
+        """The node may still send (under this lease, or the one that replaced it)."""
+        return time.monotonic() - self.renewed < self.duration or (
+            self.successor is not None and self.successor.valid())  # fmt: skip
 
     def wait_valid(self) -> bool:
         """Wait up to :attr:`grace` seconds for the lease to be valid again; whether it is."""
@@ -534,12 +540,14 @@ class Service:
         self.mirror = None
         return True
 
-    def readopt(self, link: socket.socket, lease: Lease, alone: threading.Event) -> bool:
+    def readopt(self, link: socket.socket, lease: Lease, alone: threading.Event, *,
+                tell_old: bool = False) -> bool:  # fmt: skip
         """The ring re-formed (another thread's call): hand this connection to the new mirror on
         ``link`` -- its whole :attr:`shadow` in one ``adopt`` frame, the update its dead mirror
         never acknowledged included -- and mirror to it from then on, under its ``lease`` and
         ``alone``. ``False`` (``link`` closed) if the connection has ended, keeps no shadow, or
-        the new mirror does not acknowledge it: it goes on alone."""
+        the new mirror does not acknowledge it: it goes on alone. ``tell_old``: the old
+        mirror lives (a join), and its link ends with ``moved`` (else it would see a death)."""
         with self._mirror_lock:
             if self.shadow is None or self.done_sent or self.shadow.tcp is None:
                 link.close()
@@ -554,8 +562,21 @@ class Service:
                 link.close()
                 return False
             if self.mirror is not None:
+                if tell_old:
+                    _tell_moved(self.mirror)
                 self.mirror.close()
             self.mirror, self.alone = link, alone
             if self.lease is not None:
                 self.lease = lease  # written under the new mirror's lease from now on
             return True
+
+
+def _tell_moved(old: socket.socket) -> None:
+    """End a connection's old mirror link with ``moved``: the old mirror lives and reads it
+    (it acknowledged every update on it); one that does not within a second gets a link cut
+    short, the death it then is."""
+    try:
+        old.settimeout(1.0)
+        old.sendall(frame_bytes({"type": MOVED}))
+    except OSError:
+        pass

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import queue
 import socket
+import sys
 import threading
 from collections.abc import Callable, Iterable
 
@@ -29,7 +30,8 @@ from tls12.session import InMemorySessionStore, Session
 from ...sessions import encode_session
 from .mirror import ACK, MirrorError, read_session, send_frame
 
-__all__ = ["SESSIONS", "SessionGossip", "SharedSessionStore", "read_sessions_frame", "sessions_frame"]
+__all__ = ["SESSIONS", "SessionGossip", "SharedSessionStore", "read_sessions_frame", "sessions_frame",
+           "hand_sessions"]
 
 #: The frame type that hands a whole session table to a node's buddy.
 SESSIONS = "sessions"
@@ -167,3 +169,21 @@ def read_sessions_frame(header: dict[str, object], blob: bytes) -> list[Session]
         raise MirrorError("trailing bytes after the sessions")
     return sessions
 
+
+def hand_sessions(connect: Callable[[], socket.socket], store: SharedSessionStore, to: str
+                  ) -> int | None:  # fmt: skip
+    """The whole session table on a new link (``connect()``: to a node's new mirror, or the
+    next buddy of a chain), acknowledged: how many sessions; ``None`` (said on standard
+    error) if the link or the acknowledgement failed -- a session lost costs a full
+    handshake, never a connection."""
+    try:
+        with connect() as link:
+            table = store.snapshot()
+            send_frame(link, *sessions_frame(table))
+            link.settimeout(10.0)
+            if link.recv(1) != ACK:
+                raise ConnectionError(f"{to} did not acknowledge the sessions")
+        return len(table)
+    except OSError as exc:
+        print(f"ERROR sessions to {to}: {exc!r}", file=sys.stderr, flush=True)
+        return None

@@ -30,20 +30,21 @@ restored socket, which has no RTT sample, need not wait for its 1 s retransmissi
 from __future__ import annotations
 
 import socket
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from tls12 import ServerConfig
+from tls12 import ServerConfig, ServerConnection
 
 from . import repair
 from .mirror import MirrorState
 from .rebuild import rebuild
-from .service import Docroot
+from .service import Docroot, Service
 from .sniff import Flow
 
 __all__ = ["Restored", "restore_flow", "resume_all", "acknowledge", "replay_syns", "tail", "snapshot_from_flow",
-           "RESTORE_MARGIN"]
+           "RESTORE_MARGIN", "send_now", "serve_quietly"]
 
 _REPROBE_S = 0.005  # no answer to a probe within this: probe again (old_byte_probe)
 _ANSWER_WITHIN_S = 1.0  # no answer at all within this: leave it to the retransmission timer
@@ -285,3 +286,28 @@ def _rebase(r: Restored, missing: int) -> socket.socket:
     sock = repair.rebase(r.sock, at_ack, unread=pending)
     r.resend = r.queued[-missing:]
     return sock
+
+
+def send_now(sock: socket.socket, data: bytes) -> int:
+    """Write what ``sock`` takes of ``data`` without blocking; return how much."""
+    if not data:
+        return 0
+    sock.setblocking(False)
+    try:
+        return sock.send(data)
+    except BlockingIOError:
+        return 0
+    finally:
+        sock.setblocking(True)
+
+
+def serve_quietly(sock: socket.socket, docroot: Docroot, config: ServerConfig | None) -> None:
+    """Serve a connection accepted after a takeover to its end, unmirrored; its error ends
+    it alone."""
+    try:
+        Service(sock, docroot, ServerConnection(config) if config is not None else None).serve()
+    except Exception as exc:  # noqa: BLE001 - one connection's error ends it alone
+        print(f"ERROR new connection: {exc!r}", file=sys.stderr, flush=True)
+    finally:
+        sock.close()
+

@@ -78,3 +78,16 @@ def receipts(curls: list[subprocess.Popen[str]], tmp_path: Path, body: bytes) ->
     expected = receipt(len(body), zlib.crc32(body))
     return [c.returncode == 0 and (tmp_path / f"up{i}").read_bytes() == expected
             for i, c in enumerate(curls)]  # fmt: skip
+
+
+def served_buckets(topo: Topology, cert: Path, buckets: int) -> list[str]:
+    """The HTTP status of one new connection in each of ``buckets`` buckets (``""``: no
+    answer): which buckets some member serves."""
+    def bucket(port: int) -> int:
+        return bucket_of(ADDRESSES["client"], port, buckets)
+
+    ports = [next(p for p in range(40000, 50000) if bucket(p) == b) for b in range(buckets)]
+    return [topo.run("client", [
+        "curl", "-sS", "--cacert", str(cert), "--resolve", f"{HOSTNAME}:443:{VIP}",
+        "--local-port", str(port), "--max-time", "5", "-o", "/dev/null", "-w", "%{http_code}",
+        f"https://{HOSTNAME}/f"]).stdout for port in ports]  # fmt: skip

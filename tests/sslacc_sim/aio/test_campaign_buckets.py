@@ -48,6 +48,22 @@ def test_a_small_seeded_bucket_campaign_keeps_every_connection_byte_exact(tmp_pa
     assert hang["zombie_frames"].tolist() == [0], trials
 
 
+def test_a_member_joins_at_a_random_instant_and_every_connection_arrives(tmp_path: Path) -> None:
+    """``--modes join``: D joins the ring at an instant drawn over the load, while C's
+    connections run (C hands them to D) and connections start; every one byte-exact, and
+    nobody judged a death."""
+    cfg = CampaignConfig(trials=3, seed=6, connections=32, modes=("join",), client_timeout=40,
+                         sizes=SIZES, window=(0.05, 0.8), tag_prefix="tj",
+                         layout="buckets")  # fmt: skip
+    summary = run_campaign(cfg, tmp_path, progress=False)
+    trials = (tmp_path / "trials.csv").read_text()
+    assert summary["connections"] == 3 * 32
+    assert summary["completed_exact"] == summary["connections"], trials
+    assert summary["silently_wrong"] == 0 and summary["control_trial_ok"]
+    assert summary["took_over"] == 0, trials  # no member took another over: no death judged
+    assert not (tmp_path / "failed").exists(), trials  # no trial kept as evidence of a loss
+
+
 def test_control_without_the_fence_a_woken_member_reaches_the_clients(tmp_path: Path) -> None:
     """``--no-fence``: the hung member's switch port stays up, and once woken it writes on
     (its port's capture sees its frames); with the fence none passes (the test above)."""

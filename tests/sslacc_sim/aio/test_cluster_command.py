@@ -150,6 +150,39 @@ def test_up_with_the_bucket_layout_serves_from_every_member(tmp_path: Path) -> N
     assert list_leftovers(f"{PREFIX}tcb-") == []
 
 
+def test_join_grows_a_bucket_cluster_while_a_download_runs(tmp_path: Path) -> None:
+    """``up --layout buckets --nodes 2 --spares 1``, a rate-limited download, then ``join``:
+    node C joins (``up`` says so), the download arrives whole, and afterwards twelve new
+    connections are served (C's buckets among them); ``down`` removes everything."""
+    docroot = tmp_path / "www"
+    docroot.mkdir()
+    body = file_bytes(2_000_000)
+    (docroot / "f").write_bytes(body)
+    proc, cert = _up(docroot, "tcj", "--layout", "buckets", "--nodes", "2", "--spares", "1")
+    try:
+        curl = _curl("tcj", cert, "f", tmp_path / "long", "--limit-rate", "1M")
+        time.sleep(0.5)
+        asked = _cli("join", "--tag", "tcj")
+        assert asked.returncode == 0 and "next spare node" in asked.stdout, asked.stderr
+        wait_line(proc, "node c: joined, ready", 40)
+        assert curl.wait(timeout=30) == 0, curl.stderr and curl.stderr.read()
+        assert (tmp_path / "long").read_bytes() == body
+        for i in range(12):
+            out = tmp_path / f"out{i}"
+            assert _curl("tcj", cert, "f", out).wait(timeout=30) == 0
+            assert out.read_bytes() == body
+        again = _cli("join", "--tag", "tcj")  # no spare left: up says so, nothing breaks
+        assert again.returncode == 0
+        wait_line(proc, "join: no spare node left", 10)
+        assert _cli("down", "--tag", "tcj").returncode == 0
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(timeout=30)
+    assert list_leftovers(f"{PREFIX}tcj-") == []
+
+
 def test_cleanup_removes_what_a_killed_up_left(tmp_path: Path) -> None:
     proc, _ = _up(tmp_path, "tck")
     proc.send_signal(signal.SIGKILL)

@@ -35,7 +35,7 @@ from sslacc_sim.aio.linux.failover import HOSTNAME, wait_line
 from sslacc_sim.aio.linux.netns import ADDRESSES, VIP, Topology
 from sslacc_sim.buckets import BucketTable
 
-from .member_loads import arrived, four_mib_site, ports_of_members
+from .member_loads import arrived, four_mib_site, ports_of_members, served_buckets
 
 pytestmark = [pytest.mark.interop, pytest.mark.usefixtures("namespaces"), pytest.mark.timeout(300)]
 
@@ -64,15 +64,6 @@ def _downloads(topo: Topology, cert: Path, tmp_path: Path, ports: list[int]
         "--max-time", "40", f"https://{HOSTNAME}/f"]) for i, port in enumerate(ports)]  # fmt: skip
 
 
-def _served(topo: Topology, cert: Path) -> list[str]:
-    """The HTTP status of one new connection in each bucket (``""``: no answer)."""
-    ports = [next(p for p in range(40000, 50000) if _bucket(p) == b) for b in range(_BUCKETS)]
-    return [topo.run("client", [
-        "curl", "-sS", "--cacert", str(cert), "--resolve", f"{HOSTNAME}:443:{VIP}",
-        "--local-port", str(port), "--max-time", "5", "-o", "/dev/null", "-w", "%{http_code}",
-        f"https://{HOSTNAME}/f"]).stdout for port in ports]  # fmt: skip
-
-
 def test_four_members_lose_nothing_when_b_then_its_heir_die(tmp_path: Path) -> None:
     """B killed, then C (B's heir) after the ring re-formed: every download byte-exact, D told
     of B's death, every bucket served after both deaths (D holds B's and C's buckets)."""
@@ -93,7 +84,7 @@ def test_four_members_lose_nothing_when_b_then_its_heir_die(tmp_path: Path) -> N
         said["D restored"] = wait_line(procs["d"], "RESTORED", 10)
         for c in curls:
             c.wait(timeout=60)
-        served = _served(topo, cert)
+        served = served_buckets(topo, cert, _BUCKETS)
     ok = arrived(curls, tmp_path, body)
     assert all(ok), f"{ok.count(False)} of {len(ok)} downloads lost; said: {said}"
     assert said["D"] == "TOLD DEAD member 1"
@@ -121,7 +112,7 @@ def test_a_member_that_leaves_hands_its_connections_over(tmp_path: Path) -> None
         status = procs["d"].wait(timeout=10)
         for c in curls:
             c.wait(timeout=60)
-        served = _served(topo, cert)
+        served = served_buckets(topo, cert, _BUCKETS)
     ok = arrived(curls, tmp_path, body)
     assert all(ok), f"{ok.count(False)} of {len(ok)} downloads lost; said: {said}"
     assert status == 0

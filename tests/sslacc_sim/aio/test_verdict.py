@@ -147,9 +147,10 @@ def _member(tmp_path: Path, node: Primary) -> Member:
 
 
 def test_the_wait_before_a_verdict_follows_what_the_member_knows(tmp_path: Path) -> None:
-    """Ran on time, link failed, mirror refuses: at once; mirror still listening (it closed
-    the link: it judged this member dead): the long wait; silence: the short wait; a member
-    that may have been stopped: the long wait whatever the mirror does."""
+    """Link failed, mirror refuses: at once, even for a member that may have been stopped (a
+    mirror whose process is gone fences nothing more, and a fence it made is down already);
+    mirror still listening (it closed the link: it judged this member dead): the long wait;
+    silence: the short wait, the long one for a member that may have been stopped."""
     with _child_listener() as (proc, address), _beating(tmp_path) as (node, _):
         time.sleep(1.2)  # longer than RAN_THROUGH_S
         node.buddy = address
@@ -160,7 +161,7 @@ def test_the_wait_before_a_verdict_follows_what_the_member_knows(tmp_path: Path)
         proc.wait()
         assert member._wait_before_verdict(None) == 0.0
         node.paused_at = time.monotonic()  # as if the heartbeat had just found a gap
-        assert member._wait_before_verdict(None) == SILENT_WAIT_S
+        assert member._wait_before_verdict(None) == 0.0
         assert member._wait_before_verdict(time.monotonic()) == SILENT_WAIT_S
 
 

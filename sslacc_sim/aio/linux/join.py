@@ -1,0 +1,426 @@
+"""Joins of the bucket layout: a member that starts into a running ring (SSLACC §4).
+
+The paper's master moves *idle* buckets -- buckets no connection is in -- to a newcomer until
+the load is even; moving a busy bucket would mean moving its connections. On Linux only a
+bucket's owner knows whether it is idle (its kernel holds the connections, some not yet
+accepted), so the master decides *how many* buckets each member gives and each donor decides
+*which*. One join at a time, in this order:
+
+1. The newcomer ``N`` (``node member --join``, with every member's cluster address in
+   ``--ring``) sends a ``join`` frame -- its id, cluster address and switch port -- to the
+   members in id order; the first that answers is the master (the lowest live id). Its
+   filter owns nothing yet.
+2. The master works out each member's share (:func:`shares`: ``N`` ends with ``B / (n + 1)``
+   buckets, taken one at a time from whoever holds the most) and asks each donor for that many
+   idle buckets (``give``; itself directly). A donor picks buckets its kernel holds no
+   connection of (:func:`busy_buckets`: ``/proc/net/tcp``, any state but LISTEN, TIME_WAIT
+   and CLOSE), takes them out of its filter, looks again, and takes back any that a SYN
+   reached in between; it answers with the ones it gave (``given``).
+3. The master applies the join to its table (:func:`admit`), sends it to every other member
+   (``joined``, answered once applied), and answers ``N`` with the whole table (the wire form
+   of :mod:`sslacc_sim.membership`).
+4. Every member applies ``joined``: ``N``'s address, the new owners, each bucket's mirror in
+   the larger ring; no watch keeps the moved buckets any more. ``N``'s successor ``S`` starts
+   a watch for ``N``. ``N``'s predecessor ``P`` *re-targets*: it mirrors to ``N`` from now on,
+   each running connection handed to ``N`` in one ``adopt`` and its old link to ``S`` ended
+   with ``moved``, its old keepalive link with ``release``, so that ``S`` retires its watch of
+   ``P`` without a death (:meth:`Primary.retarget
+   <sslacc_sim.aio.linux.primary.Primary.retarget>` with ``old_lives``).
+5. ``N`` links to ``S``, watches ``P``, listens, and owns its buckets in its filter.
+
+Between a donor's giving a bucket up and ``N``'s filter taking it (milliseconds), a SYN of
+that bucket finds no owner and is dropped; its client sends it again after its SYN timer (1 s).
+No connection is lost. A donor whose buckets no ``joined`` gave away within
+:data:`JOIN_WITHIN_S` (the master or the newcomer died first) serves them again. An id joins once: a node whose member died or left does not come back
+under the same id (every member keeps what it knew of it). **Not handled**: a death during a join (the master's ``joined`` frames
+and ``P``'s re-targeting are not undone), and a member that dies before it answers ``give`` or
+``joined`` (the master reports it and goes on). ``N`` learns the sessions its predecessor hands
+it and, from then on, every new one; a resumption of an older session that hashes to ``N``
+is a full handshake.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import socket
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ...buckets import BucketTable
+from ...errors import SslaccError
+from ...membership import MAX_BUCKETS, TableError, decode_table, encode_table
+from .buckets import BucketFilter, bucket_of
+from .mirror import MirrorError, recv_frame, send_frame
+from .report import say
+
+if TYPE_CHECKING:
+    from .backup import Backup
+    from .primary import Primary
+    from .sniff import FlowTracker
+
+__all__ = ["JoinError", "Joining", "shares", "admit", "busy_buckets", "connections",
+           "join_frame", "joined_frame", "read_newcomer", "read_buckets", "ask", "link_port",
+           "JOIN_WITHIN_S"]
+
+#: Seconds a newcomer waits for the master's answer (the donors' checks and every member's
+#: acknowledgement of ``joined`` come first).
+JOIN_WITHIN_S = 30.0
+#: Seconds the master waits for each member's answer.
+_ASK_S = 10.0
+#: ``/proc/net/tcp`` states of a socket no client byte can reach any more: LISTEN, TIME_WAIT,
+#: CLOSE.
+_QUIET = frozenset({"0A", "06", "07"})
+_PROC_ADDRESS = re.compile(r"[0-9A-Fa-f]{8}:[0-9A-Fa-f]{4}")
+_PORT_NAME = re.compile(r"[a-z0-9]{1,15}")
+_MAX_MEMBER = 1 << 16
+#: One join at a time (one member per process: the master's lock).
+_ADMITTING = threading.Lock()
+
+
+class JoinError(SslaccError, ValueError):
+    """A join that cannot go on: a malformed frame, a refusal, no master."""
+
+
+# -- the table --------------------------------------------------------------------------
+
+
+def shares(table: BucketTable, newcomer: int) -> dict[int, int]:
+    """How many buckets each member gives ``newcomer``: it ends with ``buckets // (n + 1)``,
+    taken one at a time from the member holding the most (the lower id on a tie)."""
+    held = {m: len(table.owned_by(m)) for m in table.members if m != newcomer}
+    give: Counter[int] = Counter()
+    for _ in range(table.buckets // (len(held) + 1)):
+        donor = max(held, key=lambda m: (held[m], -m))
+        held[donor] -= 1
+        give[donor] += 1
+    return dict(give)
+
+
+def admit(table: BucketTable, newcomer: int, buckets: Iterable[int]) -> None:
+    """Apply a join to ``table``: ``newcomer`` is a member and owns ``buckets``; every bucket
+    gets its mirror in the larger ring (:meth:`BucketTable.add
+    <sslacc_sim.buckets.BucketTable.add>`'s rule, with buckets the donors chose)."""
+    moved = sorted(set(buckets))
+    if newcomer in table.members:
+        raise JoinError(f"member {newcomer} is a member already")
+    if any(not 0 <= b < table.buckets for b in moved):
+        raise JoinError(f"a bucket outside 0..{table.buckets - 1}")
+    table.members.append(newcomer)
+    table.members.sort()
+    for b in moved:
+        table.owner[b] = newcomer
+    for b in range(table.buckets):
+        table.mirror[b] = table.next_fit(table.owner[b])
+
+
+# -- the kernel's connections -----------------------------------------------------------
+
+
+def connections(text: str) -> list[tuple[tuple[str, int], tuple[str, int], str]]:
+    """``(local, remote, state)`` of every socket in a ``/proc/net/tcp`` text (its first line
+    is the heading); a line in another form is a :class:`JoinError`."""
+    out = []
+    for line in text.splitlines()[1:]:
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) < 4 or not all(_PROC_ADDRESS.fullmatch(f) for f in fields[1:3]) \
+                or not re.fullmatch(r"[0-9A-Fa-f]{2}", fields[3]):  # fmt: skip
+            raise JoinError(f"not a /proc/net/tcp line: {line[:80]!r}")
+        out.append((_address(fields[1]), _address(fields[2]), fields[3].upper()))
+    return out
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, port = text.split(":")
+    # the address in the kernel's byte order, the port in hexadecimal
+    return socket.inet_ntoa(int(host, 16).to_bytes(4, sys.byteorder)), int(port, 16)
+
+
+def busy_buckets(vip: str, port: int, buckets: int, path: Path = Path("/proc/net/tcp")
+                 ) -> set[int]:  # fmt: skip
+    """The buckets this network namespace's kernel holds a connection of on ``vip:port``: a
+    SYN answered, established (accepted or not), or closing."""
+    return {bucket_of(remote[0], remote[1], buckets)
+            for local, remote, state in connections(path.read_text())
+            if local == (vip, port) and state not in _QUIET}  # fmt: skip
+
+
+# -- frames -----------------------------------------------------------------------------
+
+
+def join_frame(member: int, address: str, switch_port: str) -> dict[str, Any]:
+    """The newcomer's request: its id, its cluster-LAN address and its switch port."""
+    return {"type": "join", "member": member, "address": address, "switch_port": switch_port}
+
+
+def joined_frame(member: int, address: str, switch_port: str, buckets: Iterable[int]
+                 ) -> dict[str, Any]:  # fmt: skip
+    """The master's word to every member: the newcomer, and the buckets it owns now."""
+    return {**join_frame(member, address, switch_port), "type": "joined",
+            "buckets": sorted(set(buckets))}  # fmt: skip
+
+
+def read_newcomer(header: dict[str, Any]) -> tuple[int, str, str]:
+    """``(member, address, switch port)`` of a ``join`` or ``joined`` frame."""
+    member, address, port = (header.get(k) for k in ("member", "address", "switch_port"))
+    if type(member) is not int or not 0 <= member < _MAX_MEMBER:
+        raise JoinError(f"a {str(header.get('type'))[:10]} frame without a member id")
+    if not isinstance(port, str) or not _PORT_NAME.fullmatch(port):
+        raise JoinError("a switch port name must be 1-15 lower-case letters or digits")
+    try:
+        ipaddress.IPv4Address(address if isinstance(address, str) else "")
+    except ValueError:
+        raise JoinError("a newcomer's address must be an IPv4 address") from None
+    return member, str(address), port
+
+
+def read_buckets(header: dict[str, Any], key: str = "buckets") -> list[int]:
+    """The distinct buckets a ``joined`` or ``given`` frame lists."""
+    buckets = header.get(key)
+    if not isinstance(buckets, list) or len(buckets) > MAX_BUCKETS or any(
+            type(b) is not int or not 0 <= b < MAX_BUCKETS for b in buckets) \
+            or len(set(buckets)) != len(buckets):  # fmt: skip
+        raise JoinError(f"{key} must list distinct bucket numbers")
+    return list(buckets)
+
+
+def _read_count(header: dict[str, Any]) -> int:
+    count = header.get("count")
+    if type(count) is not int or not 0 <= count <= MAX_BUCKETS:
+        raise JoinError("a give frame without a bucket count")
+    return count
+
+
+def ask(address: tuple[str, int], header: dict[str, Any], timeout: float = _ASK_S
+        ) -> tuple[dict[str, Any], bytes]:  # fmt: skip
+    """Send one frame to a member's cluster listener and return its answer (a ``refused``
+    answer, a closed link or a malformed one are a :class:`JoinError`; an unreachable member
+    an :class:`OSError`)."""
+    with socket.create_connection(address, timeout=timeout) as link:
+        send_frame(link, header)
+        try:
+            answer = recv_frame(link)
+        except MirrorError as exc:
+            raise JoinError(f"member at {address[0]}: {exc}") from None
+    if answer is None:
+        raise JoinError(f"member at {address[0]} closed the link without an answer")
+    if answer[0]["type"] == "refused":
+        raise JoinError(f"member at {address[0]} refused: {str(answer[0].get('reason'))[:200]}")
+    return answer
+
+
+class Joining:
+    """What a :class:`~sslacc_sim.aio.linux.member.Member` does in a join (module docstring):
+    as the newcomer (:meth:`_enter`), as the master (:meth:`_admit`), as a donor
+    (:meth:`_give`) and as any member (:meth:`_joined`, and :meth:`_retire` for ``S``)."""
+
+    index: int
+    buckets: int
+    vip: str
+    port: int
+    listen_on: tuple[str, int]
+    mirror: tuple[str, int] | None
+    ring: tuple[str, ...]
+    switch_ports: tuple[str, ...]
+    fence_port: tuple[str, str] | None
+    table: BucketTable
+    _ring_lock: threading.Lock
+    _nft: BucketFilter | None
+    _filtered: set[int]
+    _theirs: dict[int, set[int]]
+    _watching: dict[int, FlowTracker]
+    _watches: dict[int, Backup]
+    _owner: Primary | None
+
+    # -- the newcomer --
+
+    def _enter(self) -> None:
+        """Ask the members in id order to let this one in; the first that answers is the
+        master. Its table, with this member in it, becomes this member's; the mirror is the
+        member after it, the fence its predecessor's port."""
+        request = join_frame(self.index, self.listen_on[0], self.switch_ports[self.index])
+        refusals = []
+        for m, address in enumerate(self.ring):
+            if m == self.index:
+                continue
+            try:
+                header, blob = ask((address, self.listen_on[1]), request, JOIN_WITHIN_S)
+            except OSError as exc:  # dead, or not started: the next one
+                refusals.append(f"member {m}: {exc!r}")
+                continue
+            if header["type"] != "table":
+                raise JoinError(f"member {m} answered a join with {str(header['type'])[:20]!r}")
+            try:
+                self.table = decode_table(blob)[1]
+            except TableError as exc:
+                raise JoinError(f"member {m} sent a bad table: {exc}") from None
+            if self.index not in self.table.members:
+                raise JoinError(f"member {m}'s table leaves this member out")
+            heir = self.table.next_fit(self.index)
+            assert heir is not None  # two members at least: the master and this one
+            self.mirror = (self.ring[heir], link_port(self.listen_on[1], self.index, False))
+            self.fence_port = self._fence_for(self.predecessor)
+            say(f"ENTERED via member {m}: owns {len(self.table.owned_by(self.index))} buckets")
+            return
+        raise JoinError("no member let this one in: " + "; ".join(refusals)[:500])
+
+    # -- every member: a join's frames (Backup.on_join) --
+
+    def _on_join(self, header: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+        """Answer a join's frame from another member; a refusal says why."""
+        try:
+            if header["type"] == "join":
+                return self._admit(*read_newcomer(header))
+            if header["type"] == "give":
+                return {"type": "given", "buckets": self._give(_read_count(header))}, b""
+            self._joined(header)
+            return {"type": "applied"}, b""
+        except (SslaccError, OSError) as exc:  # a join's error, the filter's (NftError)
+            print(f"ERROR {str(header['type'])[:10]}: {exc!r}"[:300], file=sys.stderr, flush=True)
+            return {"type": "refused", "reason": str(exc)[:300]}, b""
+
+    def _admit(self, newcomer: int, address: str, switch_port: str
+               ) -> tuple[dict[str, Any], bytes]:  # fmt: skip
+        """The master's part: each donor's share, the buckets they give, the table applied
+        here and sent to every other member, then the whole table for the newcomer."""
+        with _ADMITTING:
+            with self._ring_lock:
+                if self.table.master != self.index:
+                    raise JoinError(f"not the master (member {self.table.master} is)")
+                if newcomer < len(self.ring) or newcomer >= _MAX_MEMBER:
+                    # every member keeps what it knew of an id (its watch, its buckets):
+                    # an id that was a member once does not come back
+                    raise JoinError(f"member {newcomer} is or was a member: a node joins under "
+                                    "an id never used")  # fmt: skip
+                plan = shares(self.table, newcomer)
+                others = [m for m in self.table.members if m != self.index]
+            given: list[int] = []
+            for donor, count in sorted(plan.items()):
+                if donor == self.index:
+                    given += self._give(count)
+                else:
+                    answer = ask((self.ring[donor], self.listen_on[1]),
+                                 {"type": "give", "to": newcomer, "count": count})  # fmt: skip
+                    given += read_buckets(answer[0])
+            frame = joined_frame(newcomer, address, switch_port, given)
+            self._joined(frame)
+            for m in others:  # before the newcomer's answer: its mirror listens for it then
+                try:
+                    ask((self.ring[m], self.listen_on[1]), frame)
+                except (OSError, JoinError) as exc:
+                    print(f"ERROR member {m} did not apply the join: {exc!r}"[:300],
+                          file=sys.stderr, flush=True)  # fmt: skip
+            with self._ring_lock:
+                table = encode_table(0, self.table)
+        say(f"ADMITTED member {newcomer}: {len(given)} buckets")
+        return {"type": "table"}, table
+
+    def _give(self, count: int) -> list[int]:
+        """A donor's part: up to ``count`` of its buckets that no connection is in, out of its
+        filter (those a SYN reached while it looked stay)."""
+        nft = self._nft
+        assert nft is not None
+        with self._ring_lock:
+            mine = [b for b in self.table.owned_by(self.index) if b in self._filtered]
+        busy = busy_buckets(self.vip, self.port, self.buckets)
+        chosen = [b for b in mine if b not in busy][:count]
+        nft.disown(chosen)
+        with self._ring_lock:
+            self._filtered.difference_update(chosen)
+        late = busy_buckets(self.vip, self.port, self.buckets) & set(chosen)
+        self._own(late)
+        given = [b for b in chosen if b not in late]
+        threading.Thread(target=self._take_back, args=(given,), name="join-take-back",
+                         daemon=True).start()  # fmt: skip
+        return given
+
+    def _take_back(self, given: list[int], after: float = JOIN_WITHIN_S) -> None:
+        """If no ``joined`` gave ``given`` to a newcomer within ``after`` seconds (the master
+        or the newcomer died before the join's end), serve them again: a bucket nobody owns
+        would never be served."""
+        time.sleep(after)
+        with self._ring_lock:
+            orphans = [b for b in given if self.table.owner[b] == self.index]
+        if orphans:
+            self._own(orphans)
+            say(f"TAKEN BACK {len(orphans)} buckets given to a join that never ended")
+
+    def _joined(self, header: dict[str, Any]) -> None:
+        """Apply a join (once): the newcomer's address and port, its buckets, the mirrors;
+        the newcomer's successor watches it, its predecessor re-targets to it."""
+        newcomer, address, switch_port = read_newcomer(header)
+        buckets = read_buckets(header)
+        with self._ring_lock:
+            if newcomer in self.table.members:
+                return
+            self.ring = _put(self.ring, newcomer, address)
+            self.switch_ports = _put(self.switch_ports, newcomer, switch_port)
+            admit(self.table, newcomer, buckets)
+            for theirs in self._theirs.values():
+                theirs.difference_update(buckets)
+            watch, retarget = self.predecessor == newcomer, self.mirror_index == newcomer
+        say(f"JOINED member {newcomer}: owns {len(buckets)} buckets")
+        if watch:
+            self._mirror_predecessor(
+                newcomer, (self.listen_on[0], link_port(self.listen_on[1], newcomer, False)),
+                self._fence_for(newcomer))  # fmt: skip
+            say(f"PREDECESSOR member {newcomer}")
+        if retarget:
+            threading.Thread(target=self._retarget, args=((address, self.listen_on[1]),),
+                             name="join-retarget", daemon=True).start()  # fmt: skip
+
+    def _retire(self, pred: int) -> None:
+        """``pred`` mirrors elsewhere now (``release``: a join put the newcomer between): its
+        watch ends without a death, its listener closes (unless it is this member's first,
+        where other members' frames arrive too)."""
+        with self._ring_lock:
+            self._theirs.pop(pred, set()).clear()  # its LAN record keeps nothing more
+            self._watching.pop(pred, None)
+            watch = self._watches.pop(pred, None)
+        if watch is not None and watch.listen_on[1] != self.listen_on[1]:
+            watch.stop_links()
+        say(f"RELEASED by member {pred}")
+
+    # -- provided by Member --
+
+    @property
+    def predecessor(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def mirror_index(self) -> int | None:
+        raise NotImplementedError
+
+    def _own(self, buckets: Iterable[int]) -> None:
+        raise NotImplementedError
+
+    def _mirror_predecessor(self, pred: int, listen_on: tuple[str, int],
+                            fence_port: tuple[str, str] | None) -> None:  # fmt: skip
+        raise NotImplementedError
+
+    def _retarget(self, joined: tuple[str, int] | None = None) -> None:
+        raise NotImplementedError
+
+    def _fence_for(self, member: int) -> tuple[str, str] | None:
+        raise NotImplementedError
+
+
+def link_port(base: int, predecessor: int, first: bool) -> int:
+    """The port where a member takes member ``predecessor``'s links: ``base`` for the ring's
+    first predecessor, ``base + 1 + predecessor`` for one it gains when the ring re-forms (the
+    first listener stays with the Backup that took the dead member over)."""
+    return base if first else base + 1 + predecessor
+
+
+def _put(values: tuple[str, ...], at: int, value: str) -> tuple[str, ...]:
+    """``values`` with ``value`` at ``at`` (grown with empty entries if it is shorter)."""
+    grown = list(values) + [""] * (at + 1 - len(values))
+    grown[at] = value
+    return tuple(grown)

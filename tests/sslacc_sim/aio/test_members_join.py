@@ -1,0 +1,152 @@
+"""A member joins a running ring under load (issue 22: "join and leave").
+
+In network namespaces (root, iproute2, nftables; never skipped): three members A, B, C serve
+16 buckets; rate-limited 4 MiB downloads run in the even buckets (so that each member has busy
+buckets and idle ones). One second in, D joins (:mod:`sslacc_sim.aio.linux.join`): A, the
+master, asks each member for idle buckets -- D ends with 4, the odd ones its donors' kernels
+held no connection of -- and tells B and C; C, now D's predecessor, hands D every running
+connection (``adopt``) and releases A, its old mirror, which retires its watch without a death.
+
+* Nobody dies: every download arrives byte-exact, no member says ``DEAD`` or ``RESTORED``,
+  and afterwards one new connection in each bucket is served (D's four by D: no donor holds
+  them any more).
+* The newcomer's predecessor dies after the join (``c``): D takes C's buckets over with the
+  connections C handed it before the join's end; or the newcomer dies (``d``), with
+  downloads started after the join in its buckets: A, its successor and mirror, takes them
+  over. Every download byte-exact, every bucket served afterwards.
+"""
+
+from __future__ import annotations
+
+import queue
+import subprocess
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+
+from sslacc_sim.aio.linux.buckets import bucket_of
+from sslacc_sim.aio.linux.campaign_load import unread_lines
+from sslacc_sim.aio.linux.cluster import join_member, start_members
+from sslacc_sim.aio.linux.failover import HOSTNAME, lines_of, wait_line
+from sslacc_sim.aio.linux.netns import ADDRESSES, VIP, Topology
+
+from .member_loads import arrived, four_mib_site, served_buckets
+
+pytestmark = [pytest.mark.interop, pytest.mark.usefixtures("namespaces"), pytest.mark.timeout(300)]
+
+_BUCKETS = 16
+#: Donors give their lowest idle buckets: A 3 and 9, B 1, C 5 (the downloads keep the even
+#: ones busy).
+_D_BUCKETS = [1, 3, 5, 9]
+
+
+def _bucket(port: int) -> int:
+    return bucket_of(ADDRESSES["client"], port, _BUCKETS)
+
+
+def _ports_in(buckets: list[int], count: int, first: int = 30000) -> list[int]:
+    """``count`` client source ports spread over ``buckets`` in turn."""
+    by_bucket: dict[int, list[int]] = {b: [] for b in buckets}
+    port = first
+    while any(len(p) < -(-count // len(buckets)) for p in by_bucket.values()):
+        if _bucket(port) in by_bucket:
+            by_bucket[_bucket(port)].append(port)
+        port += 1
+    return [by_bucket[buckets[i % len(buckets)]][i // len(buckets)] for i in range(count)]
+
+
+def _downloads(topo: Topology, cert: Path, tmp_path: Path, ports: list[int], first: int = 0
+               ) -> list[subprocess.Popen[str]]:  # fmt: skip
+    return [topo.popen("client", [
+        "curl", "-sS", "--cacert", str(cert), "--resolve", f"{HOSTNAME}:443:{VIP}",
+        "--local-port", str(port), "--limit-rate", "1M", "-o", str(tmp_path / f"out{first + i}"),
+        "--max-time", "40", f"https://{HOSTNAME}/f"]) for i, port in enumerate(ports)]  # fmt: skip
+
+
+def _until(proc: subprocess.Popen[str], prefix: str, seen: list[str], timeout: float = 10
+           ) -> str:  # fmt: skip
+    """The first line ``proc`` prints that starts with ``prefix``; every line read on the way
+    is kept in ``seen`` (so that a death said before it is not missed)."""
+    q, deadline = lines_of(proc), time.monotonic() + timeout
+    while (line := q.get(timeout=max(0.01, deadline - time.monotonic()))) is not None:
+        seen.append(line.rstrip("\n"))
+        if line.startswith(prefix):
+            return seen[-1]
+    raise AssertionError(f"exited before {prefix!r}: {seen}")
+
+
+def _said(procs: dict[str, subprocess.Popen[str]], tmp_path: Path) -> dict[str, list[str]]:
+    """What each member printed that nobody read, and its standard error (for a failure)."""
+    return {name: unread_lines(p) + (tmp_path / f"{name}.stderr").read_text().splitlines()
+            for name, p in procs.items()}  # fmt: skip
+
+
+def _join_d(topo: Topology, stack: ExitStack, tmp_path: Path, cert: Path, key: Path,
+            docroot: Path) -> subprocess.Popen[str]:  # fmt: skip
+    return join_member(topo, stack, "d", docroot=docroot, cert=cert, key=key, buckets=_BUCKETS,
+                       logs=tmp_path)  # fmt: skip
+
+
+def test_a_member_joins_under_load_and_nothing_is_lost(tmp_path: Path) -> None:
+    docroot, body, cert, key = four_mib_site(tmp_path)
+    with ExitStack() as stack:
+        topo = stack.enter_context(Topology(tag="tj", shared_vip=True, members=4))
+        procs = start_members(topo, stack, members=3, docroot=docroot, cert=cert, key=key,
+                              buckets=_BUCKETS, logs=tmp_path)  # fmt: skip
+        curls = _downloads(topo, cert, tmp_path, _ports_in(list(range(0, 16, 2)), 24))
+        time.sleep(1.0)
+        d = _join_d(topo, stack, tmp_path, cert, key, docroot)
+        seen: dict[str, list[str]] = {"a": [], "c": []}
+        said = {"A": _until(procs["a"], "ADMITTED", seen["a"]),
+                "C": _until(procs["c"], "MIRROR member", seen["c"]),
+                "A released": _until(procs["a"], "RELEASED", seen["a"])}  # fmt: skip
+        for c in curls:
+            c.wait(timeout=60)
+        served = served_buckets(topo, cert, _BUCKETS)
+        rest = {name: seen.get(name, []) + unread_lines(p)
+                for name, p in {**procs, "d": d}.items()}  # fmt: skip
+    ok = arrived(curls, tmp_path, body)
+    assert all(ok), f"{ok.count(False)} of {len(ok)} downloads lost; said: {said} {rest}"
+    assert said["A"] == "ADMITTED member 3: 4 buckets"
+    assert said["C"] == "MIRROR member 3"
+    assert said["A released"] == "RELEASED by member 2"
+    deaths = [f"{n}: {line}" for n, lines in rest.items() for line in lines
+              if line.startswith(("DEAD", "MIRROR DEAD", "RESTORED", "FENCED"))]  # fmt: skip
+    assert not deaths, deaths
+    unserved = [b for b, code in enumerate(served) if code != "200"]
+    assert not unserved, f"buckets nobody serves after D joined: {unserved}"
+
+
+@pytest.mark.parametrize("victim", ["c", "d"])
+def test_after_a_join_a_neighbour_of_the_newcomer_may_die(tmp_path: Path, victim: str) -> None:
+    docroot, body, cert, key = four_mib_site(tmp_path)
+    with ExitStack() as stack:
+        topo = stack.enter_context(Topology(tag=f"tj{victim}", shared_vip=True, members=4))
+        procs = start_members(topo, stack, members=3, docroot=docroot, cert=cert, key=key,
+                              buckets=_BUCKETS, logs=tmp_path)  # fmt: skip
+        curls = _downloads(topo, cert, tmp_path, _ports_in(list(range(0, 16, 2)), 16))
+        time.sleep(1.0)
+        procs["d"] = _join_d(topo, stack, tmp_path, cert, key, docroot)
+        seen: list[str] = []
+        try:
+            _until(procs["a"], "RELEASED", seen)
+        except queue.Empty:
+            raise AssertionError(f"A was not released: {seen} {_said(procs, tmp_path)}") from None
+        # after the join: downloads in D's buckets too (D's own connections, mirrored to A)
+        curls += _downloads(topo, cert, tmp_path, _ports_in(_D_BUCKETS, 8, 31000), len(curls))
+        time.sleep(0.5)
+        topo.cut(victim)
+        procs[victim].kill()
+        heir = {"c": "d", "d": "a"}[victim]
+        said = wait_line(procs[heir], "RESTORED", 10)
+        for c in curls:
+            c.wait(timeout=60)
+        served = served_buckets(topo, cert, _BUCKETS)
+        rest = _said(procs, tmp_path)
+    ok = arrived(curls, tmp_path, body)
+    assert all(ok), f"{ok.count(False)} of {len(ok)} downloads lost; {heir} said: {said} {rest}"
+    assert f'"member": {"abcd".index(victim)}' in said
+    unserved = [b for b, code in enumerate(served) if code != "200"]
+    assert not unserved, f"buckets nobody serves after {victim.upper()} died: {unserved} {rest}"
