@@ -250,6 +250,25 @@ def _sslacc_campaign_buckets(src: Source) -> list[str]:
     ]
 
 
+@row("systems")
+def _sslacc_campaign_join(src: Source) -> list[str]:
+    d = src.json("benchmarks/sslacc_campaign_join.json")
+    return [
+        "SSLACC, joins at random instants, bucket layout",
+        f"{d['kills']} trials, each with a fourth member joining three that serve their own "
+        "buckets (the master gives it idle buckets, its predecessor hands it its running "
+        f"connections), at an instant uniform over the same load of {d['config']['connections']} "
+        "concurrent connections; connections byte-exact",
+        f"{d['completed_exact']:,} of {d['connections']:,} ({100 * d['success_fraction']:.2f} %, "
+        f"95 % lower bound {100 * d['success_lower95']:.2f} %); silently wrong "
+        f"{d['silently_wrong']}; trials where a member took another over (none died) "
+        f"{d['took_over']}; join to each running client's next byte {d['gap_p50_s']:.3f} s "
+        f"median, {d['gap_p99_s']:.3f} s p99",
+        "the master moves idle buckets to a node that joins (§4; no number)",
+        "measured (namespaces on this machine)",
+    ]
+
+
 def _host(data: list[dict[str, str]], name: str) -> dict[str, str]:
     for r in data:
         if r["host"] == name:
