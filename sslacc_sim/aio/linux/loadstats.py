@@ -218,8 +218,8 @@ def clients_at_fault(flows: pd.DataFrame) -> pd.Series:
     SYN yet at the fault (a flow of that trial in the ``after`` phase). While the load's
     clients start, their processes share the machine's two cores with the cluster: the
     gaps then are the load's as much as the fault's (compare the baseline trials')."""
-    if not len(flows):
-        return pd.Series(dtype=object)
+    if "trial" not in flows:
+        return pd.Series("unknown", index=flows.index, dtype=object)
     starting = set(flows.loc[flows["phase"] == "after", "trial"])
     return flows["trial"].isin(starting).map({True: "starting", False: "started"})
 
