@@ -388,28 +388,22 @@ class Joining:
             watch.stop_links()
         say(f"RELEASED by member {pred}")
 
-    # -- provided by Member --
+    if TYPE_CHECKING:  # what Member provides: declared for the type checker only
 
-    @property
-    def predecessor(self) -> int:
-        raise NotImplementedError
+        @property
+        def predecessor(self) -> int: ...
 
-    @property
-    def mirror_index(self) -> int | None:
-        raise NotImplementedError
+        @property
+        def mirror_index(self) -> int | None: ...
 
-    def _own(self, buckets: Iterable[int]) -> None:
-        raise NotImplementedError
+        def _own(self, buckets: Iterable[int]) -> None: ...
 
-    def _mirror_predecessor(self, pred: int, listen_on: tuple[str, int],
-                            fence_port: tuple[str, str] | None) -> None:  # fmt: skip
-        raise NotImplementedError
+        def _mirror_predecessor(self, pred: int, listen_on: tuple[str, int],
+                                fence_port: tuple[str, str] | None) -> None: ...  # fmt: skip
 
-    def _retarget(self, joined: tuple[str, int] | None = None) -> None:
-        raise NotImplementedError
+        def _retarget(self, joined: tuple[str, int] | None = None) -> None: ...
 
-    def _fence_for(self, member: int) -> tuple[str, str] | None:
-        raise NotImplementedError
+        def _fence_for(self, member: int) -> tuple[str, str] | None: ...
 
 
 def link_port(base: int, predecessor: int, first: bool) -> int:
