@@ -10,7 +10,8 @@ The model runs the real :mod:`tls12` server and client objects over the byte-acc
 * :mod:`sslacc_sim.checkpoint`: the cluster update (:class:`Checkpoint`) and its wire form;
 * :mod:`sslacc_sim.relay`: cluster-then-commit, the owner's process, takeover;
   :mod:`sslacc_sim.relayconn` its per-connection record, :mod:`sslacc_sim.takeover` the
-  new owner's side, :mod:`sslacc_sim.handoff` a joining node's state before it mirrors;
+  new owner's side, :mod:`sslacc_sim.handoff` the state a new mirror gets from the owner
+  (a joining node before it mirrors, the replacement of a mirror that died);
 * :mod:`sslacc_sim.updates`: the owner -> mirror update channel, aggregation, mirror faults;
 * :mod:`sslacc_sim.endpoints`: the origin server and the real ``tls12`` test client;
 * :mod:`sslacc_sim.sessions`: the cluster-replicated session store (resumption on any node);

@@ -28,6 +28,11 @@ and a *mirror* (holds the mirrored state, the next live node in id order after t
   still fit, the ring still names the newcomer) and cancels it otherwise
   (``ClusterParams.mirror_handoff`` off: the newcomer is the mirror at once, the behaviour
   before).
+* A bucket whose mirror died (or was found unfit, below) while its owner lives gets the
+  ring's next fit member as its mirror at once: there is no old mirror left to hold the state
+  meanwhile.  Each change names the mirror it replaces (:attr:`BucketChange.old_mirror`), so
+  the owner knows to send the new mirror the newest state of every open connection of the
+  bucket (:mod:`sslacc_sim.handoff`, ``ClusterParams.mirror_resend``).
 
 Failures are :meth:`Node.kill`: the node stops sending and receiving at once, its pending
 cluster messages are lost and its processes end.  A partial failure is
@@ -186,6 +191,9 @@ class BucketChange:
     #: the node that becomes the mirror once the owner has sent it the bucket's state (a
     #: join, module docstring); ``None``: no handoff under way
     handoff: int | None = None
+    #: the bucket's mirror before this change (when it is dead or unfit the owner re-sends
+    #: the bucket's state to ``mirror``: :mod:`sslacc_sim.handoff`)
+    old_mirror: int | None = None
 
 
 class Cluster:
@@ -288,8 +296,9 @@ class Cluster:
         if self.handoffs.get(bucket) != mirror:
             return                                 # a copy of the report, or cancelled
         del self.handoffs[bucket]
+        before = list(self.mirror)
         self.mirror[bucket] = mirror
-        self._broadcast([(bucket, self.owner[bucket])])
+        self._broadcast([(bucket, self.owner[bucket])], before)
 
     # -- master actions -----------------------------------------------------------------
     def _master_check(self, master: Node) -> None:
@@ -318,7 +327,7 @@ class Cluster:
             rows.setdefault(b, owners[b])
         self._broadcast([(b, old) for b, old in rows.items()
                          if (self.owner[b], self.mirror[b], self.handoffs.get(b))
-                         != (owners[b], mirrors[b], handoffs.get(b))])
+                         != (owners[b], mirrors[b], handoffs.get(b))], mirrors)
         return True
 
     def _hold(self, owners: list[int], mirrors: list[int | None]) -> list[int]:
@@ -344,9 +353,11 @@ class Cluster:
                     self.handoffs[b] = target
         return changed
 
-    def _broadcast(self, moved: list[tuple[int, int]]) -> None:
+    def _broadcast(self, moved: list[tuple[int, int]], mirrors: list[int | None]) -> None:
+        """Tell every listener, one LAN delay from now, of the changed ``(bucket, old owner)``
+        rows; ``mirrors``: the table's mirrors before the change."""
         changes = [BucketChange(b, old, self.owner[b], self.mirror[b], self.env.now,
-                                self.handoffs.get(b)) for b, old in moved]
+                                self.handoffs.get(b), mirrors[b]) for b, old in moved]
         self.changes.extend(changes)
 
         def deliver(_: object) -> None:

@@ -248,6 +248,11 @@ class ClusterParams:
     the newcomer the full state of each of its connections (:mod:`sslacc_sim.handoff`);
     off: the newcomer is the mirror at once and holds nothing until each connection's next
     update (the behaviour before, a negative control: the owner's death then loses them).
+    ``mirror_resend``: when the master replaces a bucket's mirror that died, left or was
+    found unfit, the owner sends the new mirror the newest checkpoint of each open connection
+    of the bucket (:mod:`sslacc_sim.handoff`); off: the new mirror holds nothing of an idle
+    connection until that connection's next update (the behaviour before, a negative control:
+    the owner's death in that time loses the connection).
     """
 
     rsa_ops_per_s: float = 200.0
@@ -279,6 +284,7 @@ class ClusterParams:
     delta_apply_cpu: float = DEFAULT_CLUSTER_COSTS.delta_apply
     report_interval: float = 0.1
     mirror_handoff: bool = True
+    mirror_resend: bool = True
 
     def __post_init__(self) -> None:
         if self.rsa_ops_per_s <= 0:

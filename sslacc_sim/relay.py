@@ -38,9 +38,12 @@ is alive but silent for updates is found by the owner instead: after
 ``ClusterParams.update_timeout`` without an acknowledgement it records a
 :class:`~sslacc_sim.updates.MirrorFault` (:meth:`Relay.mirror_faults_frame`) and reports the
 mirror to the master (again every ``report_interval`` until the table shows it replaced),
-which re-mirrors its buckets; the pending checkpoint goes to the new mirror.  With no other
-node left the owner commits unmirrored.  A node that *joins* becomes a busy bucket's mirror
-only after the owner has sent it the state (:mod:`sslacc_sim.handoff`).
+which re-mirrors its buckets; the pending checkpoint goes to the new mirror, and so does an
+update the owner was building when the mirror was replaced.  The new mirror also gets the
+newest checkpoint of every *idle* connection of the bucket (:mod:`sslacc_sim.handoff`), so
+that it can take them over before their next update.  With no other node left the owner
+commits unmirrored.  A node that *joins* becomes a busy bucket's mirror only after the owner
+has sent it the state (:mod:`sslacc_sim.handoff`).
 
 **Messages and costs.**  Updates travel through :class:`~sslacc_sim.updates.UpdateChannel`
 (one message each, or batched with ``ClusterParams.aggregate``); building and parsing one
@@ -189,6 +192,8 @@ class Relay(Takeover, Handoff):
         #: mirrors that did not acknowledge an update in time, as their owners reported them
         self.mirror_faults: list[MirrorFault] = []
         self.frozen: dict[int, tuple[int, simpy.Event]] = {}    #: buckets under a handoff
+        #: buckets whose states go to a new mirror that replaced a dead or unfit one (handoff.py)
+        self.resending: dict[int, tuple[int, int, simpy.Event]] = {}
         for n in cluster.nodes:
             self.session_store(n.id)
         cluster.subscribe(self._on_change)
@@ -421,6 +426,9 @@ class Relay(Takeover, Handoff):
         with node.cpu.request() as req:              # build: export, (delta,) encode, MAC
             yield req
             yield self.env.timeout(p.message_cpu(len(msg)) + (p.delta_make_cpu if delta else 0))
+        if mirror != self.cluster.mirror[conn.bucket]:   # the mirror was replaced meanwhile:
+            mirror = self.cluster.mirror[conn.bucket]    # the update goes to the new one
+            msg, delta = self._message(conn, mirror, cp)
         if mirror is None:
             ack.succeed()
         else:

@@ -15,7 +15,10 @@ every open connection of it is looked at once:
 * a new **mirror** under a pending commit gets that update again (or, with no mirror
   left, the owner commits unmirrored);
 * a **handoff** announced or ended (a join, :attr:`BucketChange.handoff`) goes to
-  :class:`~sslacc_sim.handoff.Handoff` first.
+  :class:`~sslacc_sim.handoff.Handoff` first;
+* a new mirror in place of one that died or was found unfit then gets the newest state of
+  every other open connection too, idle ones included (:class:`~sslacc_sim.handoff.Handoff`
+  again, after the pending updates above, which it does not send twice).
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ class Takeover:
     _message: Callable[..., tuple[bytes, bool]]
     _send_update: Callable[..., None]
     _handoff_change: Callable[[BucketChange], None]
+    _remirror_change: Callable[[BucketChange], None]
 
     def _on_change(self, change: BucketChange) -> None:
         self._handoff_change(change)             # a join's handoff (sslacc_sim.handoff)
@@ -80,6 +84,7 @@ class Takeover:
                 msg, delta = self._message(conn, change.mirror, cp)
                 self._send_update(conn, self.cluster.node(conn.handler), change.mirror, cp,
                                   msg, ack, self.params.delta_apply_cpu if delta else 0.0)
+        self._remirror_change(change)            # a replaced mirror (sslacc_sim.handoff)
 
     def _take_over(self, conn: RelayConn, node: Node) -> None:
         cp = conn.mirrored.get(node.id)

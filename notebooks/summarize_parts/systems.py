@@ -207,12 +207,24 @@ def _campaign_baseline(d: dict[str, Any]) -> str:
         return f"{g['p50_s']:.3f} / {g['p99_s']:.3f} s" if g and g.get("n") else "none"
 
     by = base.get("gap_by_clients", {})
-    return (f"; the load alone ({base['trials']} trials without a fault, the gap measured from "
-            f"an instant drawn as a fault's): "
-            f"{pair({'n': base['n'], 'p50_s': base['gap_p50_s'], 'p99_s': base['gap_p99_s']})}, {pair(by.get('starting'))} while "
-            f"clients were still starting, {pair(by.get('started'))} once all had; after kills "
-            f"{pair(split.get('starting'))} while clients were starting, "
-            f"{pair(split.get('started'))} once all had")
+    out = (f"; the load alone ({base['trials']} trials without a fault, the gap measured from "
+           f"an instant drawn as a fault's): "
+           f"{pair({'n': base['n'], 'p50_s': base['gap_p50_s'], 'p99_s': base['gap_p99_s']})}, {pair(by.get('starting'))} while "
+           f"clients were still starting, {pair(by.get('started'))} once all had; after kills "
+           f"{pair(split.get('starting'))} while clients were starting, "
+           f"{pair(split.get('started'))} once all had")
+    window, base_window = d.get("gap_by_window_after_kills", {}), base.get("gap_by_window", {})
+    if window and base_window:
+        def n(g: dict[str, Any] | None) -> str:
+            return f" (n = {g['n']})" if g and g.get("n") else ""
+
+        out += (f"; by the client's receive window at the instant: open, after kills "
+                f"{pair(window.get('open'))}{n(window.get('open'))} and with no fault "
+                f"{pair(base_window.get('open'))}{n(base_window.get('open'))}; closed (the next "
+                f"byte waits for the client to read), after kills {pair(window.get('closed'))}"
+                f"{n(window.get('closed'))} and with no fault {pair(base_window.get('closed'))}"
+                f"{n(base_window.get('closed'))}")
+    return out
 
 
 @row("systems")

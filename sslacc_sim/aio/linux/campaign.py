@@ -62,7 +62,6 @@ import pandas as pd
 from tqdm import tqdm
 
 from testbed import cli
-from testbed.linux.capture import Capture
 
 from .campaign_load import (
     BASELINE,
@@ -71,6 +70,7 @@ from .campaign_load import (
     Trial,
     client_capture,
     make_site,
+    pcap,
     run_load,
 )
 from .failover import node_env, wait_line
@@ -146,7 +146,9 @@ class CampaignConfig:
     pcap: Path | None = None
     """A folder: each trial's traffic as the client's interface saw it goes to
     ``t<N>.pcap`` there (tcpdump, headers only: :mod:`testbed.linux.capture`), to read with
-    Wireshark or ``tshark`` beside ``flows.csv``."""
+    Wireshark or ``tshark`` beside ``flows.csv``. The bucket layout's members share one MAC:
+    a segment's sender is its port's bucket's owner (:func:`~sslacc_sim.aio.linux.buckets.bucket_of`
+    and the table), the heir's after a takeover."""
 
     def __post_init__(self) -> None:
         if self.layout not in LAYOUT_CONTROLS:
@@ -154,9 +156,6 @@ class CampaignConfig:
         if self.control not in LAYOUT_CONTROLS[self.layout]:
             raise ValueError(f"control must be one of {sorted(LAYOUT_CONTROLS[self.layout])} with "
                              f"the {self.layout} layout, got {self.control!r}")
-        if self.layout == "buckets" and self.pcap is not None:
-            raise ValueError("--pcap is the chain layout's (the bucket layout's nodes share a "
-                             "MAC: the client's capture cannot tell them apart)")
         known = set(MODES) | ({JOIN} if self.layout == "buckets" else set())
         if not self.modes or set(self.modes) - known:
             raise ValueError(f"modes must be a non-empty subset of {sorted(known)} with the "
@@ -257,19 +256,11 @@ def run_trial(site: Site, cfg: CampaignConfig, trial: Trial, rng: random.Random)
     work = Path(tempfile.mkdtemp(prefix=f"t{trial.index}-", dir=site.work))
     with Topology(tag=f"{cfg.tag_prefix}{trial.index % 100000}") as topo, \
             client_capture(topo, work, trial):
-        with ExitStack() as stack:
-            if cfg.pcap is not None:
-                stack.enter_context(Capture(topo, "client", "eth0",
-                                            cfg.pcap / f"t{trial.index}.pcap"))
+        with pcap(topo, cfg.pcap, trial), ExitStack() as stack:
             procs = stack.enter_context(_nodes(topo, site, cfg, work, trial.mode))
             macs = {n: topo.mac(n) for n in procs}
             run_load(site, cfg, trial, rng, work, topo, procs,
                      lambda: _fail(trial, topo, procs, cfg))  # fmt: skip
-        if cfg.pcap is not None:  # the capture's clock is the wall clock: the fault on it
-            to_wall = time.time() - time.monotonic()
-            (cfg.pcap / f"t{trial.index}.json").write_text(json.dumps(
-                {"mode": trial.mode, "kill_epoch": None if trial.kill is None else trial.kill + to_wall,
-                 "woke_epoch": None if trial.woke is None else trial.woke + to_wall}) + "\n")  # fmt: skip
     trial.victim = macs[trial.victim_node]
     trial.work = work
     return trial

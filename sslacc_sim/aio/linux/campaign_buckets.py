@@ -48,7 +48,7 @@ import pandas as pd
 
 from ...buckets import BucketTable
 from .buckets import bucket_of
-from .campaign_load import Site, Trial, capture, client_capture, run_load
+from .campaign_load import Site, Trial, capture, client_capture, pcap, run_load
 from .cluster import join_member, start_members
 from .netns import ADDRESSES, Topology
 
@@ -74,7 +74,8 @@ def run_bucket_trial(site: Site, cfg: CampaignConfig, trial: Trial, rng: random.
     joins = trial.mode == "join"  # a spare fourth node, which joins at the instant
     with Topology(tag=f"{cfg.tag_prefix}{trial.index % 100000}", shared_vip=True,
                   members=len(MEMBERS) + joins) as topo, \
-            client_capture(topo, work, trial), ExitStack() as stack:  # fmt: skip
+            client_capture(topo, work, trial), pcap(topo, cfg.pcap, trial), \
+            ExitStack() as stack:  # fmt: skip
         if trial.mode == "hang":  # what the victim puts on the LAN, for its zombie frames
             trial.zombie_capture = stack.enter_context(
                 capture(topo, "lan", f"p{victim}", work / "port.json", incoming_only=True))

@@ -24,6 +24,8 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from testbed.linux.capture import Capture
+
 from . import clients
 from .failover import HOSTNAME, file_bytes, lines_of, node_env, site_credentials, wait_line
 from .netns import MIRROR_ADDRESSES, VIP, Topology
@@ -170,6 +172,23 @@ def client_capture(topo: Topology, work: Path, trial: Trial) -> Iterator[None]:
     with capture(topo, "client", "eth0", work / "capture.json") as rows:
         yield
     trial.capture = rows
+
+
+@contextmanager
+def pcap(topo: Topology, folder: Path | None, trial: Trial) -> Iterator[None]:
+    """With ``folder``: the client interface's traffic goes to ``folder/t<N>.pcap`` (headers
+    only), and after it ``t<N>.json`` says when the fault came on the capture's clock (the wall
+    clock: ``kill_epoch``, ``woke_epoch``). Without: nothing."""
+    if folder is None:
+        yield
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    with Capture(topo, "client", "eth0", folder / f"t{trial.index}.pcap"):
+        yield
+    to_wall = time.time() - time.monotonic()
+    (folder / f"t{trial.index}.json").write_text(json.dumps(
+        {"mode": trial.mode, "kill_epoch": None if trial.kill is None else trial.kill + to_wall,
+         "woke_epoch": None if trial.woke is None else trial.woke + to_wall}) + "\n")  # fmt: skip
 
 
 def _phantom(trial: Trial) -> None:

@@ -22,6 +22,7 @@
     the next spare node of a bucket-layout cluster started with ``up --spares N`` joins the
     ring (:mod:`~sslacc_sim.aio.linux.join`: the master gives it idle buckets, its
     predecessor hands it its running connections); ``up`` starts it and prints what it says.
+    With no spare left, a node whose member died (``kill``) joins again, under a fresh id.
 ``down --tag T``
     stops the ``up`` that made cluster ``T`` (SIGTERM) and removes whatever it leaves.
 ``cleanup``
@@ -78,10 +79,11 @@ from .netns import (
     sweep_leftovers,
 )
 
-__all__ = ["main", "start_nodes", "start_members", "join_member"]
+__all__ = ["main", "start_nodes", "start_members", "join_member", "revive"]
 
 _READY_S = 30.0
 _DOWN_S = 20.0
+_ADMITTING = threading.Lock()
 
 
 def start_nodes(topo: Topology, stack: ExitStack, *, nodes: int, docroot: Path, cert: Path,
@@ -155,15 +157,20 @@ def start_members(topo: Topology, stack: ExitStack, *, members: int, docroot: Pa
 def join_member(topo: Topology, stack: ExitStack, name: str, *, docroot: Path, cert: Path,
                 key: Path, port: int = 443, suite: str = "AES128-SHA", buckets: int = 64,
                 keylog: Path | None = None, member_args: Sequence[str] = (),
-                logs: Path | None = None) -> subprocess.Popen[str]:  # fmt: skip
-    """Start a member on node ``name`` (one :func:`start_members` left idle) that joins the
-    running ring (:mod:`~sslacc_sim.aio.linux.join`): its id is the node's place among the
-    topology's servers, it asks the members before it to let it in, and the master gives it
-    idle buckets. Returns once it says ``ready``; ``stack`` stops it."""
-    index = topo.servers.index(name)
-    if index == 0:
-        raise ValueError("node A starts the ring; a member that joins asks a lower one")
-    names = topo.servers[:index + 1]
+                logs: Path | None = None, ring: Sequence[str] | None = None
+                ) -> subprocess.Popen[str]:  # fmt: skip
+    """Start a member on node ``name`` that joins the running ring
+    (:mod:`~sslacc_sim.aio.linux.join`): it asks the members before it to let it in, and the
+    master gives it idle buckets. Returns once it says ``ready``; ``stack`` stops it.
+
+    Its id is its place in ``ring`` (the node of each member id so far, this one last; default:
+    the topology's servers up to ``name``, for a node :func:`start_members` left idle). A node
+    whose member died joins again under a fresh id (an id never comes back), the ring naming
+    it twice: :func:`revive` it first."""
+    names = list(ring) if ring is not None else list(topo.servers[:topo.servers.index(name) + 1])
+    index = len(names) - 1
+    if index == 0 or names[-1] != name:
+        raise ValueError("a member that joins asks a lower one, and comes last in its ring")
     argv = [*_member_common(docroot, cert, key, port, suite, buckets, keylog),
             "--members", str(index + 1), "--index", str(index), "--join",
             "--listen", CLUSTER_ADDRESSES[name], *_ring_args(names),
@@ -171,6 +178,21 @@ def join_member(topo: Topology, stack: ExitStack, name: str, *, docroot: Path, c
     proc = _start_member(topo, stack, name, argv, logs)
     wait_line(proc, "ready", _READY_S)
     return proc
+
+
+def revive(topo: Topology, name: str, *, port: int = 443, buckets: int = 64) -> None:
+    """Make node ``name``, whose member died (killed, or fenced and exited), fit to join again,
+    in this order: every TCP socket the dead member left destroyed (``ss -K``: a killed
+    server's connections linger as orphans in FIN-WAIT-1 with their unsent bytes, which they
+    would send, FIN last, to clients the heir serves now; and they hold the service's port); a
+    filter that owns no bucket (the dead member's still owned some: the heir's now); then its
+    link and its switch port up (a cut, and its successor's fence, took them down). A reset
+    the destruction sends goes nowhere: the link is down and the filter drops the service's
+    resets."""
+    topo.run(name, ["ss", "-K", "-t", "-a"], check=True)
+    BucketFilter(NftCommand(topo.ns(name)), VIP, port, buckets).install([])
+    topo.uncut(name)
+    topo.ip("lan", "link", "set", f"p{name}", "up")
 
 
 def _member_common(docroot: Path, cert: Path, key: Path, port: int, suite: str, buckets: int,
@@ -249,11 +271,7 @@ def _up(args: argparse.Namespace) -> int:
             raise cli.CLIError(f"a node did not start: {exc}") from None
         for name, proc in procs.items():
             threading.Thread(target=_echo, args=(name, proc), daemon=True).start()
-        spares = list(topo.servers[args.nodes:args.nodes + args.spares])
-        member = {"docroot": args.docroot.resolve(), "cert": cert, "key": key, "port": args.port,
-                  "suite": args.suite, "keylog": args.keylog}  # fmt: skip
-        signal.signal(signal.SIGUSR2, lambda *_: threading.Thread(
-            target=_admit_spare, args=(topo, stack, spares, member), daemon=True).start())
+        spares = _take_joins(args, topo, stack, cert, key, procs)
         host = HOSTNAME if args.port == 443 else f"{HOSTNAME}:{args.port}"
         print(f"cluster {args.tag} up: {args.nodes} nodes ({args.layout} layout), "
               f"https://{host}/NAME serves "
@@ -274,21 +292,55 @@ def _up(args: argparse.Namespace) -> int:
     return 0
 
 
-def _admit_spare(topo: Topology, stack: ExitStack, spares: list[str], member: dict[str, Any]
-                 ) -> None:  # fmt: skip
-    """``up``'s answer to ``join`` (SIGUSR2): start the next spare node as a member that joins."""
-    if not spares:
-        print("join: no spare node left (start up with --spares N)", flush=True)
-        return
-    name = spares.pop(0)
-    print(f"node {name}: joining", flush=True)
+def _take_joins(args: argparse.Namespace, topo: Topology, stack: ExitStack, cert: Path,
+                key: Path, procs: dict[str, subprocess.Popen[str]]) -> list[str]:  # fmt: skip
+    """From now on ``join`` (SIGUSR2) admits a member (:func:`_admit_spare`); the spare nodes."""
+    spares = list(topo.servers[args.nodes:args.nodes + args.spares])
+    member = {"docroot": args.docroot.resolve(), "cert": cert, "key": key, "port": args.port,
+              "suite": args.suite, "keylog": args.keylog}  # fmt: skip
+    ring = list(topo.servers[:args.nodes + args.spares])  # each member id's node
+    signal.signal(signal.SIGUSR2, lambda *_: threading.Thread(
+        target=_admit_spare, args=(topo, stack, spares, member, ring, procs),
+        daemon=True).start())  # fmt: skip
+    return spares
+
+
+def _admit_spare(topo: Topology, stack: ExitStack, spares: list[str], member: dict[str, Any],
+                 ring: list[str], procs: dict[str, subprocess.Popen[str]]) -> None:  # fmt: skip
+    """``up``'s answer to ``join`` (SIGUSR2): start the next spare node as a member that joins
+    (its id: its place among the nodes); with no spare left, a node whose member died joins
+    again under a fresh id (:func:`revive`). ``ring`` names the node of each member id so far,
+    ``procs`` each node's member."""
+    with _ADMITTING:  # one join at a time
+        name = _admit_next(topo, stack, spares, member, ring, procs)
+    if name is not None:
+        _echo(name, procs[name])
+
+
+def _admit_next(topo: Topology, stack: ExitStack, spares: list[str], member: dict[str, Any],
+                ring: list[str], procs: dict[str, subprocess.Popen[str]]) -> str | None:
+    """Start the member :func:`_admit_spare` says; its node, or ``None`` if none joined."""
+    if spares:
+        name = spares.pop(0)
+        ids = ring[:ring.index(name) + 1]
+    else:
+        dead = [n for n in dict.fromkeys(ring) if procs[n].poll() is not None]
+        if not dead:
+            print("join: no spare node left and no member has died (start up with --spares N)",
+                  flush=True)  # fmt: skip
+            return None
+        name = dead[0]
+        revive(topo, name, port=member["port"])
+        ring.append(name)
+        ids = list(ring)
+    print(f"node {name}: joining as member {len(ids) - 1}", flush=True)
     try:
-        proc = join_member(topo, stack, name, **member)
+        procs[name] = join_member(topo, stack, name, ring=ids, **member)
     except (RuntimeError, OSError) as exc:
         print(f"node {name}: did not join: {exc}", flush=True)
-        return
+        return None
     print(f"node {name}: joined, ready", flush=True)
-    _echo(name, proc)
+    return name
 
 
 def _signal_up(tag: str, sig: signal.Signals) -> int | None:

@@ -32,9 +32,18 @@ Between a donor's giving a bucket up and ``N``'s filter taking it (milliseconds)
 that bucket finds no owner and is dropped; its client sends it again after its SYN timer (1 s).
 No connection is lost. A donor whose buckets no ``joined`` gave away within
 :data:`JOIN_WITHIN_S` (the master or the newcomer died first) serves them again. An id joins once: a node whose member died or left does not come back
-under the same id (every member keeps what it knew of it). **Not handled**: a death during a join (the master's ``joined`` frames
-and ``P``'s re-targeting are not undone), and a member that dies before it answers ``give`` or
-``joined`` (the master reports it and goes on). ``N`` learns the sessions its predecessor hands
+under the same id (every member keeps what it knew of it): its node joins again under a fresh
+one, its ring naming the node twice (:func:`sslacc_sim.aio.linux.cluster.revive`).
+
+**A newcomer that dies during its join** (before or just after the master's answer) never
+links to ``S``, so no link of ``S``'s watch can fail: ``S`` judges it dead when it has had no
+keepalive from it within :data:`LINK_WITHIN_S` of its ``joined`` (:meth:`Joining._expect_link`),
+fences it and takes its buckets over (no connection is in them yet), and tells every member.
+``P``, whose re-target to ``N`` is still trying, forgets ``N`` when told
+(:meth:`Joining._unlinked_newcomer`): its connections still mirror to ``S``. **Not handled**:
+the master's death during a join (members it told and members it did not disagree about
+``N``), and a member that dies before it answers ``give`` or ``joined`` (the master reports it
+and goes on). ``N`` learns the sessions its predecessor hands
 it and, from then on, every new one; a resumption of an older session that hashes to ``N``
 is a full handshake.
 """
@@ -66,13 +75,17 @@ if TYPE_CHECKING:
 
 __all__ = ["JoinError", "Joining", "shares", "admit", "busy_buckets", "connections",
            "join_frame", "joined_frame", "read_newcomer", "read_buckets", "ask", "link_port",
-           "JOIN_WITHIN_S"]
+           "JOIN_WITHIN_S", "LINK_WITHIN_S"]
 
 #: Seconds a newcomer waits for the master's answer (the donors' checks and every member's
 #: acknowledgement of ``joined`` come first).
 JOIN_WITHIN_S = 30.0
 #: Seconds the master waits for each member's answer.
 _ASK_S = 10.0
+#: Seconds a newcomer's successor waits, from its ``joined``, for the newcomer's first
+#: keepalive (the master answers the newcomer once every member applied the join, each asked
+#: within :data:`_ASK_S`): one that has not linked by then died during its join.
+LINK_WITHIN_S = _ASK_S
 #: ``/proc/net/tcp`` states of a socket no client byte can reach any more: LISTEN, TIME_WAIT,
 #: CLOSE.
 _QUIET = frozenset({"0A", "06", "07"})
@@ -238,6 +251,8 @@ class Joining:
     _watching: dict[int, FlowTracker]
     _watches: dict[int, Backup]
     _owner: Primary | None
+    #: The kernel's socket list :meth:`_give` reads (twice); a test points it at a file.
+    sockets: Path = Path("/proc/net/tcp")
 
     # -- the newcomer --
 
@@ -248,8 +263,8 @@ class Joining:
         request = join_frame(self.index, self.listen_on[0], self.switch_ports[self.index])
         refusals = []
         for m, address in enumerate(self.ring):
-            if m == self.index:
-                continue
+            if m == self.index or address == self.listen_on[0]:
+                continue  # this node (a member that died here before, under another id)
             try:
                 header, blob = ask((address, self.listen_on[1]), request, JOIN_WITHIN_S)
             except OSError as exc:  # dead, or not started: the next one
@@ -329,12 +344,12 @@ class Joining:
         assert nft is not None
         with self._ring_lock:
             mine = [b for b in self.table.owned_by(self.index) if b in self._filtered]
-        busy = busy_buckets(self.vip, self.port, self.buckets)
+        busy = busy_buckets(self.vip, self.port, self.buckets, self.sockets)
         chosen = [b for b in mine if b not in busy][:count]
         nft.disown(chosen)
         with self._ring_lock:
             self._filtered.difference_update(chosen)
-        late = busy_buckets(self.vip, self.port, self.buckets) & set(chosen)
+        late = busy_buckets(self.vip, self.port, self.buckets, self.sockets) & set(chosen)
         self._own(late)
         given = [b for b in chosen if b not in late]
         threading.Thread(target=self._take_back, args=(given,), name="join-take-back",
@@ -372,9 +387,34 @@ class Joining:
                 newcomer, (self.listen_on[0], link_port(self.listen_on[1], newcomer, False)),
                 self._fence_for(newcomer))  # fmt: skip
             say(f"PREDECESSOR member {newcomer}")
+            threading.Thread(target=self._expect_link, args=(newcomer,), name="join-link",
+                             daemon=True).start()  # fmt: skip
         if retarget:
             threading.Thread(target=self._retarget, args=((address, self.listen_on[1]),),
                              name="join-retarget", daemon=True).start()  # fmt: skip
+
+    def _expect_link(self, newcomer: int, within: float = LINK_WITHIN_S) -> None:
+        """The newcomer's successor's part: a newcomer links here once the master answers it;
+        one that has not within ``within`` seconds died during its join (before or just
+        after the master's answer). Its watch would never see a link fail: it is judged dead
+        here (:meth:`_unheard`), and this member takes its buckets over."""
+        time.sleep(within)
+        self._unheard(newcomer, f"no keepalive within {within:g} s of its join")
+
+    def _unlinked_newcomer(self, dead: int) -> bool:
+        """Another member judged ``dead``, this member's mirror by the table, dead. If this
+        member never linked to it (a newcomer that died during its join, this member's
+        re-target still trying), nothing of this member's depends on it -- its connections
+        still mirror to the old mirror, the newcomer's successor -- and the table forgets it
+        here: ``True``. Else this member's own keepalives judge it: ``False``."""
+        owner = self._owner
+        with self._ring_lock:
+            if dead != self.mirror_index or owner is None or owner.buddy is None \
+                    or owner.buddy[0] == self.ring[dead]:  # fmt: skip
+                return False
+        self._declare_dead(dead)
+        say(f"TOLD DEAD member {dead}: it died before this member mirrored to it")
+        return True
 
     def _retire(self, pred: int) -> None:
         """``pred`` mirrors elsewhere now (``release``: a join put the newcomer between): its
@@ -402,6 +442,10 @@ class Joining:
                                 fence_port: tuple[str, str] | None) -> None: ...  # fmt: skip
 
         def _retarget(self, joined: tuple[str, int] | None = None) -> None: ...
+
+        def _unheard(self, dead: int, reason: str) -> None: ...
+
+        def _declare_dead(self, dead: int) -> bool: ...
 
         def _fence_for(self, member: int) -> tuple[str, str] | None: ...
 

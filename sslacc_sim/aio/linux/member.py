@@ -453,7 +453,8 @@ class Member(Joining):
                 return
             neighbour = dead in (self.predecessor, self.mirror_index)
         if neighbour:
-            self._unheard(dead, "another member judged it dead")
+            if not self._unlinked_newcomer(dead):
+                self._unheard(dead, "another member judged it dead")
             return
         self._declare_dead(dead)
         say(f"TOLD DEAD member {dead}")
@@ -517,6 +518,8 @@ class Member(Joining):
                 link = owner.retarget(address, old_lives=joined is not None)
                 break
             except OSError as exc:
+                if joined is not None and new not in self.table.members:
+                    return  # the newcomer died before this member linked to it
                 if time.monotonic() > deadline:
                     print(f"ERROR member {self.index}: no new mirror at {address}: {exc!r}",
                           file=sys.stderr, flush=True)  # fmt: skip

@@ -135,6 +135,11 @@ class Topology(Namespaces):
         """Bring ``node``'s LAN link back up (a hung node that wakes with its cable in)."""
         self.ip(node, "link", "set", "eth0", "up")
 
+    def partition(self, node: str) -> None:
+        """Take ``node``'s cluster-LAN switch port down: its clients still reach it, but no
+        other member hears it nor it them (each side sees the other die)."""
+        self.ip(_LAN, "link", "set", f"c{node}", "down")
+
     def fence_args(self, node: str) -> list[str]:
         """The buddy's arguments to fence ``node``: the switch's namespace and ``node``'s port
         there (the fence takes the port down, :mod:`sslacc_sim.aio.linux.backup`)."""

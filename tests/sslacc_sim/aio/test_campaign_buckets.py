@@ -11,6 +11,7 @@ the fence (a woken member's frames get through).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -54,7 +55,7 @@ def test_a_member_joins_at_a_random_instant_and_every_connection_arrives(tmp_pat
     nobody judged a death."""
     cfg = CampaignConfig(trials=3, seed=6, connections=32, modes=("join",), client_timeout=40,
                          sizes=SIZES, window=(0.05, 0.8), tag_prefix="tj",
-                         layout="buckets")  # fmt: skip
+                         layout="buckets", pcap=tmp_path / "pcap")  # fmt: skip
     summary = run_campaign(cfg, tmp_path, progress=False)
     trials = (tmp_path / "trials.csv").read_text()
     assert summary["connections"] == 3 * 32
@@ -62,6 +63,11 @@ def test_a_member_joins_at_a_random_instant_and_every_connection_arrives(tmp_pat
     assert summary["silently_wrong"] == 0 and summary["control_trial_ok"]
     assert summary["took_over"] == 0, trials  # no member took another over: no death judged
     assert not (tmp_path / "failed").exists(), trials  # no trial kept as evidence of a loss
+    # --pcap: each trial's client-side capture, and the join's instant on its clock
+    for t in (1, 2, 3):
+        assert (tmp_path / "pcap" / f"t{t}.pcap").stat().st_size > 10_000
+        instant = json.loads((tmp_path / "pcap" / f"t{t}.json").read_text())
+        assert instant["mode"] == "join" and instant["kill_epoch"] > 1.7e9
 
 
 def test_control_without_the_fence_a_woken_member_reaches_the_clients(tmp_path: Path) -> None:

@@ -153,7 +153,9 @@ def test_up_with_the_bucket_layout_serves_from_every_member(tmp_path: Path) -> N
 def test_join_grows_a_bucket_cluster_while_a_download_runs(tmp_path: Path) -> None:
     """``up --layout buckets --nodes 2 --spares 1``, a rate-limited download, then ``join``:
     node C joins (``up`` says so), the download arrives whole, and afterwards twelve new
-    connections are served (C's buckets among them); ``down`` removes everything."""
+    connections are served (C's buckets among them). C is killed, A takes it over, and a
+    second ``join`` brings C's node back under a fresh id: twelve more are served. ``down``
+    removes everything."""
     docroot = tmp_path / "www"
     docroot.mkdir()
     body = file_bytes(2_000_000)
@@ -173,7 +175,17 @@ def test_join_grows_a_bucket_cluster_while_a_download_runs(tmp_path: Path) -> No
             assert out.read_bytes() == body
         again = _cli("join", "--tag", "tcj")  # no spare left: up says so, nothing breaks
         assert again.returncode == 0
-        wait_line(proc, "join: no spare node left", 10)
+        wait_line(proc, "join: no spare node left and no member has died", 10)
+        # C is killed: A takes it over; C's node joins again under a fresh id
+        assert _cli("kill", "--tag", "tcj", "--node", "c").returncode == 0
+        wait_line(proc, "node a: RESTORED", 20)  # C was killed before: its member is gone
+        assert _cli("join", "--tag", "tcj").returncode == 0
+        wait_line(proc, "node c: joining as member 3", 10)
+        wait_line(proc, "node c: joined, ready", 40)
+        for i in range(12):
+            out = tmp_path / f"again{i}"
+            assert _curl("tcj", cert, "f", out).wait(timeout=30) == 0
+            assert out.read_bytes() == body
         assert _cli("down", "--tag", "tcj").returncode == 0
         proc.wait(timeout=30)
     finally:

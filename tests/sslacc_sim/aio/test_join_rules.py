@@ -189,3 +189,40 @@ def test_a_donor_gives_idle_buckets_and_takes_back_those_no_join_took() -> None:
     before = list(donor.nft.scripts)
     donor._take_back(again, after=0.01)
     assert donor.nft.scripts == before and 0 not in donor._filtered
+
+
+class _SynOnDisown(_Recording):
+    """A recording nftables that, when the donor takes buckets out of its filter, lets a SYN
+    of ``bucket`` reach the kernel (a SYN_RECV line in the socket list the donor reads): the
+    race the donor's second look closes."""
+
+    def __init__(self, sockets: Path, client: tuple[str, int]) -> None:
+        super().__init__()
+        self.sockets, self.client = sockets, client
+
+    def run(self, script: str) -> None:
+        super().run(script)
+        if script.strip().startswith("delete element"):
+            with self.sockets.open("a") as out:
+                out.write(_proc_line(1, (VIP, 443), self.client, "03") + "\n")
+
+
+def _client_in(bucket: int) -> tuple[str, int]:
+    """A client address whose connection falls in ``bucket`` (of 16)."""
+    return next(("10.88.0.2", p) for p in range(40000, 65536) if bucket_of("10.88.0.2", p, 16) == bucket)
+
+
+def test_a_donor_keeps_a_busy_bucket_and_takes_back_one_a_syn_reached_while_it_gave(
+        tmp_path: Path) -> None:  # fmt: skip
+    donor = _Donor()
+    donor.sockets = tmp_path / "tcp"
+    heading = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt\n"
+    # a connection of bucket 0 is established (01): the donor gives the next idle ones
+    donor.sockets.write_text(heading + _proc_line(0, (VIP, 443), _client_in(0), "01") + "\n")
+    donor.nft = _SynOnDisown(donor.sockets, _client_in(3))
+    donor._nft = BucketFilter(donor.nft, VIP, 443, 16)
+    given = donor._give(2)
+    # it chose 3 and 6; a SYN of bucket 3 came while they left its filter: 3 is served again
+    assert given == [6]
+    assert donor._filtered == {0, 3, 9, 12, 15}
+    assert donor.nft.scripts[-1].startswith("add element") and "{ 3 }" in donor.nft.scripts[-1]

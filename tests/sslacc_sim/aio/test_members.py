@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from sslacc_sim.aio.linux.buckets import bucket_of
+from sslacc_sim.aio.linux.campaign_load import unread_lines
 from sslacc_sim.aio.linux.cluster import start_members
 from sslacc_sim.aio.linux.failover import HOSTNAME, file_bytes, site_credentials, wait_line
 from sslacc_sim.aio.linux.netns import ADDRESSES, VIP, Topology
@@ -100,11 +101,13 @@ def test_every_member_answers_exactly_its_buckets(tmp_path: Path, members: int) 
 
 
 def _downloads_across_a_fault(tmp_path: Path, tag: str, fault: str, member_args: tuple[str, ...] = ()
-                              ) -> tuple[list[bool], list[int], str]:  # fmt: skip
+                              ) -> tuple[list[bool], list[int], str, list[str]]:  # fmt: skip
     """24 rate-limited curl downloads of 4 MiB (4 s each) from two members; member A fails 1 s
     in (``kill``: link cut, SIGKILL; ``hang``: link cut, SIGSTOP, woken 1.5 s later while the
-    downloads go on). Returns which downloads arrived byte-exact, their source ports, and B's
-    report line."""
+    downloads go on; ``partition``: A's cluster-LAN link cut while both are stopped for 0.5 s,
+    B woken 20 ms before A, so that both see the other die, B first). Returns which
+    downloads arrived byte-exact, their source ports, and the report line of the member that
+    took the other over (B; A after a partition) and what the other said."""
     docroot, body, cert, key = four_mib_site(tmp_path)
     with ExitStack() as stack:
         topo = stack.enter_context(Topology(tag=tag, shared_vip=True))
@@ -112,25 +115,38 @@ def _downloads_across_a_fault(tmp_path: Path, tag: str, fault: str, member_args:
                               buckets=_BUCKETS, member_args=member_args)  # fmt: skip
         curls = slow_downloads(topo, cert, tmp_path, 24)
         time.sleep(1.0)
-        topo.cut("a")
+        if fault == "partition":
+            # both stopped while the cut comes, B woken first: it finds A's keepalives overdue
+            # 20 ms before A finds B's, and must still let A, the lower id, fence it
+            for p in procs.values():
+                p.send_signal(signal.SIGSTOP)
+            topo.partition("a")
+            time.sleep(0.5)
+            procs["b"].send_signal(signal.SIGCONT)
+            time.sleep(0.02)
+            procs["a"].send_signal(signal.SIGCONT)
+        else:
+            topo.cut("a")
         if fault == "kill":
             procs["a"].kill()
-        else:  # woken while the downloads go on: a zombie's byte or fence would show
+        elif fault == "hang":  # woken while the downloads go on: a zombie's byte or fence would show
             procs["a"].send_signal(signal.SIGSTOP)
             time.sleep(1.5)
             topo.uncut("a")
             procs["a"].send_signal(signal.SIGCONT)
         outs = [c.communicate(timeout=60) for c in curls]
-        said = wait_line(procs["b"], "DEAD" if member_args else "RESTORED", 10)
+        heir, other = ("a", "b") if fault == "partition" else ("b", "a")
+        said = wait_line(procs[heir], "DEAD" if member_args else "RESTORED", 10)
+        other_said = unread_lines(procs[other])
     ok = arrived(curls, tmp_path, body)
-    return ok, [int(out or 0) for out, _ in outs], said
+    return ok, [int(out or 0) for out, _ in outs], said, other_said
 
 
 @pytest.mark.parametrize("fault", ["kill", "hang"])
 def test_two_members_lose_no_connection_when_one_fails(tmp_path: Path, fault: str) -> None:
     """B goes on alone with its own connections (their mirror, A, is dead) and takes A's
     buckets over: every download arrives whole, on both members' buckets."""
-    ok, ports, said = _downloads_across_a_fault(tmp_path, f"tf{fault[0]}", fault)
+    ok, ports, said, _ = _downloads_across_a_fault(tmp_path, f"tf{fault[0]}", fault)
     table = BucketTable(2, _BUCKETS)
     owners = Counter(table.owner[bucket_of(ADDRESSES["client"], p, _BUCKETS)] for p in ports)
     assert owners[0] and owners[1], f"both members must serve some downloads: {owners}"
@@ -139,10 +155,26 @@ def test_two_members_lose_no_connection_when_one_fails(tmp_path: Path, fault: st
     assert report["member"] == 0 and report["failed"] == []
 
 
+def test_two_members_cut_apart_only_one_fences_the_other(tmp_path: Path) -> None:
+    """A's cluster link is cut, both live: each sees the other die (both woken from a stop, B
+    20 ms first). B, the higher id, waits (:data:`~sslacc_sim.aio.linux.member.TIE_BREAK_S`),
+    so A fences it first and takes its buckets over; B finds its own port down and fences
+    itself. Every download arrives whole. Without the wait B, first to see the death, fences A
+    and takes it over instead (or both fence the other and every download is lost)."""
+    ok, ports, said, b_said = _downloads_across_a_fault(tmp_path, "tfp", "partition")
+    table = BucketTable(2, _BUCKETS)
+    owners = Counter(table.owner[bucket_of(ADDRESSES["client"], p, _BUCKETS)] for p in ports)
+    assert owners[0] and owners[1], f"both members must serve some downloads: {owners}"
+    assert all(ok), f"{ok.count(False)} of {len(ok)} downloads lost; A said: {said[-2000:]} {b_said}"
+    report = json.loads(said.split("RESTORED ", 1)[1])
+    assert report["member"] == 1 and report["failed"] == []
+    assert any(line.startswith("FENCED") for line in b_said), b_said
+
+
 def test_control_without_the_takeover_the_dead_members_connections_are_lost(tmp_path: Path
                                                                              ) -> None:  # fmt: skip
     """``--no-takeover``: B still goes on alone with its own connections, but A's die with A."""
-    ok, ports, said = _downloads_across_a_fault(tmp_path, "tfn", "kill", ("--no-takeover",))
+    ok, ports, said, _ = _downloads_across_a_fault(tmp_path, "tfn", "kill", ("--no-takeover",))
     table = BucketTable(2, _BUCKETS)
     mine = [table.owner[bucket_of(ADDRESSES["client"], p, _BUCKETS)] == 1 for p in ports]
     assert "DEAD member 0" in said

@@ -14,23 +14,34 @@ connection (``adopt``) and releases A, its old mirror, which retires its watch w
   connections C handed it before the join's end; or the newcomer dies (``d``), with
   downloads started after the join in its buckets: A, its successor and mirror, takes them
   over. Every download byte-exact, every bucket served afterwards.
+* The newcomer dies during its join: a bare newcomer (the join's first frame from D's node,
+  then nothing: no link, no listener) is admitted and gone. A, its successor, has had no
+  keepalive from it within :data:`~sslacc_sim.aio.linux.join.LINK_WITHIN_S` and takes its
+  buckets over; C, whose re-target to it never linked, forgets it when A tells it. Every
+  download byte-exact, every bucket served afterwards.
+* A dead member's node joins again: C is killed, A takes it over; C's node, revived
+  (:func:`~sslacc_sim.aio.linux.cluster.revive`), joins under a fresh id (3) and is given
+  buckets. Every download byte-exact, every bucket served afterwards.
 """
 
 from __future__ import annotations
 
 import queue
 import subprocess
+import sys
 import time
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from sslacc_sim.aio.linux.buckets import bucket_of
 from sslacc_sim.aio.linux.campaign_load import unread_lines
-from sslacc_sim.aio.linux.cluster import join_member, start_members
-from sslacc_sim.aio.linux.failover import HOSTNAME, lines_of, wait_line
-from sslacc_sim.aio.linux.netns import ADDRESSES, VIP, Topology
+from sslacc_sim.aio.linux.cluster import join_member, revive, start_members
+from sslacc_sim.aio.linux.failover import HOSTNAME, lines_of, node_env, wait_line
+from sslacc_sim.aio.linux.join import LINK_WITHIN_S
+from sslacc_sim.aio.linux.netns import ADDRESSES, CLUSTER_ADDRESSES, VIP, Topology
 
 from .member_loads import arrived, four_mib_site, served_buckets
 
@@ -89,14 +100,35 @@ def _join_d(topo: Topology, stack: ExitStack, tmp_path: Path, cert: Path, key: P
                        logs=tmp_path)  # fmt: skip
 
 
-def test_a_member_joins_under_load_and_nothing_is_lost(tmp_path: Path) -> None:
+@dataclass
+class _Ring:
+    """Three members serving rate-limited downloads in the even buckets, started 1 s ago."""
+
+    topo: Topology
+    procs: dict[str, subprocess.Popen[str]]
+    curls: list[subprocess.Popen[str]]
+    docroot: Path
+    body: bytes
+    cert: Path
+    key: Path
+
+
+def _ring_under_load(stack: ExitStack, tmp_path: Path, tag: str, nodes: int, downloads: int
+                     ) -> _Ring:  # fmt: skip
     docroot, body, cert, key = four_mib_site(tmp_path)
+    topo = stack.enter_context(Topology(tag=tag, shared_vip=True, members=nodes))
+    procs = start_members(topo, stack, members=3, docroot=docroot, cert=cert, key=key,
+                          buckets=_BUCKETS, logs=tmp_path)  # fmt: skip
+    curls = _downloads(topo, cert, tmp_path, _ports_in(list(range(0, 16, 2)), downloads))
+    time.sleep(1.0)
+    return _Ring(topo, procs, curls, docroot, body, cert, key)
+
+
+def test_a_member_joins_under_load_and_nothing_is_lost(tmp_path: Path) -> None:
     with ExitStack() as stack:
-        topo = stack.enter_context(Topology(tag="tj", shared_vip=True, members=4))
-        procs = start_members(topo, stack, members=3, docroot=docroot, cert=cert, key=key,
-                              buckets=_BUCKETS, logs=tmp_path)  # fmt: skip
-        curls = _downloads(topo, cert, tmp_path, _ports_in(list(range(0, 16, 2)), 24))
-        time.sleep(1.0)
+        ring = _ring_under_load(stack, tmp_path, "tj", 4, 24)
+        topo, procs, curls = ring.topo, ring.procs, ring.curls
+        docroot, body, cert, key = ring.docroot, ring.body, ring.cert, ring.key
         d = _join_d(topo, stack, tmp_path, cert, key, docroot)
         seen: dict[str, list[str]] = {"a": [], "c": []}
         said = {"A": _until(procs["a"], "ADMITTED", seen["a"]),
@@ -121,13 +153,10 @@ def test_a_member_joins_under_load_and_nothing_is_lost(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("victim", ["c", "d"])
 def test_after_a_join_a_neighbour_of_the_newcomer_may_die(tmp_path: Path, victim: str) -> None:
-    docroot, body, cert, key = four_mib_site(tmp_path)
     with ExitStack() as stack:
-        topo = stack.enter_context(Topology(tag=f"tj{victim}", shared_vip=True, members=4))
-        procs = start_members(topo, stack, members=3, docroot=docroot, cert=cert, key=key,
-                              buckets=_BUCKETS, logs=tmp_path)  # fmt: skip
-        curls = _downloads(topo, cert, tmp_path, _ports_in(list(range(0, 16, 2)), 16))
-        time.sleep(1.0)
+        ring = _ring_under_load(stack, tmp_path, f"tj{victim}", 4, 16)
+        topo, procs, curls = ring.topo, ring.procs, ring.curls
+        docroot, body, cert, key = ring.docroot, ring.body, ring.cert, ring.key
         procs["d"] = _join_d(topo, stack, tmp_path, cert, key, docroot)
         seen: list[str] = []
         try:
@@ -150,3 +179,67 @@ def test_after_a_join_a_neighbour_of_the_newcomer_may_die(tmp_path: Path, victim
     assert f'"member": {"abcd".index(victim)}' in said
     unserved = [b for b, code in enumerate(served) if code != "200"]
     assert not unserved, f"buckets nobody serves after {victim.upper()} died: {unserved} {rest}"
+
+
+#: D's node asks A to let member 3 in, prints the answer's type and exits: admitted, it never
+#: links to its successor nor listens (a newcomer that died just after the master's answer).
+_BARE_NEWCOMER = f"""
+from sslacc_sim.aio.linux.join import ask, join_frame
+header, _ = ask(("{CLUSTER_ADDRESSES['a']}", 7400), join_frame(3, "{CLUSTER_ADDRESSES['d']}", "pd"))
+print(header["type"], flush=True)
+"""
+
+
+def test_a_newcomer_that_dies_during_its_join_is_taken_over_by_its_successor(
+        tmp_path: Path) -> None:  # fmt: skip
+    with ExitStack() as stack:
+        ring = _ring_under_load(stack, tmp_path, "tjn", 4, 16)
+        topo, procs, curls, body, cert = ring.topo, ring.procs, ring.curls, ring.body, ring.cert
+        joined = time.monotonic()
+        answer = topo.run("d", [sys.executable, "-c", _BARE_NEWCOMER], env=node_env(), timeout=60)
+        assert answer.stdout.strip() == "table", answer.stderr
+        seen: dict[str, list[str]] = {"a": [], "c": []}
+        try:
+            said = _until(procs["a"], "RESTORED", seen["a"], LINK_WITHIN_S + 10)
+            forgot = _until(procs["c"], "TOLD DEAD member 3", seen["c"])
+        except (queue.Empty, AssertionError):
+            raise AssertionError(f"{seen} {_said(procs, tmp_path)}") from None
+        taken = time.monotonic() - joined
+        for c in curls:
+            c.wait(timeout=60)
+        served = served_buckets(topo, cert, _BUCKETS)
+        rest = _said(procs, tmp_path)
+    ok = arrived(curls, tmp_path, body)
+    assert all(ok), f"{ok.count(False)} of {len(ok)} downloads lost; said: {seen} {rest}"
+    assert '"member": 3' in said and LINK_WITHIN_S <= taken < LINK_WITHIN_S + 5
+    assert forgot == "TOLD DEAD member 3: it died before this member mirrored to it"
+    unserved = [b for b, code in enumerate(served) if code != "200"]
+    assert not unserved, f"buckets nobody serves after the newcomer died: {unserved} {rest}"
+
+
+def test_a_dead_members_node_joins_again_under_a_fresh_id(tmp_path: Path) -> None:
+    with ExitStack() as stack:
+        ring = _ring_under_load(stack, tmp_path, "tjr", 3, 16)
+        topo, procs, curls = ring.topo, ring.procs, ring.curls
+        docroot, body, cert, key = ring.docroot, ring.body, ring.cert, ring.key
+        topo.cut("c")
+        procs["c"].kill()
+        seen: list[str] = []
+        try:
+            _until(procs["a"], "RESTORED", seen)
+            revive(topo, "c", buckets=_BUCKETS)
+            procs["c"] = join_member(topo, stack, "c", docroot=docroot, cert=cert, key=key,
+                                     buckets=_BUCKETS, logs=tmp_path, ring=["a", "b", "c", "c"])
+            admitted = _until(procs["a"], "ADMITTED", seen)
+        except (queue.Empty, AssertionError, RuntimeError):
+            raise AssertionError(f"{seen} {_said(procs, tmp_path)}") from None
+        for c in curls:
+            c.wait(timeout=60)
+        served = served_buckets(topo, cert, _BUCKETS)
+        rest = _said(procs, tmp_path)
+    ok = arrived(curls, tmp_path, body)
+    assert all(ok), f"{ok.count(False)} of {len(ok)} downloads lost; said: {seen} {rest}"
+    given = int(admitted.removeprefix("ADMITTED member 3: ").split()[0])
+    assert given >= 1, admitted
+    unserved = [b for b, code in enumerate(served) if code != "200"]
+    assert not unserved, f"buckets nobody serves after C joined again: {unserved} {rest}"
