@@ -37,9 +37,16 @@ def write_fixtures(root: Path) -> dict[str, str]:
     (signed / "index.html").write_text("<html>signed</html>\n")
     sign_site(signed, SigningKey.generate(SigAlg.ED25519), time.time())
     (root / "scratch").mkdir()
+    spells = {name: root / name for name in ("spells_empty", "spells_bad_json", "spells_bad_pcap")}
+    for folder in spells.values():  # campaign --pcap folders: none, a garbled record, no pcap
+        folder.mkdir()
+    (spells["spells_bad_json"] / "t1.json").write_text("[1, 2]\n")
+    (spells["spells_bad_pcap"] / "t1.json").write_text('{"mode": "kill", "kill_epoch": 1.0}\n')
+    (spells["spells_bad_pcap"] / "t1.pcap").write_text("not a capture\n")
     names = ("cert", "rsa", "pub", "ec", "garbage", "bad_private")
     files = {name: str(root / f"{name}.pem") for name in names}
     return {**files, "text": str(root / "text.txt"), "voters": str(root / "voters.txt"),
             "bad_manifest": str(root / "bad_manifest.json"),
             "docroot": str(docroot), "signed": str(signed), "scratch": str(root / "scratch"),
-            "missing": str(root / "no-such-file")}
+            "missing": str(root / "no-such-file"),
+            **{name: str(folder) for name, folder in spells.items()}}

@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 from sslacc_sim.aio.linux.campaign import CampaignConfig, run_campaign
+from sslacc_sim.aio.linux.spells import client_segments
 
 pytestmark = [pytest.mark.interop, pytest.mark.usefixtures("namespaces")]
 
@@ -68,6 +69,10 @@ def test_a_member_joins_at_a_random_instant_and_every_connection_arrives(tmp_pat
         assert (tmp_path / "pcap" / f"t{t}.pcap").stat().st_size > 10_000
         instant = json.loads((tmp_path / "pcap" / f"t{t}.json").read_text())
         assert instant["mode"] == "join" and instant["kill_epoch"] > 1.7e9
+    # the clients' own segments read back from a capture (spells.py, with tshark)
+    segments = client_segments(tmp_path / "pcap" / "t1.pcap", instant["kill_epoch"])
+    assert len(segments) > 100 and segments["port"].nunique() >= 16
+    assert (segments["window"] >= 0).all()
 
 
 def test_control_without_the_fence_a_woken_member_reaches_the_clients(tmp_path: Path) -> None:
