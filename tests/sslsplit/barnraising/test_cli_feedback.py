@@ -36,9 +36,18 @@ def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
 
 
 def _free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+    """A port free now, below Linux's ephemeral range (32768 and up): a port the kernel handed
+    out for ``bind(0)`` could be handed to a test running beside this one before the program
+    under test binds it (seen once in CI: "address already in use")."""
+    rng = random.SystemRandom()
+    while True:
+        port = rng.randrange(20000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return port
 
 
 def test_volunteer_help_and_one_line_errors() -> None:
