@@ -124,6 +124,15 @@ def _ring_under_load(stack: ExitStack, tmp_path: Path, tag: str, nodes: int, dow
     return _Ring(topo, procs, curls, docroot, body, cert, key)
 
 
+def _settle(ring: _Ring, tmp_path: Path) -> tuple[list[bool], list[str], dict[str, list[str]]]:
+    """Once every download ended: which arrived byte-exact, each bucket's answer to a new
+    connection, and what each member said that nobody read."""
+    for c in ring.curls:
+        c.wait(timeout=60)
+    served = served_buckets(ring.topo, ring.cert, _BUCKETS)
+    return arrived(ring.curls, tmp_path, ring.body), served, _said(ring.procs, tmp_path)
+
+
 def test_a_member_joins_under_load_and_nothing_is_lost(tmp_path: Path) -> None:
     with ExitStack() as stack:
         ring = _ring_under_load(stack, tmp_path, "tj", 4, 24)
@@ -155,8 +164,8 @@ def test_a_member_joins_under_load_and_nothing_is_lost(tmp_path: Path) -> None:
 def test_after_a_join_a_neighbour_of_the_newcomer_may_die(tmp_path: Path, victim: str) -> None:
     with ExitStack() as stack:
         ring = _ring_under_load(stack, tmp_path, f"tj{victim}", 4, 16)
-        topo, procs, curls = ring.topo, ring.procs, ring.curls
-        docroot, body, cert, key = ring.docroot, ring.body, ring.cert, ring.key
+        topo, procs, curls = ring.topo, ring.procs, ring.curls  # curls grows in place below
+        docroot, cert, key = ring.docroot, ring.cert, ring.key
         procs["d"] = _join_d(topo, stack, tmp_path, cert, key, docroot)
         seen: list[str] = []
         try:
@@ -170,11 +179,7 @@ def test_after_a_join_a_neighbour_of_the_newcomer_may_die(tmp_path: Path, victim
         procs[victim].kill()
         heir = {"c": "d", "d": "a"}[victim]
         said = wait_line(procs[heir], "RESTORED", 10)
-        for c in curls:
-            c.wait(timeout=60)
-        served = served_buckets(topo, cert, _BUCKETS)
-        rest = _said(procs, tmp_path)
-    ok = arrived(curls, tmp_path, body)
+        ok, served, rest = _settle(ring, tmp_path)
     assert all(ok), f"{ok.count(False)} of {len(ok)} downloads lost; {heir} said: {said} {rest}"
     assert f'"member": {"abcd".index(victim)}' in said
     unserved = [b for b, code in enumerate(served) if code != "200"]
@@ -194,7 +199,7 @@ def test_a_newcomer_that_dies_during_its_join_is_taken_over_by_its_successor(
         tmp_path: Path) -> None:  # fmt: skip
     with ExitStack() as stack:
         ring = _ring_under_load(stack, tmp_path, "tjn", 4, 16)
-        topo, procs, curls, body, cert = ring.topo, ring.procs, ring.curls, ring.body, ring.cert
+        topo, procs = ring.topo, ring.procs
         joined = time.monotonic()
         answer = topo.run("d", [sys.executable, "-c", _BARE_NEWCOMER], env=node_env(), timeout=60)
         assert answer.stdout.strip() == "table", answer.stderr
@@ -205,11 +210,7 @@ def test_a_newcomer_that_dies_during_its_join_is_taken_over_by_its_successor(
         except (queue.Empty, AssertionError):
             raise AssertionError(f"{seen} {_said(procs, tmp_path)}") from None
         taken = time.monotonic() - joined
-        for c in curls:
-            c.wait(timeout=60)
-        served = served_buckets(topo, cert, _BUCKETS)
-        rest = _said(procs, tmp_path)
-    ok = arrived(curls, tmp_path, body)
+        ok, served, rest = _settle(ring, tmp_path)
     assert all(ok), f"{ok.count(False)} of {len(ok)} downloads lost; said: {seen} {rest}"
     assert '"member": 3' in said and LINK_WITHIN_S <= taken < LINK_WITHIN_S + 5
     assert forgot == "TOLD DEAD member 3: it died before this member mirrored to it"
@@ -220,8 +221,8 @@ def test_a_newcomer_that_dies_during_its_join_is_taken_over_by_its_successor(
 def test_a_dead_members_node_joins_again_under_a_fresh_id(tmp_path: Path) -> None:
     with ExitStack() as stack:
         ring = _ring_under_load(stack, tmp_path, "tjr", 3, 16)
-        topo, procs, curls = ring.topo, ring.procs, ring.curls
-        docroot, body, cert, key = ring.docroot, ring.body, ring.cert, ring.key
+        topo, procs = ring.topo, ring.procs
+        docroot, cert, key = ring.docroot, ring.cert, ring.key
         topo.cut("c")
         procs["c"].kill()
         seen: list[str] = []
@@ -233,11 +234,7 @@ def test_a_dead_members_node_joins_again_under_a_fresh_id(tmp_path: Path) -> Non
             admitted = _until(procs["a"], "ADMITTED", seen)
         except (queue.Empty, AssertionError, RuntimeError):
             raise AssertionError(f"{seen} {_said(procs, tmp_path)}") from None
-        for c in curls:
-            c.wait(timeout=60)
-        served = served_buckets(topo, cert, _BUCKETS)
-        rest = _said(procs, tmp_path)
-    ok = arrived(curls, tmp_path, body)
+        ok, served, rest = _settle(ring, tmp_path)
     assert all(ok), f"{ok.count(False)} of {len(ok)} downloads lost; said: {seen} {rest}"
     given = int(admitted.removeprefix("ADMITTED member 3: ").split()[0])
     assert given >= 1, admitted
