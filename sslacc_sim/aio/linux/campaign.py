@@ -94,9 +94,12 @@ from .netns import (
 __all__ = ["MODES", "CONTROLS", "SIZES", "CampaignConfig", "run_campaign", "main"]
 
 MODES = ("kill", "hang", "double")
-#: What the bucket layout can do to a trial besides: ``join``, a fourth member joins the ring
-#: at the drawn instant (:mod:`~sslacc_sim.aio.linux.join`); nothing is taken over.
-JOIN = "join"
+#: What the bucket layout can do to a trial besides (:mod:`~sslacc_sim.aio.linux.campaign_buckets`):
+#: ``join``, a fourth member joins the ring at the drawn instant
+#: (:mod:`~sslacc_sim.aio.linux.join`), nothing taken over; ``join-kill``, that newcomer is
+#: killed at an instant drawn over its join; ``rejoin``, a killed member's node joins again.
+JOIN, JOIN_KILL, REJOIN = "join", "join-kill", "rejoin"
+BUCKET_MODES = (JOIN, JOIN_KILL, REJOIN)
 #: Negative controls: the flags each gives the owner and the buddy.
 CONTROLS: dict[str, tuple[list[str], list[str]]] = {
     "none": ([], []),
@@ -156,7 +159,7 @@ class CampaignConfig:
         if self.control not in LAYOUT_CONTROLS[self.layout]:
             raise ValueError(f"control must be one of {sorted(LAYOUT_CONTROLS[self.layout])} with "
                              f"the {self.layout} layout, got {self.control!r}")
-        known = set(MODES) | ({JOIN} if self.layout == "buckets" else set())
+        known = set(MODES) | (set(BUCKET_MODES) if self.layout == "buckets" else set())
         if not self.modes or set(self.modes) - known:
             raise ValueError(f"modes must be a non-empty subset of {sorted(known)} with the "
                              f"{self.layout} layout, got {self.modes}")  # fmt: skip
@@ -272,8 +275,12 @@ def _keep_evidence(t: Trial, out: Path) -> None:
     death); the rest of its folder is removed."""
     work = t.work
     early = t.report is not None and t.kill is not None and t.report["detected"] < t.kill
-    lost = t.kill is not None and t.report is None and t.mode not in (BASELINE, JOIN)
-    if any(not r["ok"] for r in t.rows) or lost or early:
+    lost = t.kill is not None and t.report is None and t.mode not in (BASELINE, JOIN) \
+        and t.expect_takeover  # fmt: skip
+    # after a join nothing may be taken over (no member died)
+    joined = t.mode == JOIN and any(line.startswith("RESTORED") for lines in t.said.values()
+                                    for line in lines)  # fmt: skip
+    if any(not r["ok"] for r in t.rows) or lost or early or joined or t.columns.get("unserved"):
         keep = out / "failed" / f"t{t.index}"
         keep.mkdir(parents=True, exist_ok=True)
         for f in work.iterdir():
@@ -339,6 +346,7 @@ def _trial_row(t: Trial) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         "verdict_wait_s": _verdict_wait(t.said),
         "errors": "; ".join(f"{r['client']} {r['path']}: {r['error']}"
                             for r in rows if not r["ok"])[:2000],
+        **t.columns,  # the join modes' own (campaign_buckets.JOIN_COLUMNS)
     }  # fmt: skip
     return row, flows
 
@@ -363,13 +371,15 @@ def _summary(cfg: CampaignConfig, trials: pd.DataFrame, conns: pd.DataFrame,
               "pcap": None if cfg.pcap is None else str(cfg.pcap)}
     summary = campaign_summary(config, trials, conns, flows)
     if cfg.layout == "buckets" and len(flows):
-        from .campaign_buckets import roles  # it imports this module
+        from .campaign_buckets import join_summary, roles  # it imports this module
 
         # whose connections the tail is: the victim's, its successor's, its predecessor's
-        faulted = flows[~flows["mode"].isin([BASELINE, JOIN])]  # the deaths
+        faulted = flows[~flows["mode"].isin([BASELINE, JOIN, JOIN_KILL])]  # deaths of A to C
         by_role = faulted.assign(role=roles(faulted, cfg.seed))
         summary["gap_by_role"] = gaps_by(by_role, "role")
         summary["gap_by_role_after_kills"] = gaps_by(by_role[by_role["mode"] != "hang"], "role")
+        if trials["mode"].isin(BUCKET_MODES).any():
+            summary["joins"] = join_summary(trials)
     if "verdict_wait_s" in trials:
         # the predecessor's wait before its verdict, by mode and length: 0 (its mirror's
         # listener refused), 0.1 (a silent mirror), 0.3 (it may have been stopped itself)
@@ -467,7 +477,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="concurrent connections per trial (default 32)")
     p.add_argument("--modes", default=",".join(MODES),
                    help=f"fault modes, comma-separated, taken in turn (default {','.join(MODES)}; "
-                   "the bucket layout also knows join: a fourth member joins at the instant)")
+                   "the bucket layout also knows join: a fourth member joins at the instant; "
+                   "join-kill: and is killed during its join; rejoin: a killed member's node "
+                   "joins again)")
     p.add_argument("--wake-after", type=cli.positive_float, default=10.0,
                    help="seconds a hung owner stays stopped (default 10)")
     p.add_argument("--client-timeout", type=cli.positive_float, default=60.0,

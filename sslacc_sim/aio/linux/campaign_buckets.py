@@ -20,6 +20,22 @@ its instant:
     nothing fails: a fourth node, D, joins the ring at the instant (``--modes join``,
     :mod:`~sslacc_sim.aio.linux.join`): the master gives it idle buckets, C hands it its
     running connections. The gap is measured from the join.
+``join-kill``
+    D starts at the instant and is cut and killed at an instant drawn uniformly over the
+    :data:`JOIN_SPAN_S` seconds after it says ``JOINING`` (its program started, it sends its
+    ``join`` next), wherever its join is then (``asking``:
+    the master had not admitted it; ``admitted``: it had, and D never took the table in;
+    ``entered``: D had the table and was linking; ``serving``: D had said ``ready`` and
+    served its buckets). Once the master admitted it, its successor A must take its buckets
+    over: at once if D had linked to it, after :data:`~sslacc_sim.aio.linux.join.LINK_WITHIN_S`
+    if it never did. The gap is measured from D's death.
+``rejoin``
+    a ``kill``, then the victim's node joins again under a fresh id (:func:`~sslacc_sim.aio.
+    linux.cluster.revive`, then :func:`~sslacc_sim.aio.linux.cluster.join_member`) at an
+    instant uniform over the :data:`REJOIN_SPAN_S` after its heir's takeover, under load.
+
+After a trial of the three join modes a new connection goes to each of the 64 buckets
+(:func:`bucket_answers`): ``unserved`` counts those that no member answered (must be 0).
 
 Two things differ from the chain's trial. Every member holds the virtual IP's MAC, so the
 client's capture cannot tell the woken member's frames from the others': a ``hang`` trial
@@ -32,6 +48,7 @@ none).
 
 from __future__ import annotations
 
+import queue
 import random
 import signal
 import subprocess
@@ -42,26 +59,43 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from ...buckets import BucketTable
 from .buckets import bucket_of
 from .campaign_load import Site, Trial, capture, client_capture, pcap, run_load
-from .cluster import join_member, start_members
-from .netns import ADDRESSES, Topology
+from .cluster import join_member, revive, start_members
+from .failover import HOSTNAME, FailoverFailed, lines_of, wait_line
+from .join import LINK_WITHIN_S
+from .netns import ADDRESSES, VIP, Topology
 
 if TYPE_CHECKING:
     from .campaign import CampaignConfig
 
-__all__ = ["MEMBERS", "run_bucket_trial", "victim_of", "roles"]
+__all__ = ["MEMBERS", "JOIN_SPAN_S", "REJOIN_SPAN_S", "run_bucket_trial", "victim_of", "roles",
+           "bucket_answers", "join_summary"]
 
 #: Members of the bucket layout in a trial (the topology's nodes A, B, C).
 MEMBERS = "abc"
 _BUCKETS = 64
 _PORT = 443
 _READY_S = 30.0
+#: ``join-kill``: the newcomer dies at most this long after it says ``JOINING`` (seconds,
+#: uniform). Its join took 0.04-0.18 s from then to its ``ready`` (median 0.08 s; 16 ``join``
+#: trials' ``joining_to_ready_s``, seed 5, under the campaign's load on two cores; its program's
+#: start before it took 0.8-4 s), so about two deaths in five fall inside the join, the rest
+#: while it serves and its predecessor hands it its connections.
+JOIN_SPAN_S = 0.2
+#: ``rejoin``: the dead member's node starts again at most this long after its heir's
+#: takeover (seconds, uniform).
+REJOIN_SPAN_S = 1.0
+#: ``join-kill``: how long the master may take to admit a newcomer that died (from its death);
+#: one it has not admitted by then never joined.
+_ADMIT_WITHIN_S = 5.0
+#: The newcomer's member id (D: the fourth).
+_NEWCOMER = len(MEMBERS)
 
 
 def run_bucket_trial(site: Site, cfg: CampaignConfig, trial: Trial, rng: random.Random
@@ -71,7 +105,11 @@ def run_bucket_trial(site: Site, cfg: CampaignConfig, trial: Trial, rng: random.
     victim = victim_of(cfg.seed, trial.index)
     member_args = [*(["--no-fence"] if cfg.control == "no-fence" else []),
                    *(["--stall-ms", f"{cfg.stall_ms:g}"] if cfg.stall_ms else [])]  # fmt: skip
-    joins = trial.mode == "join"  # a spare fourth node, which joins at the instant
+    from .campaign import BUCKET_MODES, JOIN, JOIN_KILL, REJOIN
+
+    joins = trial.mode in (JOIN, JOIN_KILL)  # a spare fourth node, which joins at the instant
+    if trial.mode == JOIN_KILL:
+        victim = "d"
     with Topology(tag=f"{cfg.tag_prefix}{trial.index % 100000}", shared_vip=True,
                   members=len(MEMBERS) + joins) as topo, \
             client_capture(topo, work, trial), pcap(topo, cfg.pcap, trial), \
@@ -83,10 +121,18 @@ def run_bucket_trial(site: Site, cfg: CampaignConfig, trial: Trial, rng: random.
                               cert=site.cert, key=site.key, port=_PORT, suite=cfg.suite,
                               buckets=_BUCKETS, ring=cfg.control != "no-ring", logs=work,
                               member_args=member_args)  # fmt: skip
-        fail: Callable[[], threading.Thread | None] = (
-            partial(_join, trial, topo, stack, procs, site, cfg, work) if joins
-            else partial(_fail, trial, topo, procs, cfg, victim))  # fmt: skip
+        fail: Callable[[], threading.Thread | None] = {
+            JOIN: partial(_join, trial, topo, stack, procs, site, cfg, work),
+            JOIN_KILL: partial(_join_kill, trial, topo, stack, procs, site, cfg, work),
+            REJOIN: partial(_rejoin, trial, topo, stack, procs, site, cfg, victim, work),
+        }.get(trial.mode, partial(_fail, trial, topo, procs, cfg, victim))  # fmt: skip
         run_load(site, cfg, trial, rng, work, topo, procs, fail)
+        if trial.mode in BUCKET_MODES:
+            trial.columns["unserved"] = sum(code != "200" for code in bucket_answers(
+                topo, site.cert, _BUCKETS, "/" + min(site.files, key=len).lstrip("/")))
+        if trial.mode == JOIN_KILL:
+            trial.columns["newcomer_phase"] = _newcomer_phase(
+                trial.said.get("d", []), bool(trial.columns.get("admitted")))
     trial.victim = ""  # one MAC for every member: no segment is told apart as the victim's
     trial.victim_node = victim
     trial.work = work
@@ -169,7 +215,145 @@ def _join(trial: Trial, topo: Topology, stack: ExitStack, procs: dict[str, subpr
     trial.kill = time.monotonic()
     procs["d"] = join_member(topo, stack, "d", docroot=site.work / "docroot", cert=site.cert,
                              key=site.key, port=_PORT, suite=cfg.suite, buckets=_BUCKETS,
-                             logs=logs)  # fmt: skip
+                             logs=logs, ready=False)  # fmt: skip
+    joining = _joining(procs["d"])
+    wait_line(procs["d"], "ready", _READY_S)
+    # from its start, and from its join frame, to its ready (what JOIN_SPAN_S is chosen on)
+    trial.columns.update(joined_s=round(time.monotonic() - trial.kill, 4),
+                         joining_to_ready_s=round(time.monotonic() - joining, 4))
+
+
+def _join_kill(trial: Trial, topo: Topology, stack: ExitStack,
+               procs: dict[str, subprocess.Popen[str]], site: Site, cfg: CampaignConfig,
+               logs: Path) -> None:  # fmt: skip
+    """At ``trial.kill_at``: node D starts; ``trial.second_after`` of :data:`JOIN_SPAN_S`
+    after it says ``JOINING`` it is cut and killed (the trial's ``kill``). Reads the master's
+    lines until it admitted D (within :data:`_ADMIT_WITHIN_S`), then its successor A's
+    takeover report (A is the master)."""
+    from .campaign import _report
+
+    assert trial.kill_at is not None
+    time.sleep(max(0.0, trial.start + trial.kill_at - time.monotonic()))
+    procs["d"] = join_member(topo, stack, "d", docroot=site.work / "docroot", cert=site.cert,
+                             key=site.key, port=_PORT, suite=cfg.suite, buckets=_BUCKETS,
+                             logs=logs, ready=False)  # fmt: skip
+    began = _joining(procs["d"])
+    time.sleep(max(0.0, began + trial.second_after * JOIN_SPAN_S - time.monotonic()))
+    topo.cut("d")
+    trial.kill = time.monotonic()
+    procs["d"].kill()
+    admitted = _admitted(procs["a"], trial.said.setdefault("a", []))
+    trial.expect_takeover = admitted
+    trial.columns.update(admitted=admitted, killed_after_s=round(trial.kill - began, 4))
+    if admitted:
+        trial.report = _report(procs["a"], LINK_WITHIN_S + 10.0)
+
+
+def _joining(newcomer: subprocess.Popen[str]) -> float:
+    """When ``newcomer`` said ``JOINING`` (it sends its ``join`` next)."""
+    wait_line(newcomer, "JOINING", _READY_S)
+    return time.monotonic()
+
+
+def _admitted(master: subprocess.Popen[str], seen: list[str]) -> bool:
+    """Whether ``master`` says it admitted the newcomer within :data:`_ADMIT_WITHIN_S`; the
+    lines read on the way go to ``seen``."""
+    q = lines_of(master)
+    deadline = time.monotonic() + _ADMIT_WITHIN_S
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            line = q.get(timeout=left)
+        except queue.Empty:
+            break
+        if line is None:
+            q.put(None)
+            break
+        seen.append(line.rstrip("\n")[:2000])
+        if line.startswith(f"ADMITTED member {_NEWCOMER}"):
+            return True
+    return False
+
+
+def _newcomer_phase(said: list[str], admitted: bool) -> str:
+    """How far the newcomer got before it died (module docstring), from what it said."""
+    if any(line.startswith("ready") for line in said):
+        return "serving"
+    if any(line.startswith("ENTERED") for line in said):
+        return "entered"
+    return "admitted" if admitted else "asking"
+
+
+def _rejoin(trial: Trial, topo: Topology, stack: ExitStack, procs: dict[str, subprocess.Popen[str]],
+            site: Site, cfg: CampaignConfig, victim: str, logs: Path) -> None:  # fmt: skip
+    """A kill of ``victim`` (:func:`_fail`), then its node revived and joined again, member 3,
+    ``trial.second_after`` of :data:`REJOIN_SPAN_S` after its heir's takeover. A join that
+    fails is the trial's ``rejoin_error``."""
+    _fail(trial, topo, procs, cfg, victim)
+    if trial.report is None:
+        trial.columns["rejoin_error"] = "no takeover to rejoin after"
+        return
+    time.sleep(max(0.0, trial.report["claimed"] + trial.second_after * REJOIN_SPAN_S
+                   - time.monotonic()))  # fmt: skip
+    began = time.monotonic()
+    trial.columns["rejoin_after_s"] = round(began - trial.kill, 4) if trial.kill else None
+    try:
+        revive(topo, victim, port=_PORT, buckets=_BUCKETS)
+        procs[f"{victim}{_NEWCOMER}"] = join_member(
+            topo, stack, victim, docroot=site.work / "docroot", cert=site.cert, key=site.key,
+            port=_PORT, suite=cfg.suite, buckets=_BUCKETS, logs=logs, ring=[*MEMBERS, victim])
+    except (FailoverFailed, subprocess.CalledProcessError, OSError) as exc:
+        trial.columns["rejoin_error"] = repr(exc)[:300]
+        return
+    trial.columns["rejoined_s"] = round(time.monotonic() - began, 4)
+
+
+def bucket_answers(topo: Topology, cert: Path, buckets: int, path: str = "/f",
+                   first_port: int = 20000, at_once: int = 16) -> list[str]:  # fmt: skip
+    """The HTTP status a new connection in each of ``buckets`` buckets got (``""``: none):
+    which buckets some member serves. One curl per bucket from the client's namespace,
+    ``at_once`` at a time, each from a source port below the kernel's ephemeral range (from
+    ``first_port``) that hashes to its bucket."""
+    ports: dict[int, int] = {}
+    port = first_port
+    while len(ports) < buckets:
+        ports.setdefault(bucket_of(ADDRESSES["client"], port, buckets), port)
+        port += 1
+    answers: list[str] = []
+    order = [ports[b] for b in range(buckets)]
+    for i in range(0, buckets, at_once):
+        curls = [topo.popen("client", [
+            "curl", "-sS", "--cacert", str(cert), "--resolve", f"{HOSTNAME}:{_PORT}:{VIP}",
+            "--local-port", str(p), "--max-time", "5", "-o", "/dev/null", "-w", "%{http_code}",
+            f"https://{HOSTNAME}{path}"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            for p in order[i:i + at_once]]  # fmt: skip
+        answers += [c.communicate(timeout=30)[0].strip() for c in curls]
+    return answers
+
+
+def join_summary(trials: pd.DataFrame) -> dict[str, Any]:
+    """The join modes' part of the summary: per mode, trials, buckets no member served after
+    them, and (``join-kill``) how far the newcomer got, and takeovers of an admitted newcomer;
+    (``rejoin``) rejoins that failed and how long the others took."""
+    out: dict[str, Any] = {}
+    for mode, group in trials.groupby("mode"):
+        if "unserved" not in group or group["unserved"].isna().all():
+            continue
+        row: dict[str, Any] = {"trials": len(group),
+                               "unserved_buckets": int(group["unserved"].fillna(0).sum())}
+        if "newcomer_phase" in group and group["newcomer_phase"].notna().any():
+            row["newcomer_phase"] = {str(k): int(v) for k, v in
+                                     group["newcomer_phase"].value_counts().items()}
+            admitted = group[group["admitted"].fillna(False).astype(bool)]
+            row["admitted"] = len(admitted)
+            row["admitted_taken_over"] = int(admitted["took_over"].fillna(False).sum())
+        if mode == "rejoin":
+            done = group["rejoined_s"].dropna()
+            row["rejoined"] = len(done)
+            row["rejoin_errors"] = int(group.get("rejoin_error", pd.Series(dtype=object))
+                                       .notna().sum())  # fmt: skip
+            row["rejoined_s_median"] = float(done.median()) if len(done) else None
+        out[str(mode)] = row
+    return out
 
 
 def _wake(trial: Trial, topo: Topology, proc: subprocess.Popen[str], victim: str,

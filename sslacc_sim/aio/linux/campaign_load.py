@@ -97,6 +97,11 @@ class Trial:
     client's capture told apart by MAC, is where its zombie frames are counted."""
     work: Path = Path()
     said: dict[str, list[str]] = field(default_factory=dict)
+    expect_takeover: bool = True
+    """Whether the fault must be answered by a takeover (``join-kill``: only once the master
+    admitted the newcomer)."""
+    columns: dict[str, Any] = field(default_factory=dict)
+    """The trial's row's own columns (the join modes')."""
     start: float = 0.0
     load_s: float = 0.0
     capture: list[list[Any]] = field(default_factory=list)

@@ -157,11 +157,12 @@ def start_members(topo: Topology, stack: ExitStack, *, members: int, docroot: Pa
 def join_member(topo: Topology, stack: ExitStack, name: str, *, docroot: Path, cert: Path,
                 key: Path, port: int = 443, suite: str = "AES128-SHA", buckets: int = 64,
                 keylog: Path | None = None, member_args: Sequence[str] = (),
-                logs: Path | None = None, ring: Sequence[str] | None = None
-                ) -> subprocess.Popen[str]:  # fmt: skip
+                logs: Path | None = None, ring: Sequence[str] | None = None,
+                ready: bool = True) -> subprocess.Popen[str]:  # fmt: skip
     """Start a member on node ``name`` that joins the running ring
     (:mod:`~sslacc_sim.aio.linux.join`): it asks the members before it to let it in, and the
-    master gives it idle buckets. Returns once it says ``ready``; ``stack`` stops it.
+    master gives it idle buckets. Returns once it says ``ready`` (at once with ``ready=False``:
+    a campaign that kills it during its join); ``stack`` stops it.
 
     Its id is its place in ``ring`` (the node of each member id so far, this one last; default:
     the topology's servers up to ``name``, for a node :func:`start_members` left idle). A node
@@ -176,7 +177,8 @@ def join_member(topo: Topology, stack: ExitStack, name: str, *, docroot: Path, c
             "--listen", CLUSTER_ADDRESSES[name], *_ring_args(names),
             *topo.fence_args(names[index - 1]), *member_args]  # fmt: skip
     proc = _start_member(topo, stack, name, argv, logs)
-    wait_line(proc, "ready", _READY_S)
+    if ready:
+        wait_line(proc, "ready", _READY_S)
     return proc
 
 

@@ -262,6 +262,7 @@ class Joining:
         member after it, the fence its predecessor's port."""
         request = join_frame(self.index, self.listen_on[0], self.switch_ports[self.index])
         refusals = []
+        say(f"JOINING as member {self.index}")  # the campaign's join-kill draws its death from here
         for m, address in enumerate(self.ring):
             if m == self.index or address == self.listen_on[0]:
                 continue  # this node (a member that died here before, under another id)

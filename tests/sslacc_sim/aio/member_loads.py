@@ -12,6 +12,7 @@ import zlib
 from pathlib import Path
 
 from sslacc_sim.aio.linux.buckets import bucket_of
+from sslacc_sim.aio.linux.campaign_buckets import bucket_answers
 from sslacc_sim.aio.linux.failover import HOSTNAME, file_bytes, site_credentials
 from sslacc_sim.aio.linux.netns import ADDRESSES, VIP, Topology
 from sslacc_sim.aio.linux.service import receipt
@@ -82,12 +83,5 @@ def receipts(curls: list[subprocess.Popen[str]], tmp_path: Path, body: bytes) ->
 
 def served_buckets(topo: Topology, cert: Path, buckets: int) -> list[str]:
     """The HTTP status of one new connection in each of ``buckets`` buckets (``""``: no
-    answer): which buckets some member serves."""
-    def bucket(port: int) -> int:
-        return bucket_of(ADDRESSES["client"], port, buckets)
-
-    ports = [next(p for p in range(40000, 50000) if bucket(p) == b) for b in range(buckets)]
-    return [topo.run("client", [
-        "curl", "-sS", "--cacert", str(cert), "--resolve", f"{HOSTNAME}:443:{VIP}",
-        "--local-port", str(port), "--max-time", "5", "-o", "/dev/null", "-w", "%{http_code}",
-        f"https://{HOSTNAME}/f"]).stdout for port in ports]  # fmt: skip
+    answer): which buckets some member serves (the campaign's probe, on ``/f``)."""
+    return bucket_answers(topo, cert, buckets, "/f")

@@ -12,12 +12,14 @@ the fence (a woken member's frames get through).
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from sslacc_sim.aio.linux.campaign import CampaignConfig, run_campaign
+from sslacc_sim.aio.linux.campaign_buckets import JOIN_SPAN_S
 from sslacc_sim.aio.linux.spells import client_segments
 
 pytestmark = [pytest.mark.interop, pytest.mark.usefixtures("namespaces")]
@@ -73,6 +75,35 @@ def test_a_member_joins_at_a_random_instant_and_every_connection_arrives(tmp_pat
     segments = client_segments(tmp_path / "pcap" / "t1.pcap", instant["kill_epoch"])
     assert len(segments) > 100 and segments["port"].nunique() >= 16
     assert (segments["window"] >= 0).all()
+
+
+def test_a_newcomer_killed_during_its_join_and_a_member_that_rejoins_lose_nothing(
+        tmp_path: Path) -> None:  # fmt: skip
+    """``--modes join-kill,join-kill,rejoin``: D starts to join at an instant drawn over the
+    load and is killed 0.02 s and 0.11 s after it says ``JOINING`` (the seed's draws over
+    ``JOIN_SPAN_S``), during its join or just after; then a member is killed and its node joins
+    again within a second of its heir's takeover. Every connection byte-exact; a newcomer the
+    master admitted is taken over by its successor; after each trial every bucket answers."""
+    cfg = CampaignConfig(trials=3, seed=74, connections=32,
+                         modes=("join-kill", "join-kill", "rejoin"), client_timeout=40,
+                         sizes=SIZES, window=(0.05, 0.6), tag_prefix="tk",
+                         layout="buckets")  # fmt: skip
+    summary = run_campaign(cfg, tmp_path, progress=False)
+    trials = pd.read_csv(tmp_path / "trials.csv")
+    text = trials.to_string()
+    assert summary["connections"] == 3 * 32
+    assert summary["completed_exact"] == summary["connections"], text
+    assert summary["silently_wrong"] == 0 and summary["control_trial_ok"]
+    killed = trials[trials["mode"] == "join-kill"]
+    drawn = [random.Random(f"74-{t}").random() * JOIN_SPAN_S for t in (1, 2)]  # 0.023, 0.112
+    late = [k - d for k, d in zip(killed["killed_after_s"], drawn, strict=True)]
+    assert all(0 <= x < 0.05 for x in late), text
+    admitted = killed[killed["admitted"].astype(bool)]
+    assert admitted["took_over"].astype(bool).all(), text  # judged dead, its buckets taken
+    joins = summary["joins"]
+    assert joins["join-kill"]["unserved_buckets"] == 0 and joins["rejoin"]["unserved_buckets"] == 0
+    assert joins["rejoin"]["rejoined"] == 1 and joins["rejoin"]["rejoin_errors"] == 0, text
+    assert not (tmp_path / "failed").exists(), text
 
 
 def test_control_without_the_fence_a_woken_member_reaches_the_clients(tmp_path: Path) -> None:

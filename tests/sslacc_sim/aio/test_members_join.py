@@ -37,6 +37,7 @@ from pathlib import Path
 import pytest
 
 from sslacc_sim.aio.linux.buckets import bucket_of
+from sslacc_sim.aio.linux.campaign_buckets import bucket_answers
 from sslacc_sim.aio.linux.campaign_load import unread_lines
 from sslacc_sim.aio.linux.cluster import join_member, revive, start_members
 from sslacc_sim.aio.linux.failover import HOSTNAME, lines_of, node_env, wait_line
@@ -203,6 +204,10 @@ def test_a_newcomer_that_dies_during_its_join_is_taken_over_by_its_successor(
         joined = time.monotonic()
         answer = topo.run("d", [sys.executable, "-c", _BARE_NEWCOMER], env=node_env(), timeout=60)
         assert answer.stdout.strip() == "table", answer.stderr
+        # until its successor judges it, nobody serves the newcomer's buckets (the probe the
+        # campaign's join modes end with can see an unserved bucket): one try each, at once
+        before = bucket_answers(topo, ring.cert, _BUCKETS, "/f", at_once=_BUCKETS)
+        assert time.monotonic() - joined < LINK_WITHIN_S, "the probe came too late to tell"
         seen: dict[str, list[str]] = {"a": [], "c": []}
         try:
             said = _until(procs["a"], "RESTORED", seen["a"], LINK_WITHIN_S + 10)
@@ -214,6 +219,8 @@ def test_a_newcomer_that_dies_during_its_join_is_taken_over_by_its_successor(
     assert all(ok), f"{ok.count(False)} of {len(ok)} downloads lost; said: {seen} {rest}"
     assert '"member": 3' in said and LINK_WITHIN_S <= taken < LINK_WITHIN_S + 5
     assert forgot == "TOLD DEAD member 3: it died before this member mirrored to it"
+    given = int(next(line for line in seen["a"] if line.startswith("ADMITTED")).split()[3])
+    assert given >= 1 and sum(code != "200" for code in before) == given, (before, seen["a"])
     unserved = [b for b, code in enumerate(served) if code != "200"]
     assert not unserved, f"buckets nobody serves after the newcomer died: {unserved} {rest}"
 
