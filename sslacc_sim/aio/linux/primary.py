@@ -22,6 +22,7 @@ import socket
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -48,6 +49,8 @@ DEAD_AFTER_S = 0.2
 #: mirror that counts :data:`DEAD_AFTER_S` from the last keepalive it received
 #: (:meth:`Primary.ran_through`); a margin of one beat.
 STOP_GAP_S = DEAD_AFTER_S - BEAT_S
+#: Keepalives left unanswered on a link still open before it counts as failed (a minute's).
+_MAX_UNANSWERED = int(60 / BEAT_S)
 #: Send buffer of a client socket: bounds what the client can lack, and so what a takeover
 #: sends again.
 SNDBUF = 1 << 18
@@ -158,10 +161,19 @@ class Primary:
         not answered for :data:`DEAD_AFTER_S`, or its link fails, with the reason; ``True``: the
         member has dealt with it (the mirror is declared dead, :meth:`retarget`), the
         heartbeat ends; ``False``: go on as without it."""
-        send_frame(link, {"type": "control"})
+        try:
+            send_frame(link, {"type": "control"})
+        except OSError as exc:  # the mirror died between the link and its first frame
+            if on_silent is not None:
+                on_silent(f"keepalive link: {exc!r}")
+            return  # as when the link fails later: no lease without a mirror
         link.settimeout(BEAT_S)
         realtime_thread()
         answered = time.monotonic()
+        # when each keepalive not answered yet was sent, oldest first: the mirror answers each
+        # with one ACK, in order, so an answer that came after its round gave up renews the
+        # lease from its own keepalive's time, never from a later one's
+        unanswered: deque[float] = deque()
         self._control = link
         while self._control is link:
             sent = time.monotonic()
@@ -171,12 +183,15 @@ class Primary:
             failed = ""
             try:
                 send_frame(link, {"type": "beat"})
-                answer = link.recv(1)
-                if answer == ACK:
-                    self.lease.renew(sent)
-                    answered = self.answered_at = sent
-                elif not answer:
+                unanswered.append(sent)
+                answers = link.recv(64)
+                for _ in range(min(answers.count(ACK), len(unanswered))):
+                    answered = self.answered_at = unanswered.popleft()
+                    self.lease.renew(answered)
+                if not answers:
                     failed = "keepalive link: closed by the mirror"
+                elif len(unanswered) > _MAX_UNANSWERED:
+                    failed = f"keepalive link: {len(unanswered)} keepalives unanswered"
             except TimeoutError:
                 pass
             except OSError as exc:

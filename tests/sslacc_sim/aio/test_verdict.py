@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -107,6 +108,72 @@ def _beating(tmp_path: Path) -> Iterator[tuple[Primary, threading.Event]]:
         node.stop_heartbeat()
         link.close()
         server.close()
+
+
+def _late_then_silent(server: socket.socket, arrived: list[float]) -> None:
+    """A mirror that answers the first keepalive 0.12 s late (after its round gave up waiting,
+    :data:`BEAT_S`) and none after; ``arrived``: when each keepalive came."""
+    link, _ = server.accept()
+    with link, suppress(OSError):
+        while (frame := recv_frame(link)) is not None:
+            if frame[0]["type"] == "beat":
+                arrived.append(time.monotonic())
+                if len(arrived) == 1:
+                    time.sleep(0.12)
+                    link.sendall(ACK)
+
+
+def test_a_late_answer_renews_the_lease_from_its_own_keepalive_not_a_later_one(
+        tmp_path: Path) -> None:  # fmt: skip
+    """The first keepalive's answer arrives while a later keepalive is out: it is that first
+    one's, and the lease and ``answered_at`` count from when the first was sent. Crediting the
+    later keepalive would stretch the lease past the mirror's verdict by up to a beat."""
+    server = socket.create_server(("127.0.0.1", 0))
+    arrived: list[float] = []
+    threading.Thread(target=_late_then_silent, args=(server, arrived), daemon=True).start()
+    node = Primary("127.0.0.1", 0, server.getsockname(), Docroot(tmp_path), None,
+                   self_fence=False)  # fmt: skip
+    link = node.link()
+    threading.Thread(target=node.heartbeat, args=(link,), daemon=True).start()
+    try:
+        time.sleep(0.5)
+    finally:
+        node.stop_heartbeat()
+        link.close()
+        server.close()
+    assert len(arrived) >= 3, arrived
+    # credited, and to the first keepalive (sent just before it arrived over the loopback)
+    assert arrived[0] - 0.02 < node.answered_at <= arrived[0], (node.answered_at, arrived)
+    assert node.lease.renewed == node.answered_at
+
+
+def test_a_mirror_that_dies_before_the_first_keepalive_frame_is_judged(tmp_path: Path) -> None:
+    """The mirror resets the keepalive link right after it was made (a newcomer killed just
+    after its predecessor linked to it, as the join campaign's trial 15 at 506d29b saw): the
+    heartbeat's first frame fails, and it must report the failure (``on_silent``), as a link
+    failure later on is, and end. Before, the error ended its thread unreported: the member
+    never judged its mirror dead and mirrored every new connection to it, refused."""
+    server = socket.create_server(("127.0.0.1", 0))
+    node = Primary("127.0.0.1", 0, server.getsockname(), Docroot(tmp_path), None,
+                   self_fence=False)  # fmt: skip
+    link = socket.create_connection(server.getsockname())
+    peer, _ = server.accept()
+    peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    peer.close()  # a reset
+    time.sleep(0.05)
+    reasons: list[str] = []
+
+    def silent(reason: str) -> bool:
+        reasons.append(reason)
+        return True  # the member deals with it: the heartbeat ends
+
+    beating = threading.Thread(target=node.heartbeat, args=(link, silent))
+    beating.start()
+    beating.join(timeout=5)
+    link.close()
+    server.close()
+    assert not beating.is_alive()
+    assert len(reasons) == 1 and reasons[0].startswith("keepalive link: "), reasons
 
 
 def _hog_the_interpreter(seconds: float) -> None:
