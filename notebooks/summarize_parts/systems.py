@@ -281,6 +281,34 @@ def _sslacc_campaign_join(src: Source) -> list[str]:
     ]
 
 
+@row("systems")
+def _sslacc_campaign_join_faults(src: Source) -> list[str]:
+    d = src.json("benchmarks/sslacc_campaign_joinfaults.json")
+    kill, again = d["joins"]["join-kill"], d["joins"]["rejoin"]
+    phases = ", ".join(f"{phase} {n}" for phase, n in sorted(kill["newcomer_phase"].items()))
+    return [
+        "SSLACC, deaths around joins at random instants, bucket layout",
+        f"{kill['trials']} trials where a fourth member starts to join at an instant uniform "
+        "over the load and is killed at an instant uniform over its join; "
+        f"{again['trials']} where a member is killed and its node joins again under a fresh id "
+        f"within a second of its heir's takeover; the same load of {d['config']['connections']} "
+        "concurrent connections; connections byte-exact, then a new connection in each bucket",
+        f"{d['completed_exact']:,} of {d['connections']:,} ({100 * d['success_fraction']:.2f} %, "
+        f"95 % lower bound {100 * d['success_lower95']:.2f} %; "
+        + _exact_by(d["by_mode"], " / ") + f"); silently wrong {d['silently_wrong']}; "
+        f"where the newcomer died: {phases}; admitted newcomers taken over by their successor "
+        f"{kill['admitted_taken_over']} of {kill['admitted']}; rejoined "
+        f"{again['rejoined']} of {again['trials']} (median {again['rejoined_s_median']:.2f} s "
+        "from the revival to its ready); buckets no member served after a trial "
+        f"{kill['unserved_buckets'] + again['unserved_buckets']}; fault to each running "
+        f"client's next byte {d['gap_p50_s']:.3f} s median, {d['gap_p99_s']:.3f} s p99"
+        + "".join(f"; after a {mode} {g['p50_s']:.3f} / {g['p99_s']:.3f} s (n = {g['n']})"
+                  for mode, g in d.get("gap_by_mode", {}).items() if g["n"]),
+        "no connection is lost when a node fails, whenever it fails (abstract, §4; no number)",
+        "measured (namespaces on this machine)",
+    ]
+
+
 def _host(data: list[dict[str, str]], name: str) -> dict[str, str]:
     for r in data:
         if r["host"] == name:

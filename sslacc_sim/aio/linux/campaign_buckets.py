@@ -83,10 +83,10 @@ _BUCKETS = 64
 _PORT = 443
 _READY_S = 30.0
 #: ``join-kill``: the newcomer dies at most this long after it says ``JOINING`` (seconds,
-#: uniform). Its join took 0.04-0.18 s from then to its ``ready`` (median 0.08 s; 16 ``join``
-#: trials' ``joining_to_ready_s``, seed 5, under the campaign's load on two cores; its program's
-#: start before it took 0.8-4 s), so about two deaths in five fall inside the join, the rest
-#: while it serves and its predecessor hands it its connections.
+#: uniform). Its join took 0.07-0.11 s from then to its ``ready`` under the campaign's load
+#: (``joining_to_ready_s`` of 8 ``join`` trials, seed 5, nothing else running; 0.04-0.18 s in
+#: 16 beside a test run; its program's start before it took 0.8-4 s), so about half the deaths
+#: fall inside the join, the rest while it serves and its predecessor hands it its connections.
 JOIN_SPAN_S = 0.2
 #: ``rejoin``: the dead member's node starts again at most this long after its heir's
 #: takeover (seconds, uniform).
