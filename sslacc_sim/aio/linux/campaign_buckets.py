@@ -48,7 +48,6 @@ none).
 
 from __future__ import annotations
 
-import queue
 import random
 import signal
 import subprocess
@@ -67,7 +66,7 @@ from ...buckets import BucketTable
 from .buckets import bucket_of
 from .campaign_load import Site, Trial, capture, client_capture, pcap, run_load
 from .cluster import join_member, revive, start_members
-from .failover import HOSTNAME, FailoverFailed, lines_of, wait_line
+from .failover import HOSTNAME, FailoverFailed, first_line, wait_line
 from .join import LINK_WITHIN_S
 from .netns import ADDRESSES, VIP, Topology
 
@@ -258,20 +257,7 @@ def _joining(newcomer: subprocess.Popen[str]) -> float:
 def _admitted(master: subprocess.Popen[str], seen: list[str]) -> bool:
     """Whether ``master`` says it admitted the newcomer within :data:`_ADMIT_WITHIN_S`; the
     lines read on the way go to ``seen``."""
-    q = lines_of(master)
-    deadline = time.monotonic() + _ADMIT_WITHIN_S
-    while (left := deadline - time.monotonic()) > 0:
-        try:
-            line = q.get(timeout=left)
-        except queue.Empty:
-            break
-        if line is None:
-            q.put(None)
-            break
-        seen.append(line.rstrip("\n")[:2000])
-        if line.startswith(f"ADMITTED member {_NEWCOMER}"):
-            return True
-    return False
+    return bool(first_line(master, (f"ADMITTED member {_NEWCOMER}",), _ADMIT_WITHIN_S, seen))
 
 
 def _newcomer_phase(said: list[str], admitted: bool) -> str:

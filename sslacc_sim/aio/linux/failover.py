@@ -55,7 +55,7 @@ from .node import POINTS
 
 __all__ = [
     "FailoverResult", "FailoverFailed", "run_failover", "measure_failover", "HOSTNAME",
-    "file_bytes", "wait_line", "lines_of", "site_credentials", "node_env",
+    "file_bytes", "wait_line", "first_line", "lines_of", "site_credentials", "node_env",
 ]
 
 #: The name in the certificate; curl maps it to the virtual IP with ``--resolve``.
@@ -170,6 +170,27 @@ def wait_line(proc: subprocess.Popen[str], prefix: str, timeout: float) -> str:
                                  f"{proc.stderr.read() if proc.stderr else ''}")
         if line.startswith(prefix):
             return line.rstrip("\n")
+
+
+def first_line(proc: subprocess.Popen[str], starts: tuple[str, ...], timeout: float,
+               seen: list[str] | None = None) -> str:  # fmt: skip
+    """The first line of ``proc``'s stdout starting with one of ``starts``, or ``""`` if none
+    came within ``timeout`` or it exited first (:func:`wait_line` raises instead); every line
+    read on the way, that one included, is appended to ``seen``."""
+    deadline, q = time.monotonic() + timeout, lines_of(proc)
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            line = q.get(timeout=left)
+        except queue.Empty:
+            break
+        if line is None:
+            q.put(None)  # the end stays visible to later calls
+            break
+        if seen is not None:
+            seen.append(line.rstrip("\n")[:2000])
+        if line.startswith(starts):
+            return line.rstrip("\n")
+    return ""
 
 
 def _float(text: str) -> float | None:

@@ -33,7 +33,6 @@ A must say ``FENCED``; B must take A over; every download must arrive byte-exact
 from __future__ import annotations
 
 import json
-import queue
 import signal
 import subprocess
 import time
@@ -44,7 +43,7 @@ import pytest
 
 from sslacc_sim.aio.linux.campaign_load import capture
 from sslacc_sim.aio.linux.cluster import start_members
-from sslacc_sim.aio.linux.failover import HOSTNAME, lines_of, wait_line
+from sslacc_sim.aio.linux.failover import HOSTNAME, first_line, wait_line
 from sslacc_sim.aio.linux.loadstats import zombie_frames
 from sslacc_sim.aio.linux.netns import SHARED_MAC, VIP, Topology
 from sslacc_sim.aio.linux.threads import normal_thread, realtime_thread
@@ -109,23 +108,6 @@ def _freeze_and_wake(procs: dict[str, subprocess.Popen[str]]) -> tuple[float, fl
         normal_thread()
 
 
-def _first_of(proc: subprocess.Popen[str], starts: tuple[str, ...], timeout: float) -> str:
-    """The first line ``proc`` prints that starts with one of ``starts`` (``""``: none within
-    ``timeout``, or it exited first)."""
-    deadline, q = time.monotonic() + timeout, lines_of(proc)
-    while (left := deadline - time.monotonic()) > 0:
-        try:
-            line = q.get(timeout=left)
-        except queue.Empty:
-            break
-        if line is None:
-            q.put(None)
-            break
-        if line.startswith(starts):
-            return line.rstrip("\n")
-    return ""
-
-
 def test_a_member_woken_during_its_heirs_wait_finds_itself_fenced(tmp_path: Path) -> None:
     """A, stopped and judged dead by B while B's mirror C was silent too, is woken during B's
     wait for C: A's port is down already, A fences itself and puts nothing more on the LAN; B
@@ -139,7 +121,7 @@ def test_a_member_woken_during_its_heirs_wait_finds_itself_fenced(tmp_path: Path
             curls = _downloads(topo, cert, tmp_path)
             time.sleep(1.5)  # every handshake done: a steady load
             woke_b, woke_a = _freeze_and_wake(procs)
-            a_said = _first_of(procs["a"], ("FENCED", "MIRROR DEAD"), 5)
+            a_said = first_line(procs["a"], ("FENCED", "MIRROR DEAD"), 5)
             restored = wait_line(procs["b"], "RESTORED", 10)
             time.sleep(1.0)  # a woken A that went on would be heard meanwhile
         outs = [c.communicate(timeout=60) for c in curls]
