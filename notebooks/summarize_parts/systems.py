@@ -288,8 +288,9 @@ def _sslacc_campaign_join_faults(src: Source) -> list[str]:
     phases = ", ".join(f"{phase} {n}" for phase, n in sorted(kill["newcomer_phase"].items()))
     return [
         "SSLACC, deaths around joins at random instants, bucket layout",
-        f"{kill['trials']} trials where a fourth member starts to join at an instant uniform "
-        "over the load and is killed at an instant uniform over its join; "
+        f"{kill['trials']} trials where a fourth member starts at an instant uniform over the "
+        "load and is killed at an instant uniform over the 0.2 s after it sends its join (the "
+        "join takes about 0.1 s); "
         f"{again['trials']} where a member is killed and its node joins again under a fresh id "
         f"within a second of its heir's takeover; the same load of {d['config']['connections']} "
         "concurrent connections; connections byte-exact, then a new connection in each bucket",
