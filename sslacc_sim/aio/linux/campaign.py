@@ -277,10 +277,8 @@ def _keep_evidence(t: Trial, out: Path) -> None:
     early = t.report is not None and t.kill is not None and t.report["detected"] < t.kill
     lost = t.kill is not None and t.report is None and t.mode not in (BASELINE, JOIN) \
         and t.expect_takeover  # fmt: skip
-    # after a join nothing may be taken over (no member died)
-    joined = t.mode == JOIN and any(line.startswith("RESTORED") for lines in t.said.values()
-                                    for line in lines)  # fmt: skip
-    if any(not r["ok"] for r in t.rows) or lost or early or joined or t.columns.get("unserved"):
+    if any(not r["ok"] for r in t.rows) or lost or early or _taken_over_in_join(t) \
+            or t.columns.get("unserved"):  # fmt: skip
         keep = out / "failed" / f"t{t.index}"
         keep.mkdir(parents=True, exist_ok=True)
         for f in work.iterdir():
@@ -321,8 +319,7 @@ def _trial_row(t: Trial) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         "failed": sum(not r["ok"] for r in rows),
         "silently_wrong": sum(r["silently_wrong"] for r in rows),
         # after a join nothing may be taken over: whether a member said it took one over
-        "took_over": (any(line.startswith("RESTORED") for lines in t.said.values()
-                          for line in lines) if t.mode == JOIN
+        "took_over": (_taken_over_in_join(t) if t.mode == JOIN
                       else t.report is not None if t.kill is not None and t.mode != BASELINE
                       else None),  # fmt: skip
         "detect_s": (report["detected"] - t.kill) if report and t.kill else None,
@@ -346,9 +343,16 @@ def _trial_row(t: Trial) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         "verdict_wait_s": _verdict_wait(t.said),
         "errors": "; ".join(f"{r['client']} {r['path']}: {r['error']}"
                             for r in rows if not r["ok"])[:2000],
-        **t.columns,  # the join modes' own (campaign_buckets.JOIN_COLUMNS)
+        **t.columns,  # the join modes' own (campaign_buckets)
     }  # fmt: skip
     return row, flows
+
+
+def _taken_over_in_join(t: Trial) -> bool:
+    """Whether a member said it took another over in a ``join`` trial (none died: a false
+    death)."""
+    return t.mode == JOIN and any(line.startswith("RESTORED") for lines in t.said.values()
+                                  for line in lines)  # fmt: skip
 
 
 def _verdict_wait(said: dict[str, list[str]]) -> float | None:
