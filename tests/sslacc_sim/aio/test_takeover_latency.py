@@ -113,13 +113,27 @@ def test_control_without_the_replay_the_client_waits_for_its_syn_timer(tmp_path:
     assert connect >= 0.95, f"connected after {connect:.3f} s without the replay"
 
 
+def _wait_uploading(topo: Topology, curl: subprocess.Popen[str], acked: int) -> None:
+    """Return once the client's connection to the service has had ``acked`` bytes
+    acknowledged (``ss`` in its namespace). A fixed sleep was not enough: on a loaded machine
+    curl, which reads the whole upload into memory first, sent its SYN only after the kill,
+    and the fault hit no connection."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and curl.poll() is None:
+        out = topo.run("client", ["ss", "-Htni", "state", "established", "dport", "= :443"]).stdout
+        if any(int(f.split(":")[1]) >= acked for f in out.split() if f.startswith("bytes_acked:")):
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"the upload never had {acked} bytes acknowledged before the fault")
+
+
 def test_an_uploading_client_is_acknowledged_at_once_after_a_kill(tmp_path: Path) -> None:
     """The owner's link is cut 20 ms before it is killed (the buddy hears of the death only
     at the kill): meanwhile the client fills the window the owner last announced, into the
     void, and stops, waiting for acknowledgements. Its retransmission timer (200 ms after the
     owner's last ACK) would end the wait ~180 ms after the kill; the new owner's bare ACK ends
     it right after the takeover."""
-    size = 96 << 20  # bytes: unthrottled, the upload is still going 0.5 s in
+    size = 96 << 20  # bytes: unthrottled, the upload is still going well after 4 MiB are in
     upload = tmp_path / "upload.bin"
     body = file_bytes(size)
     upload.write_bytes(body)
@@ -137,7 +151,7 @@ def test_an_uploading_client_is_acknowledged_at_once_after_a_kill(tmp_path: Path
             "--data-binary", f"@{upload}", "--max-time", "60",
             "-H", "Content-Type: application/octet-stream", "-H", "Expect:",
             f"https://{HOSTNAME}/upload"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
-        time.sleep(0.5)
+        _wait_uploading(topo, curl, 4 << 20)
         assert curl.poll() is None, "the upload ended before the fault"
         mac_a = topo.mac("a")
         topo.cut("a")
