@@ -86,3 +86,22 @@ def test_make_readme_records_each_copied_files_provenance(tmp_path: Path) -> Non
     assert record["files"]["benchmarks/sine.json"]["command"].startswith(
         "python benchmarks/bench_sine.py --json results/benchmarks/sine.json")
     assert "notebooks/sine.ipynb" in record["files"]["sine/table2.csv"]["command"]
+
+
+def test_the_campaign_rows_say_how_many_clients_resent_when_the_run_measured_it(tmp_path: Path) -> None:
+    """A campaign summary with ``resends_after_kills`` (clients that sent again before their
+    next byte after a kill) puts it into its README row; one from before has no such clause."""
+    summarize = _summarize()
+    snap = tmp_path / "results"
+    shutil.copytree(ROOT / "docs" / "results", snap)
+    path = snap / "benchmarks" / "sslacc_campaign_buckets.json"
+    data = json.loads(path.read_text())
+    data.pop("resends_after_kills", None)
+    path.write_text(json.dumps(data))
+    assert "sent again between a kill" not in str(summarize.render_all(summarize.Source(snap)))
+    data["resends_after_kills"] = {"n": 40, "resent": 3, "p50_s": 0.21, "max_s": 0.42,
+                                   "answered_within_20ms": 2}
+    path.write_text(json.dumps(data))
+    text = str(summarize.render_all(summarize.Source(snap)))
+    assert ("their own timer fired): 3 of 40, 0.210 s median, 0.420 s at most after the kill, "
+            "the next byte within 20 ms of the resend for 2") in text

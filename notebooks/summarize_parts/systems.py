@@ -190,10 +190,24 @@ def _sslacc_campaign(src: Source) -> list[str]:
         + "".join(f"; after a {mode} {g['p50_s']:.3f} / {g['p99_s']:.3f} s"
                   for mode, g in d.get("gap_by_mode", {}).items() if g["n"])
         + (f"; {window_what} {window['p50_s']:.3f} / {window['p99_s']:.3f} s "
-           f"(n = {window['n']}; target 0.030 / 0.150 s)" if window and window["n"] else ""),
+           f"(n = {window['n']}; target 0.030 / 0.150 s)" if window and window["n"] else "")
+        + _campaign_resends(d),
         "no connection is lost when a node fails, whenever it fails (abstract, §4; no number)",
         "measured (namespaces on this machine, the campaign's pair of nodes)",
     ]
+
+
+def _campaign_resends(d: dict[str, Any]) -> str:
+    """How many clients the kills hit sent something again before their next byte (their own
+    retransmission timer fired), when the run measured it."""
+    r = d.get("resends_after_kills")
+    if not r or not r.get("n"):
+        return ""
+    when = (f", {r['p50_s']:.3f} s median, {r['max_s']:.3f} s at most after the kill"
+            if r["resent"] else "")
+    return (f"; clients that sent again between a kill and their next byte (their own timer "
+            f"fired): {r['resent']} of {r['n']}{when}, the next byte within 20 ms of the resend "
+            f"for {r['answered_within_20ms']}")
 
 
 def _campaign_baseline(d: dict[str, Any]) -> str:
@@ -255,7 +269,7 @@ def _sslacc_campaign_buckets(src: Source) -> list[str]:
            + ", ".join(f"the {role}'s {g['p50_s']:.3f} / {g['p99_s']:.3f} s (n = {g['n']})"
                        for role, g in d["gap_by_role_after_kills"].items() if g["n"])
            + " (target 0.030 / 0.150 s)" if d.get("gap_by_role_after_kills") else "")
-        + _campaign_baseline(d),
+        + _campaign_baseline(d) + _campaign_resends(d),
         "no connection is lost when a node fails, whenever it fails (abstract, §4; no number)",
         "measured (namespaces on this machine, three members; they share one MAC, so a woken "
         "member's frames are counted on its own switch port)",

@@ -27,8 +27,9 @@ Every response is compared byte for byte with its file. Per trial the campaign r
 connections, those completed byte-exact, those failed (with the client's error), those
 *silently wrong* (the client reported success over wrong bytes), what phase each connection
 was in at the kill (:func:`~sslacc_sim.aio.linux.loadstats.flows_at`), and the time from the
-kill to each affected client's next byte; it writes ``trials.csv``, ``connections.csv``,
-``flows.csv`` and ``summary.json`` into ``--out``.
+kill to each affected client's next byte, and whether the client sent anything again before
+that byte came (``resent_s``: its own timer fired); it writes ``trials.csv``,
+``connections.csv``, ``flows.csv`` and ``summary.json`` into ``--out``.
 
 ``--control`` turns one mechanism off (a negative control): the campaign must then lose
 connections or let a zombie through, which the tests check.

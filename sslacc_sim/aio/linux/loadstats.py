@@ -11,7 +11,9 @@ window) and the clients' outcomes, so that they can be tested on hand-made rows.
   ``transfer``; ``finished``: the server's FIN was in; ``after``: its SYN left after the fault,
   so the fault did not hit it)
   and finds its *gap*: from the kill to the first segment from another node that moves the
-  client on (new server bytes, or an acknowledgement of client bytes it accepts);
+  client on (new server bytes, or an acknowledgement of client bytes it accepts), and whether
+  the client sent anything again before that (a second SYN, or data with no new byte: its
+  retransmission timer fired, or duplicate acknowledgements made it resend);
 * :func:`zombie_frames` counts frames from the fenced node after it woke (data, FIN or reset);
 * :func:`wilson_lower` is the 95 % lower confidence bound on a success fraction;
 * :func:`gaps_by`, :func:`window_at_fault`, :func:`clients_at_fault` and :func:`by_request`
@@ -22,13 +24,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
 __all__ = ["EARLY_BYTES", "HIT", "CLIENT", "FlowAtKill", "flows_at", "zombie_frames", "wilson_lower",
-           "quantile", "gaps_by", "window_at_fault", "clients_at_fault", "by_request",
+           "quantile", "gaps_by", "resends", "window_at_fault", "clients_at_fault", "by_request",
            "campaign_summary"]
 
 #: Server bytes below which a connection counts as still in its handshake: the ServerHello
@@ -57,6 +59,10 @@ class FlowAtKill:
     """Bytes the client's receive window still allowed at the kill (its last acknowledgement
     plus its window, less the server bytes sent): under a segment, the client, not the
     server, held the next byte up. ``None``: no client segment was heard before the kill."""
+    resent_s: float | None = None
+    """Kill to the client's first resend after the kill and before its gap ended (a second
+    SYN, or a data segment with no byte it had not sent before); ``None``: none. A next byte
+    that follows it closely answered the client's own resend, not the takeover."""
 
 
 def flows_at(rows: Iterable[Sequence[str | float]], kill: float, victim_mac: str
@@ -72,19 +78,13 @@ def flows_at(rows: Iterable[Sequence[str | float]], kill: float, victim_mac: str
     Segments from the victim after the kill do not end a gap either: they were on their way
     when the link went down, or they are a zombie's (:func:`zombie_frames`)."""
     by_port: dict[int, list[tuple[float, str, int, int, int, int | None]]] = {}
-    client: dict[int, tuple[int, int]] = {}  # port -> (ack, scaled window) last heard before the kill
-    acks: dict[int, list[tuple[float, int]]] = {}  # port -> the client's acknowledgements, in time
-    first_syn: dict[int, float] = {}  # port -> when the client first sent its SYN
+    side = _ClientSide()
+    client, acks, first_syn = side.last, side.acks, side.first_syn
     for row in rows:
         t, mac, port, seq, n, flags = (float(row[0]), str(row[1]), int(row[2]), int(row[3]),
                                        int(row[4]), int(row[5]))  # fmt: skip
         if mac == CLIENT:
-            if flags & _SYN:
-                first_syn[port] = min(t, first_syn.get(port, t))
-            elif flags & _ACK:
-                acks.setdefault(port, []).append((t, seq))
-                if t < kill:
-                    client[port] = (seq, int(row[6]))
+            side.take(row, kill)
             continue
         ack = int(row[7]) if len(row) > 7 and flags & _ACK else None
         by_port.setdefault(port, []).append((t, mac, seq, n, flags, ack))
@@ -114,8 +114,55 @@ def flows_at(rows: Iterable[Sequence[str | float]], kill: float, victim_mac: str
         if base is not None and port in client:
             ack, window = client[port]
             room = ((ack - base) & 0xFFFFFFFF) + window - had
-        out[port] = FlowAtKill(port, phase, had, gap, room)
+        until = math.inf if gap is None else kill + gap
+        out[port] = FlowAtKill(port, phase, had, gap, room,
+                               _resent(side.sends.get(port, []), kill, until))  # fmt: skip
     return out
+
+
+@dataclass
+class _ClientSide:
+    """What the clients' own segments (rows with :data:`CLIENT` for a MAC) say, by port."""
+
+    last: dict[int, tuple[int, int]] = field(default_factory=dict)
+    """The acknowledgement and scaled window last heard before the kill."""
+    acks: dict[int, list[tuple[float, int]]] = field(default_factory=dict)
+    """The client's acknowledgements, in time."""
+    first_syn: dict[int, float] = field(default_factory=dict)
+    """When the client first sent its SYN."""
+    sends: dict[int, list[tuple[float, int, int, bool]]] = field(default_factory=dict)
+    """Its SYNs and data segments, ``(time, own sequence number, length, SYN)``: from rows
+    with the ``ack`` column only, which holds a client's own sequence number."""
+
+    def take(self, row: Sequence[str | float], kill: float) -> None:
+        """One client row."""
+        t, port, seq, n, flags = (float(row[0]), int(row[2]), int(row[3]), int(row[4]),
+                                  int(row[5]))  # fmt: skip
+        if flags & _SYN:
+            self.first_syn[port] = min(t, self.first_syn.get(port, t))
+        elif flags & _ACK:
+            self.acks.setdefault(port, []).append((t, seq))
+            if t < kill:
+                self.last[port] = (seq, int(row[6]))
+        if len(row) > 7 and (flags & _SYN or n):
+            self.sends.setdefault(port, []).append((t, int(row[7]), n, bool(flags & _SYN)))
+
+
+def _resent(sends: Sequence[tuple[float, int, int, bool]], kill: float, until: float
+            ) -> float | None:  # fmt: skip
+    """Kill to the client's first resend in ``[kill, until)``: a SYN after its first, or a
+    data segment none of whose bytes are new (:attr:`FlowAtKill.resent_s`)."""
+    high: int | None = None  # the sequence number after the highest byte sent so far
+    syn = False
+    for t, seq, n, is_syn in sorted(sends):
+        old = syn if is_syn else high is not None and not _after((seq + n) & 0xFFFFFFFF, high)
+        if old and kill <= t < until:
+            return t - kill
+        if is_syn:
+            syn = True
+        elif not old:
+            high = (seq + n) & 0xFFFFFFFF
+    return None
 
 
 def _after(a: int, b: int) -> bool:
@@ -178,6 +225,23 @@ def quantile(values: Sequence[float], q: float) -> float | None:
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
+def resends(flows: pd.DataFrame) -> dict[str, float | int | None]:
+    """Of the connections the fault hit (:data:`HIT`), how many clients sent something again
+    between the fault and their next byte (:attr:`FlowAtKill.resent_s`), when (median,
+    largest), and after how many of those resends the next byte came within 20 ms: the
+    client's own resend, not the takeover, then moved it on. The 150 ms target is there so
+    that no client waits for its own retransmission timer (200 ms or more)."""
+    if not len(flows) or "resent_s" not in flows:
+        return {"n": 0, "resent": 0, "p50_s": None, "max_s": None, "answered_within_20ms": 0}
+    hit = flows[flows["phase"].isin(HIT)]
+    resent = hit[hit["resent_s"].notna()]
+    answered = resent["gap_s"].notna() & (resent["gap_s"] - resent["resent_s"]).lt(0.02)
+    return {"n": len(hit), "resent": len(resent),
+            "p50_s": quantile(resent["resent_s"].tolist(), 0.5),
+            "max_s": max(resent["resent_s"].tolist(), default=None),
+            "answered_within_20ms": int(answered.sum())}  # fmt: skip
+
+
 def by_request(conns: pd.DataFrame) -> dict[str, dict[str, int]]:
     """Connections and those byte-exact, by what they asked: a download, an upload, several
     requests on one connection (keep-alive), a resumed session."""
@@ -235,7 +299,7 @@ def _baseline(flows: pd.DataFrame) -> dict[str, Any]:
             "gap_by_window": gaps_by(flows.assign(window=window_at_fault(flows)), "window")
             if len(flows) else {},
             "gap_by_clients": gaps_by(flows.assign(clients=clients_at_fault(flows)), "clients")
-            if len(flows) else {}}  # fmt: skip
+            if len(flows) else {}, "resends": resends(flows)}  # fmt: skip
 
 
 def campaign_summary(config: dict[str, Any], trials: pd.DataFrame, conns: pd.DataFrame,
@@ -276,6 +340,8 @@ def campaign_summary(config: dict[str, Any], trials: pd.DataFrame, conns: pd.Dat
             kills.assign(window=window_at_fault(kills)), "window") if len(flows) else {},
         "gap_by_clients_after_kills": gaps_by(
             kills.assign(clients=clients_at_fault(kills)), "clients") if len(flows) else {},
+        # clients that sent again between a kill and their next byte: their own timer fired
+        "resends_after_kills": resends(kills),
         **({"baseline": _baseline(base)} if len(base) else {}),
         "phase_at_fault": (flows["phase"].value_counts().to_dict() if len(flows) else {}),
         "detect_p50_s": {m: quantile(faults[faults["mode"] == m]["detect_s"].dropna().tolist(),

@@ -29,6 +29,7 @@ from sslacc_sim.aio.linux.loadstats import (
     flows_at,
     gaps_by,
     quantile,
+    resends,
     wilson_lower,
     window_at_fault,
     zombie_frames,
@@ -242,6 +243,40 @@ def test_a_connection_begun_after_the_fault_is_not_one_it_hit() -> None:
     assert at[1].phase == "no-syn-ack" and at[1].gap_s == pytest.approx(0.03)
     assert at[2].phase == "after"
     assert at[3].phase == "no-syn-ack" and at[3].gap_s is None
+
+
+def test_a_client_that_sends_again_before_its_next_byte_is_found() -> None:
+    """A client that resends (data with no new byte, or a second SYN) between the kill and
+    its next byte waited for its own timer: ``resent_s``, and the summary counts it, and
+    whether the next byte answered it within 20 ms. New data, a resend before the kill or
+    after the next byte, and a window probe (no data) are not resends."""
+    a, b = "aa", "bb"
+    rows = [
+        # 1: uploads 1000 bytes at 0.5 s into the void; resends them at 1.2 s, answered at once
+        (0.0, a, 1, 100, 0, SYN | ACK, 0, 501), (0.1, CLIENT_ROW, 1, 101, 1000, ACK, 9000, 501),
+        (0.9, CLIENT_ROW, 1, 101, 1000, ACK, 9000, 1501),
+        (1.2, CLIENT_ROW, 1, 101, 1000, ACK, 9000, 1501),
+        (1.205, b, 1, 101, 0, ACK, 0, 2501),
+        # 2: only new data after the kill, then its gap ends; a resend after it does not count
+        (0.0, a, 2, 100, 0, SYN | ACK, 0, 701), (0.95, CLIENT_ROW, 2, 101, 500, ACK, 9000, 701),
+        (1.01, CLIENT_ROW, 2, 101, 500, ACK, 9000, 1201), (1.02, b, 2, 101, 0, ACK, 0, 1701),
+        (1.3, CLIENT_ROW, 2, 101, 500, ACK, 9000, 1201),
+        # 3: a SYN out before the kill, sent again after it (its timer), answered 0.1 s later
+        (0.9, CLIENT_ROW, 3, 0, 0, SYN, 0, 900), (1.9, CLIENT_ROW, 3, 0, 0, SYN, 0, 900),
+        (2.0, b, 3, 300, 0, SYN | ACK, 0, 901),
+        # 4: a resend before the kill and a zero-length window probe after it
+        (0.0, a, 4, 100, 0, SYN | ACK, 0, 41), (0.2, CLIENT_ROW, 4, 101, 100, ACK, 9000, 41),
+        (0.3, CLIENT_ROW, 4, 101, 100, ACK, 9000, 41),
+        (1.1, CLIENT_ROW, 4, 101, 0, ACK, 0, 140), (1.15, b, 4, 101, 0, ACK, 0, 141),
+    ]  # fmt: skip
+    at = flows_at(rows, 1.0, a)
+    assert at[1].resent_s == pytest.approx(0.2) and at[1].gap_s == pytest.approx(0.205)
+    assert at[2].resent_s is None and at[2].gap_s == pytest.approx(0.02)
+    assert at[3].phase == "no-syn-ack" and at[3].resent_s == pytest.approx(0.9)
+    assert at[4].resent_s is None
+    flows = pd.DataFrame([{"trial": 0, **vars(f)} for f in at.values()])
+    assert resends(flows) == {"n": 4, "resent": 2, "p50_s": pytest.approx(0.55),
+                              "max_s": pytest.approx(0.9), "answered_within_20ms": 1}
 
 
 def test_wilson_bound_and_quantile() -> None:
