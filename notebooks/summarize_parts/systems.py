@@ -199,15 +199,18 @@ def _sslacc_campaign(src: Source) -> list[str]:
 
 def _campaign_resends(d: dict[str, Any]) -> str:
     """How many clients the kills hit sent something again before their next byte (their own
-    retransmission timer fired), when the run measured it."""
+    retransmission timer fired), and how many frames the clients' capture had no room for,
+    when the run measured them."""
+    drops = (f"; frames the client-side capture had no room for {d['capture_drops']:,}"
+             if "capture_drops" in d else "")
     r = d.get("resends_after_kills")
     if not r or not r.get("n"):
-        return ""
+        return drops
     when = (f", {r['p50_s']:.3f} s median, {r['max_s']:.3f} s at most after the kill"
             if r["resent"] else "")
     return (f"; clients that sent again between a kill and their next byte (their own timer "
             f"fired): {r['resent']} of {r['n']}{when}, the next byte within 20 ms of the resend "
-            f"for {r['answered_within_20ms']}")
+            f"for {r['answered_within_20ms']}" + drops)
 
 
 def _campaign_baseline(d: dict[str, Any]) -> str:

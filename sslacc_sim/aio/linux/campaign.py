@@ -341,6 +341,8 @@ def _trial_row(t: Trial) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         "restore_failed": len(report.get("failed", [])) if report else None,
         "gap_p50_s": quantile(gaps, 0.5), "gap_max_s": max(gaps, default=None),
         "zombie_frames": zombies, **{f"at_{p}": n for p, n in phases.items()},
+        # frames the client's capture had no room for: its phases and gaps miss them
+        "capture_drops": sum(t.capture_drops) if t.capture_drops else None,
         "verdict_wait_s": _verdict_wait(t.said),
         "errors": "; ".join(f"{r['client']} {r['path']}: {r['error']}"
                             for r in rows if not r["ok"])[:2000],

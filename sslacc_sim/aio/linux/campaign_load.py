@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import queue
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -27,7 +28,15 @@ from typing import TYPE_CHECKING, Any
 from testbed.linux.capture import Capture
 
 from . import clients
-from .failover import HOSTNAME, file_bytes, lines_of, node_env, site_credentials, wait_line
+from .failover import (
+    HOSTNAME,
+    file_bytes,
+    first_line,
+    lines_of,
+    node_env,
+    site_credentials,
+    wait_line,
+)
 from .netns import MIRROR_ADDRESSES, VIP, Topology
 
 if TYPE_CHECKING:
@@ -105,6 +114,8 @@ class Trial:
     start: float = 0.0
     load_s: float = 0.0
     capture: list[list[Any]] = field(default_factory=list)
+    capture_drops: list[int] = field(default_factory=list)
+    """Frames the client's capture had no room for (``DROPPED`` of ``node sniff``)."""
 
 
 def plan_load(rng: random.Random, cfg: CampaignConfig, site: Site, work: Path
@@ -149,11 +160,12 @@ def unread_lines(proc: subprocess.Popen[str]) -> list[str]:
 
 
 @contextmanager
-def capture(topo: Topology, node: str, dev: str, out: Path, *, incoming_only: bool = False
-            ) -> Iterator[list[list[Any]]]:  # fmt: skip
+def capture(topo: Topology, node: str, dev: str, out: Path, *, incoming_only: bool = False,
+            drops: list[int] | None = None) -> Iterator[list[list[Any]]]:  # fmt: skip
     """Every segment to and from the service heard on ``dev`` in ``node``'s namespace (``node
-    sniff``): the list yielded is filled once the block ends. A record that could not be
-    written raises (a count of zero frames must mean that none came)."""
+    sniff``): the list yielded is filled once the block ends, and ``drops`` gets the frames
+    the capture's socket had no room for. A record that could not be written raises (a count
+    of zero frames must mean that none came)."""
     rows: list[list[Any]] = []
     sniffer = topo.popen(node, [sys.executable, "-m", "sslacc_sim.aio.linux.node", "sniff",
                                 "--dev", dev, "--src", VIP, "--port", str(PORT), "--out", str(out),
@@ -164,17 +176,23 @@ def capture(topo: Topology, node: str, dev: str, out: Path, *, incoming_only: bo
         yield rows
     finally:
         sniffer.send_signal(signal.SIGTERM)
+        said = first_line(sniffer, ("DROPPED",), 30)  # after the record is written
         sniffer.wait(timeout=30)
     if not out.exists():
         raise RuntimeError(f"the capture on {node}:{dev} wrote nothing (exit {sniffer.returncode})")
     rows.extend(json.loads(out.read_text()))
+    dropped = re.fullmatch(r"DROPPED (\d+)", said)
+    if drops is not None:
+        if dropped is None:
+            raise RuntimeError(f"the capture on {node}:{dev} did not say what it dropped")
+        drops.append(int(dropped.group(1)))
 
 
 @contextmanager
 def client_capture(topo: Topology, work: Path, trial: Trial) -> Iterator[None]:
     """The client's record of every segment to and from the service, into ``trial.capture``
     once the block ends."""
-    with capture(topo, "client", "eth0", work / "capture.json") as rows:
+    with capture(topo, "client", "eth0", work / "capture.json", drops=trial.capture_drops) as rows:
         yield
     trial.capture = rows
 

@@ -1,6 +1,6 @@
 """What a fault campaign's captures and outcomes say: gaps, phases, zombies, bounds.
 
-Pure functions over the client-side capture (:func:`~sslacc_sim.aio.linux.sniff.record_frames`
+Pure functions over the client-side capture (:func:`~sslacc_sim.aio.linux.probe.record_frames`
 rows: ``(time, source MAC, client port, seq, payload length, flags, window)``; the client's own
 segments have :data:`CLIENT` for a MAC, their acknowledgement for ``seq`` and their scaled
 window) and the clients' outcomes, so that they can be tested on hand-made rows.
@@ -328,6 +328,8 @@ def campaign_summary(config: dict[str, Any], trials: pd.DataFrame, conns: pd.Dat
         "takeovers_before_fault": int(faults.get("takeover_before_fault", pd.Series(dtype=bool))
                                       .fillna(False).astype(bool).sum()),
         "zombie_frames": int(faults["zombie_frames"].fillna(0).sum()),
+        # frames the clients' captures had no room for (their phases and gaps miss them)
+        "capture_drops": int(trials.get("capture_drops", pd.Series(dtype=float)).fillna(0).sum()),
         "gap_p50_s": quantile(gaps, 0.5), "gap_p99_s": quantile(gaps, 0.99),
         "gap_max_s": max(gaps, default=None),
         "gap_by_phase": gaps_by(flows, "phase"), "gap_by_mode": gaps_by(flows, "mode"),

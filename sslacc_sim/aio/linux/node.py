@@ -30,8 +30,9 @@ the next member (``--mirror``), and mirrors the previous one's (``--listen``).
 
 ``sniff`` records, in the client's namespace, every TCP segment from the service (arrival
 time, source MAC, client port, sequence number, length, flags) and writes them as JSON when
-stopped with SIGTERM: the orchestrator finds each client's first byte after a kill there, and
-any frame from a fenced node. On a switch port with ``--incoming-only`` it records what the
+stopped with SIGTERM (:mod:`~sslacc_sim.aio.linux.probe`), then prints ``DROPPED n``, the
+frames its socket had no room for: the orchestrator finds each client's first byte after a
+kill there, and any frame from a fenced node. On a switch port with ``--incoming-only`` it records what the
 node behind that port put on the LAN (the bucket layout's zombie count: every member carries
 one MAC, so only the port tells a woken member's frames apart).
 """
@@ -53,9 +54,10 @@ from tls12.suites import SUITES, suite_by_name
 from .backup import Backup, Controls
 from .member import Member, run_member
 from .primary import Primary, run_primary
+from .probe import packet_drops, record_frames
 from .service import DiePoint, Docroot
 from .sessions import SharedSessionStore
-from .sniff import packet_socket, record_frames
+from .sniff import packet_socket
 
 __all__ = ["POINTS", "main"]
 
@@ -122,7 +124,9 @@ def _sniff(args: argparse.Namespace) -> int:
         print("ready", flush=True)
         seen = record_frames(s, (args.src, args.port), lambda: stop,
                              incoming_only=args.incoming_only)  # fmt: skip
+        dropped = packet_drops(s)
     Path(args.out).write_text(json.dumps(seen))
+    print(f"DROPPED {dropped}", flush=True)  # frames the socket had no room for
     return 0
 
 

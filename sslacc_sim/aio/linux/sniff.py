@@ -18,9 +18,8 @@ this testbed measures (``bench_sslacc_cluster``) rather than assumes.
 
 :func:`parse_frame` reads one Ethernet frame (IPv4/TCP only; anything else is ``None``; never
 raises on bad input). :class:`FlowTracker` is pure bookkeeping (no I/O); :class:`Sniffer`
-feeds it from an ``AF_PACKET`` socket. :func:`record_frames` is the client-side probe of
-the campaign: the arrival time, source MAC, flow and sequence numbers of every segment, and the
-clients' windows.
+feeds it from an ``AF_PACKET`` socket. The campaign's client-side probe, which records every
+segment's header, is :mod:`~sslacc_sim.aio.linux.probe`.
 """
 
 from __future__ import annotations
@@ -41,7 +40,7 @@ from .threads import normal_thread
 
 __all__ = [
     "TcpFrame", "Flow", "FlowTracker", "Recent", "parse_frame", "packet_socket", "Sniffer",
-    "record_frames", "SYN", "ACK", "FIN", "RST",
+    "SYN", "ACK", "FIN", "RST",
 ]
 
 FIN, SYN, RST, ACK = 0x01, 0x02, 0x04, 0x10
@@ -494,52 +493,3 @@ def _received_at(ancillary: list[tuple[int, int, bytes]]) -> float:
                  if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(data) >= 16
                  for sec, nsec in [struct.unpack("=qq", data[:16])]), time.monotonic())  # fmt: skip
 
-
-def record_frames(sock: socket.socket, service: tuple[str, int], stop: Callable[[], bool],
-                  *, incoming_only: bool = False
-                  ) -> list[tuple[float, str, int, int, int, int, int, int]]:  # fmt: skip
-    """Every segment between clients and ``service`` heard on ``sock`` until ``stop()`` (checked
-    every 0.2 s), as rows ``(time, source MAC hex, client port, seq, payload length, flags,
-    window, ack)``; a client's own segments have ``"client"`` for a MAC, their acknowledgement
-    for ``seq``, their window scaled by the shift their SYN announced and their own sequence
-    number for ``ack`` (the columns swap: ``seq`` is what a client row is read for).
-    ``time.monotonic()``: one clock for every namespace. ``incoming_only``: skip the frames
-    the host sends (on a switch port: keep what the node behind it sent, not what the switch
-    forwards to it; ``sock`` must take every protocol, as a bridge port's frames reach no
-    protocol-bound socket)."""
-    seen: list[tuple[float, str, int, int, int, int, int, int]] = []
-    shift: dict[int, int] = {}
-    # the kernel's receive time of each frame, not when this loop got to it (it lags under
-    # load): SO_TIMESTAMPNS gives the wall clock, turned into time.monotonic() by the offset
-    # between the two clocks
-    sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
-    sock.settimeout(0.2)
-    while not stop():
-        try:
-            frame, ancillary, _, address = sock.recvmsg(1 << 17, 64)
-        except (TimeoutError, InterruptedError):
-            continue
-        except OSError:  # ENETDOWN, once, when the interface goes down (a fenced port)
-            time.sleep(0.05)
-            continue
-        if incoming_only and address[2] == _PACKET_OUTGOING:
-            continue
-        now = _received_at(ancillary)
-        seg = parse_frame(frame)
-        if seg is None:
-            continue
-        if seg.src == service:
-            seen.append((now, seg.src_mac.hex(), seg.dst[1], seg.seq, len(seg.payload),
-                         seg.flags, seg.window, seg.ack))  # fmt: skip
-        elif seg.dst == service:
-            port = seg.src[1]
-            if seg.flags & SYN:
-                wscale = seg.options.get(3)
-                shift[port] = wscale[0] if wscale else 0
-                # a SYN's window is never scaled and it acknowledges nothing: only when it
-                # was sent (a connection begun after a fault is not one the fault hit)
-                seen.append((now, "client", port, 0, 0, seg.flags, 0, seg.seq))
-                continue
-            seen.append((now, "client", port, seg.ack, len(seg.payload), seg.flags,
-                         seg.window << shift.get(port, 0), seg.seq))  # fmt: skip
-    return seen

@@ -1,0 +1,156 @@
+"""The campaign's client-side probe: every TCP segment to and from the service, headers only.
+
+``python -m sslacc_sim.aio.linux.node sniff`` runs :func:`record_frames` in the client's
+namespace; the campaign reads each client's phase at the fault and its wait for the next byte
+from the rows (:func:`~sslacc_sim.aio.linux.loadstats.flows_at`). Those numbers are only as good
+as the record is complete: a frame the probe never read can make a connection look unfinished
+at the fault (its FIN missed) or leave its gap unmeasured (the new owner's segments missed).
+Three things keep the record whole, and one says when it is not:
+
+* each read asks the kernel for :data:`HEADER_READ` bytes, enough for the Ethernet, IP and TCP
+  headers, so a 64 KiB segment costs no more to read than an ACK (the payload's length comes
+  from the IP header's total length: :func:`parse_header`);
+* the frames still queued when the probe is told to stop are read before it stops (before,
+  a probe that lagged behind the load lost its whole backlog);
+* the socket's buffer is large (``node sniff``: 128 MiB);
+* :func:`packet_drops` reads the kernel's count of frames the socket had no room for
+  (``PACKET_STATISTICS``); ``node sniff`` prints it, and the campaign reports it per trial.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .sniff import _PACKET_OUTGOING, _SO_TIMESTAMPNS, SYN, _options, _received_at
+
+__all__ = ["HEADER_READ", "TcpHeader", "parse_header", "record_frames", "packet_drops"]
+
+#: Bytes read of each frame: Ethernet (14), IP (at most 60) and TCP (at most 60) headers.
+HEADER_READ = 160
+_SOL_PACKET = 263
+_PACKET_STATISTICS = 6
+
+
+@dataclass(frozen=True, slots=True)
+class TcpHeader:
+    """One TCP segment's header as heard, and its payload's length."""
+
+    src_mac: bytes
+    src: tuple[str, int]
+    dst: tuple[str, int]
+    seq: int
+    ack: int
+    flags: int
+    window: int
+    length: int
+    """Payload bytes (from the IP total length: the read may have cut the payload off)."""
+    wscale: int | None
+    """A SYN's window-scale shift (0 if it offers none); ``None`` on other segments."""
+
+
+def parse_header(frame: bytes) -> TcpHeader | None:
+    """The IPv4/TCP header of an Ethernet frame read whole or cut after its TCP header, or
+    ``None`` (not IPv4/TCP, cut inside the headers, inconsistent lengths); never raises. On a
+    whole frame it agrees with :func:`~sslacc_sim.aio.linux.sniff.parse_frame`."""
+    if len(frame) < 14 + 20 + 20 or frame[12:14] != b"\x08\x00":
+        return None
+    ihl = (frame[14] & 0x0F) * 4
+    if frame[14] >> 4 != 4 or ihl < 20 or frame[23] != 6:
+        return None
+    (total,) = struct.unpack_from(">H", frame, 16)
+    tcp = 14 + ihl
+    if total < ihl + 20 or len(frame) < tcp + 20:
+        return None
+    sport, dport, seq, ack, offset, flags, window = struct.unpack_from(">HHIIBBH", frame, tcp)
+    off = (offset >> 4) * 4
+    if off < 20 or ihl + off > total or len(frame) < tcp + off:
+        return None
+    wscale = None
+    if flags & SYN:
+        shift = _options(frame[tcp + 20 : tcp + off]).get(3)
+        wscale = shift[0] if shift else 0
+    return TcpHeader(frame[6:12], (socket.inet_ntoa(frame[26:30]), sport),
+                     (socket.inet_ntoa(frame[30:34]), dport), seq, ack, flags, window,
+                     total - ihl - off, wscale)  # fmt: skip
+
+
+def packet_drops(sock: socket.socket) -> int:
+    """Frames the kernel dropped for want of room in ``sock``'s buffer since the last call
+    (``PACKET_STATISTICS``: reading it resets the count)."""
+    _, drops = struct.unpack("II", sock.getsockopt(_SOL_PACKET, _PACKET_STATISTICS, 8))
+    return int(drops)
+
+
+Row = tuple[float, str, int, int, int, int, int, int]
+
+
+def record_frames(sock: socket.socket, service: tuple[str, int], stop: Callable[[], bool],
+                  *, incoming_only: bool = False) -> list[Row]:  # fmt: skip
+    """Every segment between clients and ``service`` heard on ``sock`` until ``stop()`` (checked
+    every 0.2 s), then every frame still queued, as rows ``(time, source MAC hex, client port,
+    seq, payload length, flags, window, ack)``; a client's own segments have ``"client"`` for a
+    MAC, their acknowledgement for ``seq``, their window scaled by the shift their SYN
+    announced and their own sequence number for ``ack`` (the columns swap: ``seq`` is what a
+    client row is read for). ``time.monotonic()``: one clock for every namespace.
+    ``incoming_only``: skip the frames the host sends (on a switch port: keep what the node
+    behind it sent, not what the switch forwards to it; ``sock`` must take every protocol, as
+    a bridge port's frames reach no protocol-bound socket)."""
+    seen: list[Row] = []
+    shift: dict[int, int] = {}
+    # the kernel's receive time of each frame, not when this loop got to it (it lags under
+    # load): SO_TIMESTAMPNS gives the wall clock, turned into time.monotonic() by the offset
+    # between the two clocks
+    sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+    sock.settimeout(0.2)
+    while not stop():
+        try:
+            got = sock.recvmsg(HEADER_READ, 64)
+        except (TimeoutError, InterruptedError):
+            continue
+        except OSError:  # ENETDOWN, once, when the interface goes down (a fenced port)
+            time.sleep(0.05)
+            continue
+        _take(got, service, incoming_only, shift, seen)
+    until = time.monotonic()
+    sock.setblocking(False)
+    while True:  # the backlog: the frames that came before the stop, none after it
+        try:
+            got = sock.recvmsg(HEADER_READ, 64)
+        except InterruptedError:
+            continue
+        except OSError:  # BlockingIOError: nothing more queued
+            break
+        if _received_at(got[1]) > until:
+            break
+        _take(got, service, incoming_only, shift, seen)
+    return seen
+
+
+def _take(got: tuple[bytes, list[tuple[int, int, bytes]], int, object], service: tuple[str, int],
+          incoming_only: bool, shift: dict[int, int], seen: list[Row]) -> None:  # fmt: skip
+    """One frame read by :func:`record_frames`: a row if it is a segment to or from
+    ``service``."""
+    frame, ancillary, _, address = got
+    if incoming_only and isinstance(address, tuple) and address[2] == _PACKET_OUTGOING:
+        return
+    seg = parse_header(frame)
+    if seg is None:
+        return
+    now = _received_at(ancillary)
+    if seg.src == service:
+        seen.append((now, seg.src_mac.hex(), seg.dst[1], seg.seq, seg.length, seg.flags,
+                     seg.window, seg.ack))  # fmt: skip
+    elif seg.dst == service:
+        port = seg.src[1]
+        if seg.wscale is not None:
+            shift[port] = seg.wscale
+            # a SYN's window is never scaled and it acknowledges nothing: only when it was
+            # sent (a connection begun after a fault is not one the fault hit)
+            seen.append((now, "client", port, 0, 0, seg.flags, 0, seg.seq))
+            return
+        seen.append((now, "client", port, seg.ack, seg.length, seg.flags,
+                     seg.window << shift.get(port, 0), seg.seq))  # fmt: skip
