@@ -8,7 +8,9 @@ window) and the clients' outcomes, so that they can be tested on hand-made rows.
 * :func:`flows_at` classifies every client connection by what it had received when the node
   died (``no-syn-ack``: its SYN was out, unanswered; ``handshake``: fewer than
   :data:`EARLY_BYTES` server bytes, the flights before the first application record;
-  ``transfer``; ``finished``: the server's FIN was in; ``after``: its SYN left after the fault,
+  ``transfer``; ``finished``: the server's FIN was in, or the client had reset the connection
+  (a client that closes first resets it when the server's close_notify comes; it waits for
+  nothing more); ``after``: its SYN left after the fault,
   so the fault did not hit it)
   and finds its *gap*: from the kill to the first segment from another node that moves the
   client on (new server bytes, or an acknowledgement of client bytes it accepts), and whether
@@ -103,7 +105,7 @@ def flows_at(rows: Iterable[Sequence[str | float]], kill: float, victim_mac: str
             phase = "after"
         elif not any(s[4] & _SYN for s in before):
             phase = "no-syn-ack"
-        elif any(s[4] & _FIN for s in before):
+        elif any(s[4] & _FIN for s in before) or port in side.reset:
             phase = "finished"
         elif had < EARLY_BYTES:
             phase = "handshake"
@@ -130,6 +132,8 @@ class _ClientSide:
     """The client's acknowledgements, in time."""
     first_syn: dict[int, float] = field(default_factory=dict)
     """When the client first sent its SYN."""
+    reset: set[int] = field(default_factory=set)
+    """The client reset the connection before the kill."""
     sends: dict[int, list[tuple[float, int, int, bool]]] = field(default_factory=dict)
     """Its SYNs and data segments, ``(time, own sequence number, length, SYN)``: from rows
     with the ``ack`` column only, which holds a client's own sequence number."""
@@ -138,6 +142,8 @@ class _ClientSide:
         """One client row."""
         t, port, seq, n, flags = (float(row[0]), int(row[2]), int(row[3]), int(row[4]),
                                   int(row[5]))  # fmt: skip
+        if flags & _RST and t < kill:
+            self.reset.add(port)
         if flags & _SYN:
             self.first_syn[port] = min(t, self.first_syn.get(port, t))
         elif flags & _ACK:

@@ -2,8 +2,8 @@
 or cut short gives the same segment, the frames queued at the stop are recorded, and the
 kernel's count of frames the socket had no room for is read.
 
-A probe that lost frames made connections look unfinished at the fault (a FIN missed) and
-left their gap to the next byte unmeasured. The header parser is fuzzed with Hypothesis
+A probe that lost frames would make connections look unfinished at the fault (a FIN missed)
+and leave their gap to the next byte unmeasured. The header parser is fuzzed with Hypothesis
 against :func:`~sslacc_sim.aio.linux.sniff.parse_frame`; the probe reads any datagram socket,
 so hand-built frames on a loopback UDP socket stand for the wire, and the drop count is read
 on a real packet socket on ``lo`` (root, as the namespace tests).

@@ -279,6 +279,25 @@ def test_a_client_that_sends_again_before_its_next_byte_is_found() -> None:
                               "max_s": pytest.approx(0.9), "answered_within_20ms": 1}
 
 
+def test_a_connection_its_client_reset_before_the_fault_is_finished() -> None:
+    """Seen in a campaign's pcap: a client that has its response closes first (close_notify,
+    FIN); the server's close_notify then meets a closed socket, and the client resets. No
+    server FIN ever comes, yet the client waits for nothing: ``finished``, not ``transfer``."""
+    a = "aa"
+    rows = [
+        (0.0, a, 1, 100, 0, SYN | ACK, 0, 501), (0.1, a, 1, 101, 66784, ACK, 0, 601),
+        (0.2, CLIENT_ROW, 1, 66885, 53, ACK, 9000, 601),  # the client's close_notify ...
+        (0.2, CLIENT_ROW, 1, 66885, 0, ACK | FIN, 9000, 654),  # ... and FIN
+        (0.25, a, 1, 66885, 53, ACK, 0, 655),  # the server's close_notify
+        (0.25, CLIENT_ROW, 1, 0, 0, RST, 0, 655),  # the client's reset
+        (0.0, a, 2, 100, 0, SYN | ACK, 0, 501), (0.1, a, 2, 101, 66784, ACK, 0, 601),
+        (1.5, CLIENT_ROW, 2, 0, 0, RST, 0, 601),  # a reset after the fault: it was hit
+    ]  # fmt: skip
+    at = flows_at(rows, 1.0, a)
+    assert at[1].phase == "finished"
+    assert at[2].phase == "transfer"
+
+
 def test_wilson_bound_and_quantile() -> None:
     assert wilson_lower(10, 10) == pytest.approx(0.7225, abs=1e-4)
     assert wilson_lower(0, 10) == pytest.approx(0.0, abs=1e-12)
