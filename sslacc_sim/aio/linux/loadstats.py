@@ -81,7 +81,6 @@ def flows_at(rows: Iterable[Sequence[str | float]], kill: float, victim_mac: str
     when the link went down, or they are a zombie's (:func:`zombie_frames`)."""
     by_port: dict[int, list[tuple[float, str, int, int, int, int | None]]] = {}
     side = _ClientSide()
-    client, acks, first_syn = side.last, side.acks, side.first_syn
     for row in rows:
         t, mac, port, seq, n, flags = (float(row[0]), str(row[1]), int(row[2]), int(row[3]),
                                        int(row[4]), int(row[5]))  # fmt: skip
@@ -91,7 +90,7 @@ def flows_at(rows: Iterable[Sequence[str | float]], kill: float, victim_mac: str
         ack = int(row[7]) if len(row) > 7 and flags & _ACK else None
         by_port.setdefault(port, []).append((t, mac, seq, n, flags, ack))
     out = {}
-    for port in first_syn.keys() - by_port.keys():
+    for port in side.first_syn.keys() - by_port.keys():
         by_port[port] = []  # a SYN never answered at all
     for port, segs in by_port.items():
         segs.sort(key=lambda s: s[0])
@@ -101,7 +100,7 @@ def flows_at(rows: Iterable[Sequence[str | float]], kill: float, victim_mac: str
         had = 0
         if base is not None:
             had = max((((s[2] - base) & 0xFFFFFFFF) + s[3] for s in before if s[3]), default=0)
-        if port in first_syn and first_syn[port] >= kill:
+        if port in side.first_syn and side.first_syn[port] >= kill:
             phase = "after"
         elif not any(s[4] & _SYN for s in before):
             phase = "no-syn-ack"
@@ -111,10 +110,10 @@ def flows_at(rows: Iterable[Sequence[str | float]], kill: float, victim_mac: str
             phase = "handshake"
         else:
             phase = "transfer"
-        gap = _gap(segs, sorted(acks.get(port, [])), kill, victim_mac)
+        gap = _gap(segs, sorted(side.acks.get(port, [])), kill, victim_mac)
         room = None
-        if base is not None and port in client:
-            ack, window = client[port]
+        if base is not None and port in side.last:
+            ack, window = side.last[port]
             room = ((ack - base) & 0xFFFFFFFF) + window - had
         until = math.inf if gap is None else kill + gap
         out[port] = FlowAtKill(port, phase, had, gap, room,
