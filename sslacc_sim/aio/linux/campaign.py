@@ -98,9 +98,10 @@ MODES = ("kill", "hang", "double")
 #: What the bucket layout can do to a trial besides (:mod:`~sslacc_sim.aio.linux.campaign_buckets`):
 #: ``join``, a fourth member joins the ring at the drawn instant
 #: (:mod:`~sslacc_sim.aio.linux.join`), nothing taken over; ``join-kill``, that newcomer is
-#: killed at an instant drawn over its join; ``rejoin``, a killed member's node joins again.
-JOIN, JOIN_KILL, REJOIN = "join", "join-kill", "rejoin"
-BUCKET_MODES = (JOIN, JOIN_KILL, REJOIN)
+#: killed at an instant drawn over its join; ``master-kill``, the master is killed while
+#: that newcomer joins; ``rejoin``, a killed member's node joins again.
+JOIN, JOIN_KILL, MASTER_KILL, REJOIN = "join", "join-kill", "master-kill", "rejoin"
+BUCKET_MODES = (JOIN, JOIN_KILL, MASTER_KILL, REJOIN)
 #: Negative controls: the flags each gives the owner and the buddy.
 CONTROLS: dict[str, tuple[list[str], list[str]]] = {
     "none": ([], []),
@@ -272,14 +273,15 @@ def run_trial(site: Site, cfg: CampaignConfig, trial: Trial, rng: random.Random)
 
 def _keep_evidence(t: Trial, out: Path) -> None:
     """A failed trial's logs and capture (not the bodies) go to ``out/failed/t<N>`` (also a
-    fault that no takeover answered, and a takeover that came before its fault: a false
-    death); the rest of its folder is removed."""
+    fault that no takeover answered, a takeover that came before its fault: a false death,
+    buckets left unserved, and a ``master-kill`` that ended with a healthy member off the
+    LAN); the rest of its folder is removed."""
     work = t.work
     early = t.report is not None and t.kill is not None and t.report["detected"] < t.kill
     lost = t.kill is not None and t.report is None and t.mode not in (BASELINE, JOIN) \
         and t.expect_takeover  # fmt: skip
     if any(not r["ok"] for r in t.rows) or lost or early or _taken_over_in_join(t) \
-            or t.columns.get("unserved"):  # fmt: skip
+            or t.columns.get("unserved") or t.columns.get("healthy_off_lan"):  # fmt: skip
         keep = out / "failed" / f"t{t.index}"
         keep.mkdir(parents=True, exist_ok=True)
         for f in work.iterdir():
@@ -381,7 +383,8 @@ def _summary(cfg: CampaignConfig, trials: pd.DataFrame, conns: pd.DataFrame,
         from .campaign_buckets import join_summary, roles  # it imports this module
 
         # whose connections the tail is: the victim's, its successor's, its predecessor's
-        faulted = flows[~flows["mode"].isin([BASELINE, JOIN, JOIN_KILL])]  # deaths of A to C
+        # deaths of the member drawn among A to C (a master-kill's victim is always A)
+        faulted = flows[~flows["mode"].isin([BASELINE, JOIN, JOIN_KILL, MASTER_KILL])]
         by_role = faulted.assign(role=roles(faulted, cfg.seed))
         summary["gap_by_role"] = gaps_by(by_role, "role")
         summary["gap_by_role_after_kills"] = gaps_by(by_role[by_role["mode"] != "hang"], "role")
@@ -485,8 +488,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--modes", default=",".join(MODES),
                    help=f"fault modes, comma-separated, taken in turn (default {','.join(MODES)}; "
                    "the bucket layout also knows join: a fourth member joins at the instant; "
-                   "join-kill: and is killed during its join; rejoin: a killed member's node "
-                   "joins again)")
+                   "join-kill: and is killed during its join; master-kill: the master is "
+                   "killed during that join; rejoin: a killed member's node joins again)")
     p.add_argument("--wake-after", type=cli.positive_float, default=10.0,
                    help="seconds a hung owner stays stopped (default 10)")
     p.add_argument("--client-timeout", type=cli.positive_float, default=60.0,

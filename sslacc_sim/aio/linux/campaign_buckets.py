@@ -29,13 +29,34 @@ its instant:
     served its buckets). Once the master admitted it, its successor A must take its buckets
     over: at once if D had linked to it, after :data:`~sslacc_sim.aio.linux.join.LINK_WITHIN_S`
     if it never did. The gap is measured from D's death.
+``master-kill``
+    D starts at the instant as in ``join-kill``, and at an instant drawn uniformly over the
+    :data:`MASTER_SPAN_S` seconds after it says ``JOINING`` the *master* A is cut and killed
+    (the lowest live id, which admits D, and D's successor in the larger ring). B, A's
+    successor, must take A's buckets over; the gap is measured from A's death. Each trial
+    records how far the join had got (``master_phase``, from what A said before it died and
+    what D had said by then): ``asking`` (A had said nothing of the join: it was asking the
+    donors, or had not read D's ``join`` yet), ``applied`` (A had applied the join itself,
+    ``JOINED member 3``, and was telling the others), ``admitted`` (A had answered D,
+    ``ADMITTED``), ``entered`` (D had read the table, ``ENTERED``), ``serving`` (D had said
+    ``ready``); D's fate at the trial's end (``newcomer_alive``, ``newcomer_ready``); and the
+    members still on the LAN then (``on_lan_at_end``: alive, switch port up). B, C, and D once
+    it said ``ready``, must be: one that is not was taken over although it lived (a false
+    death, ``healthy_off_lan``).
 ``rejoin``
     a ``kill``, then the victim's node joins again under a fresh id (:func:`~sslacc_sim.aio.
     linux.cluster.revive`, then :func:`~sslacc_sim.aio.linux.cluster.join_member`) at an
     instant uniform over the :data:`REJOIN_SPAN_S` after its heir's takeover, under load.
 
-After a trial of the three join modes a new connection goes to each of the 64 buckets
-(:func:`bucket_answers`): ``unserved`` counts those that no member answered (must be 0).
+After a trial of the join modes a new connection goes to each of the 64 buckets
+(:func:`bucket_answers`): ``unserved`` counts those that no member answered (must be 0). A
+``master-kill`` trial probes twice: right after the load (``unserved_after_load``), and again
+once :data:`~sslacc_sim.aio.linux.join.JOIN_WITHIN_S` and 2 s more have passed since the kill
+(``unserved``). A donor takes back the buckets it gave to a join that never ended after
+``JOIN_WITHIN_S``, so the first probe may find them unserved for a while; a bucket the second
+finds unserved is orphaned for good. Every line the members printed goes to the trial's
+``said`` and to ``<node>.stdout`` beside their standard error (kept under ``failed/`` with
+the trial's evidence).
 
 Two things differ from the chain's trial. Every member holds the virtual IP's MAC, so the
 client's capture cannot tell the woken member's frames from the others': a ``hang`` trial
@@ -48,6 +69,7 @@ none).
 
 from __future__ import annotations
 
+import json
 import random
 import signal
 import subprocess
@@ -64,17 +86,17 @@ import pandas as pd
 
 from ...buckets import BucketTable
 from .buckets import bucket_of
-from .campaign_load import Site, Trial, capture, client_capture, pcap, run_load
+from .campaign_load import Site, Trial, capture, client_capture, pcap, run_load, unread_lines
 from .cluster import join_member, revive, start_members
 from .failover import HOSTNAME, FailoverFailed, first_line, wait_line
-from .join import LINK_WITHIN_S
+from .join import JOIN_WITHIN_S, LINK_WITHIN_S
 from .netns import ADDRESSES, VIP, Topology
 
 if TYPE_CHECKING:
     from .campaign import CampaignConfig
 
-__all__ = ["MEMBERS", "JOIN_SPAN_S", "REJOIN_SPAN_S", "run_bucket_trial", "victim_of", "roles",
-           "bucket_answers", "join_summary"]
+__all__ = ["MEMBERS", "JOIN_SPAN_S", "MASTER_SPAN_S", "REJOIN_SPAN_S", "run_bucket_trial",
+           "victim_of", "roles", "bucket_answers", "join_summary"]
 
 #: Members of the bucket layout in a trial (the topology's nodes A, B, C).
 MEMBERS = "abc"
@@ -87,6 +109,15 @@ _READY_S = 30.0
 #: 16 beside a test run; its program's start before it took 0.8-4 s), so about half the deaths
 #: fall inside the join, the rest while it serves and its predecessor hands it its connections.
 JOIN_SPAN_S = 0.2
+#: ``master-kill``: the master dies at most this long after the newcomer says ``JOINING``
+#: (seconds, uniform): the same span as :data:`JOIN_SPAN_S`, over the same join. From
+#: ``JOINING``, the master applied the join itself (``JOINED``) after 0.034-0.039 s, answered
+#: the newcomer (``ADMITTED``) after 0.050-0.059 s, and the newcomer said ``ready`` after
+#: 0.065-0.079 s (9 ``master-kill`` trials, seed 2, the lines timed as they arrived). So about
+#: a quarter of the deaths fall in the master's own part -- asking the donors, telling the
+#: members -- and the rest while the newcomer reads the table, links and serves with the
+#: master as its successor: every row of the design's table (``docs/sslacc-cluster.md``).
+MASTER_SPAN_S = 0.2
 #: ``rejoin``: the dead member's node starts again at most this long after its heir's
 #: takeover (seconds, uniform).
 REJOIN_SPAN_S = 1.0
@@ -95,6 +126,12 @@ REJOIN_SPAN_S = 1.0
 _ADMIT_WITHIN_S = 5.0
 #: The newcomer's member id (D: the fourth).
 _NEWCOMER = len(MEMBERS)
+#: ``master-kill``: how long the master's successor may take to report its takeover (seconds;
+#: it sees the master's links fail at once).
+_HEIR_WITHIN_S = 10.0
+#: ``master-kill``: the second probe comes this long after the kill (seconds): every donor's
+#: take-back (:data:`~sslacc_sim.aio.linux.join.JOIN_WITHIN_S`) and 2 s more.
+_LATE_PROBE_S = JOIN_WITHIN_S + 2.0
 
 
 def run_bucket_trial(site: Site, cfg: CampaignConfig, trial: Trial, rng: random.Random
@@ -104,11 +141,12 @@ def run_bucket_trial(site: Site, cfg: CampaignConfig, trial: Trial, rng: random.
     victim = victim_of(cfg.seed, trial.index)
     member_args = [*(["--no-fence"] if cfg.control == "no-fence" else []),
                    *(["--stall-ms", f"{cfg.stall_ms:g}"] if cfg.stall_ms else [])]  # fmt: skip
-    from .campaign import BUCKET_MODES, JOIN, JOIN_KILL, REJOIN
+    from .campaign import BUCKET_MODES, JOIN, JOIN_KILL, MASTER_KILL, REJOIN
 
-    joins = trial.mode in (JOIN, JOIN_KILL)  # a spare fourth node, which joins at the instant
-    if trial.mode == JOIN_KILL:
-        victim = "d"
+    # a spare fourth node, which joins at the instant
+    joins = trial.mode in (JOIN, JOIN_KILL, MASTER_KILL)
+    victim = {JOIN_KILL: "d", MASTER_KILL: "a"}.get(trial.mode, victim)
+    heard: dict[str, list[str]] = {}  # master-kill: the lines its driver read on the way
     with Topology(tag=f"{cfg.tag_prefix}{trial.index % 100000}", shared_vip=True,
                   members=len(MEMBERS) + joins) as topo, \
             client_capture(topo, work, trial), pcap(topo, cfg.pcap, trial), \
@@ -123,12 +161,15 @@ def run_bucket_trial(site: Site, cfg: CampaignConfig, trial: Trial, rng: random.
         fail: Callable[[], threading.Thread | None] = {
             JOIN: partial(_join, trial, topo, stack, procs, site, cfg, work),
             JOIN_KILL: partial(_join_kill, trial, topo, stack, procs, site, cfg, work),
+            MASTER_KILL: partial(_master_kill, trial, topo, stack, procs, site, cfg, work,
+                                 heard),  # fmt: skip
             REJOIN: partial(_rejoin, trial, topo, stack, procs, site, cfg, victim, work),
         }.get(trial.mode, partial(_fail, trial, topo, procs, cfg, victim))  # fmt: skip
         run_load(site, cfg, trial, rng, work, topo, procs, fail)
-        if trial.mode in BUCKET_MODES:
-            trial.columns["unserved"] = sum(code != "200" for code in bucket_answers(
-                topo, site.cert, _BUCKETS, "/" + min(site.files, key=len).lstrip("/")))
+        if trial.mode == MASTER_KILL:
+            _after_master_kill(trial, topo, site, procs, heard, work)
+        elif trial.mode in BUCKET_MODES:
+            trial.columns["unserved"] = len(_unserved(topo, site))
         if trial.mode == JOIN_KILL:
             trial.columns["newcomer_phase"] = _newcomer_phase(
                 trial.said.get("d", []), bool(trial.columns.get("admitted")))
@@ -248,6 +289,110 @@ def _join_kill(trial: Trial, topo: Topology, stack: ExitStack,
         trial.report = _report(procs["a"], LINK_WITHIN_S + 10.0)
 
 
+def _master_kill(trial: Trial, topo: Topology, stack: ExitStack,
+                 procs: dict[str, subprocess.Popen[str]], site: Site, cfg: CampaignConfig,
+                 logs: Path, heard: dict[str, list[str]]) -> None:  # fmt: skip
+    """At ``trial.kill_at``: node D starts; ``trial.second_after`` of :data:`MASTER_SPAN_S`
+    after it says ``JOINING`` the master A is cut and killed (the trial's ``kill``), as
+    :func:`_fail` kills a victim. How far the join had got is read from what A said before it
+    died and what D had said by then (:func:`_master_phase`); then B's takeover report (B is
+    A's successor). Every line read goes to ``heard``, by node."""
+    assert trial.kill_at is not None
+    time.sleep(max(0.0, trial.start + trial.kill_at - time.monotonic()))
+    procs["d"] = join_member(topo, stack, "d", docroot=site.work / "docroot", cert=site.cert,
+                             key=site.key, port=_PORT, suite=cfg.suite, buckets=_BUCKETS,
+                             logs=logs, ready=False)  # fmt: skip
+    newcomer, master = heard.setdefault("d", []), heard.setdefault("a", [])
+    if not first_line(procs["d"], ("JOINING",), _READY_S, newcomer):
+        raise FailoverFailed(f"the newcomer did not say JOINING within {_READY_S:g} s")
+    began = time.monotonic()
+    time.sleep(max(0.0, began + trial.second_after * MASTER_SPAN_S - time.monotonic()))
+    topo.cut("a")
+    trial.kill = time.monotonic()
+    procs["a"].kill()
+    newcomer += unread_lines(procs["d"])  # what D had said by the master's death
+    # everything the master said: no line starts with NUL, so this reads to its end of file
+    first_line(procs["a"], ("\0",), 5.0, master)
+    trial.expect_takeover = True  # B inherits A's buckets, whatever the join's state
+    trial.columns.update(killed_after_s=round(trial.kill - began, 4),
+                         master_phase=_master_phase(master, newcomer))  # fmt: skip
+    trial.report = _heir_report(procs["b"], _HEIR_WITHIN_S, heard.setdefault("b", []))
+
+
+def _master_phase(master: list[str], newcomer: list[str]) -> str:
+    """How far the join had got when the master died (module docstring): the newcomer's
+    progress first (``serving``, ``entered``), then the master's (``admitted``, ``applied``),
+    else ``asking``."""
+    if any(line.startswith("ready") for line in newcomer):
+        return "serving"
+    if any(line.startswith("ENTERED") for line in newcomer):
+        return "entered"
+    if any(line.startswith(f"ADMITTED member {_NEWCOMER}") for line in master):
+        return "admitted"
+    if any(line.startswith(f"JOINED member {_NEWCOMER}") for line in master):
+        return "applied"
+    return "asking"
+
+
+def _heir_report(heir: subprocess.Popen[str], timeout: float, seen: list[str]
+                 ) -> dict[str, Any] | None:  # fmt: skip
+    """The heir's ``RESTORED`` report with its ``RESUMED`` connections, as the campaign's
+    ``_report`` reads them, or ``None``; every line read on the way goes to ``seen`` (the
+    heir's lines before its takeover tell what it knew of the join)."""
+    restored = first_line(heir, ("RESTORED",), timeout, seen)
+    if not restored:
+        return None
+    resumed = first_line(heir, ("RESUMED",), 5.0, seen)
+    try:
+        report = json.loads(restored.split(" ", 1)[1])
+        return {**report, "resumed": json.loads(resumed.split(" ", 1)[1])["connections"]}
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None  # a garbled report costs this trial its takeover timings only
+
+
+def _after_master_kill(trial: Trial, topo: Topology, site: Site,
+                       procs: dict[str, subprocess.Popen[str]], heard: dict[str, list[str]],
+                       work: Path) -> None:  # fmt: skip
+    """A ``master-kill`` trial after its load: the buckets probed at once and once
+    :data:`_LATE_PROBE_S` has passed since the kill (module docstring), each probe's unserved
+    buckets listed (``unserved_which``); then D's fate, and every line each member printed,
+    in order, into ``trial.said`` and ``<node>.stdout``, and the members still on the LAN
+    (``on_lan_at_end``: alive, their switch port up; a member fenced wrongly is alive but
+    off the LAN; ``healthy_off_lan``: those of B, C and a D that said ``ready`` that are not,
+    false deaths: the trial is kept as evidence)."""
+    early = _unserved(topo, site)
+    if trial.kill is not None:
+        time.sleep(max(0.0, trial.kill + _LATE_PROBE_S - time.monotonic()))
+    late = _unserved(topo, site)
+    for node, proc in procs.items():
+        trial.said[node] = [*heard.get(node, []), *trial.said.get(node, []),
+                            *unread_lines(proc)]  # fmt: skip
+        (work / f"{node}.stdout").write_text("".join(f"{line}\n" for line in trial.said[node]))
+    ready = any(line.startswith("ready") for line in trial.said.get("d", []))
+    on_lan = [n for n, proc in procs.items() if proc.poll() is None and _port_up(topo, n)]
+    lived = {"b", "c", "d"} if ready else {"b", "c"}  # A was killed; D lived once it was ready
+    trial.columns.update(
+        unserved_after_load=len(early), unserved=len(late),
+        unserved_after_load_which=" ".join(map(str, early)), unserved_which=" ".join(map(str, late)),
+        on_lan_at_end=" ".join(on_lan), healthy_off_lan=" ".join(sorted(lived - set(on_lan))),
+        newcomer_alive=procs["d"].poll() is None, newcomer_exit=procs["d"].returncode,
+        newcomer_ready=ready,
+        taken_back=sum(line.startswith("TAKEN BACK") for lines in trial.said.values()
+                       for line in lines))  # fmt: skip
+
+
+def _port_up(topo: Topology, node: str) -> bool:
+    """Whether ``node``'s switch port is up (a fence takes it down)."""
+    shown = topo.run("lan", ["ip", "-br", "link", "show", f"p{node}"], check=True).stdout.split()
+    return len(shown) > 1 and shown[1] == "UP"
+
+
+def _unserved(topo: Topology, site: Site) -> list[int]:
+    """The buckets a new connection got no answer in (:func:`bucket_answers`)."""
+    answers = bucket_answers(topo, site.cert, _BUCKETS, "/" + min(site.files, key=len).lstrip("/"))
+    return [b for b, code in enumerate(answers) if code != "200"]
+
+
 def _joining(newcomer: subprocess.Popen[str]) -> float:
     """When ``newcomer`` said ``JOINING`` (it sends its ``join`` next)."""
     wait_line(newcomer, "JOINING", _READY_S)
@@ -319,7 +464,8 @@ def bucket_answers(topo: Topology, cert: Path, buckets: int, path: str = "/f",
 def join_summary(trials: pd.DataFrame) -> dict[str, Any]:
     """The join modes' part of the summary: per mode, trials, buckets no member served after
     them, and (``join-kill``) how far the newcomer got, and takeovers of an admitted newcomer;
-    (``rejoin``) rejoins that failed and how long the others took."""
+    (``master-kill``, :func:`_master_kill_row`) both probes, how far the join got and the
+    newcomer's fate; (``rejoin``) rejoins that failed and how long the others took."""
     out: dict[str, Any] = {}
     for mode, group in trials.groupby("mode"):
         if "unserved" not in group or group["unserved"].isna().all():
@@ -332,6 +478,8 @@ def join_summary(trials: pd.DataFrame) -> dict[str, Any]:
             admitted = group[group["admitted"].fillna(False).astype(bool)]
             row["admitted"] = len(admitted)
             row["admitted_taken_over"] = int(admitted["took_over"].fillna(False).sum())
+        if "master_phase" in group and group["master_phase"].notna().any():
+            row.update(_master_kill_row(group))
         if mode == "rejoin":
             done = group["rejoined_s"].dropna()
             row["rejoined"] = len(done)
@@ -340,6 +488,34 @@ def join_summary(trials: pd.DataFrame) -> dict[str, Any]:
             row["rejoined_s_median"] = float(done.median()) if len(done) else None
         out[str(mode)] = row
     return out
+
+
+def _master_kill_row(group: pd.DataFrame) -> dict[str, Any]:
+    """A ``master-kill`` group's own summary: the buckets unserved at each probe (summed over
+    its trials; ``unserved_buckets``, the late one, must be 0), how far the join had got when
+    the master died, the master's takeovers by its successor, the newcomers alive and
+    serving at the trials' end, and the trials that ended with a member that lived off the LAN
+    (``healthy_off_lan``: B, C, or D once it said ``ready``), and with D alive but off it
+    (``None``: a run that did not look)."""
+    def count(column: str) -> int:
+        return int(group[column].fillna(False).astype(bool).sum()) if column in group else 0
+
+    def named(column: str) -> list[set[str]]:  # a column of space-separated node names
+        return [set(v.split()) if isinstance(v, str) else set() for v in group[column]]
+
+    looked = "on_lan_at_end" in group and "healthy_off_lan" in group
+    return {"unserved_after_load_buckets": int(group["unserved_after_load"].fillna(0).sum()),
+            "master_phase": {str(k): int(v) for k, v in
+                             group["master_phase"].value_counts().items()},
+            "master_taken_over": count("took_over"), "newcomer_alive": count("newcomer_alive"),
+            "newcomer_ready": count("newcomer_ready"),
+            "taken_back": int(group["taken_back"].fillna(0).sum()),
+            "healthy_off_lan": sum(bool(off) for off in named("healthy_off_lan"))
+            if looked else None,
+            "newcomer_alive_off_lan": sum(
+                bool(alive) and "d" not in on for alive, on in zip(
+                    group["newcomer_alive"].fillna(False), named("on_lan_at_end"), strict=True))
+            if looked else None}  # fmt: skip
 
 
 def _wake(trial: Trial, topo: Topology, proc: subprocess.Popen[str], victim: str,

@@ -40,12 +40,30 @@ links to ``S``, so no link of ``S``'s watch can fail: ``S`` judges it dead when 
 keepalive from it within :data:`LINK_WITHIN_S` of its ``joined`` (:meth:`Joining._expect_link`),
 fences it and takes its buckets over (no connection is in them yet), and tells every member.
 ``P``, whose re-target to ``N`` is still trying, forgets ``N`` when told
-(:meth:`Joining._unlinked_newcomer`): its connections still mirror to ``S``. **Not handled**:
-the master's death during a join (members it told and members it did not disagree about
-``N``), and a member that dies before it answers ``give`` or ``joined`` (the master reports it
-and goes on). ``N`` learns the sessions its predecessor hands
-it and, from then on, every new one; a resumption of an older session that hashes to ``N``
-is a full handshake.
+(:meth:`Joining._unlinked_newcomer`): its connections still mirror to ``S``.
+
+**The master's death during a join.** The master ``M`` is always ``N``'s successor ``S`` (ids
+only grow, and the ring is ordered by id), so its death is that of ``N``'s mirror and of
+``P``'s old mirror. Four rules let the survivors agree, wherever the join was:
+
+* every member that applies ``joined`` passes it on to every other member (:func:`_relay`),
+  so if any survivor applied it, all do; a join of an id known before is never applied again;
+* ``N`` asks the ring again for :data:`JOIN_RETRY_S` when no member answered (``M`` died
+  before it did): ``M``'s successor, master once it has judged the death, answers a newcomer
+  its table holds already with that table, and admits one it does not know afresh (a donor
+  asked again for the same newcomer serves what it gave the first time at once);
+* ``N``, told that ``M`` died before its first link reached it, links to the next member
+  instead (:meth:`Joining._unlinked_newcomer`), which gained ``N`` as its predecessor when it
+  took ``M`` over and expects its link within :data:`LINK_WITHIN_S` (else ``N`` is dead to
+  it: it takes ``N``'s buckets over);
+* ``P``'s heartbeat on ``M``'s old link judges nobody once the table's mirror is ``N``: ``M``'s
+  own successor judges ``M``.
+
+**Not handled**: a donor that dies before it answers ``give`` (the master refuses the join; the
+other donors serve what they gave after :data:`JOIN_WITHIN_S`).
+
+``N`` learns the sessions its predecessor hands it and, from then on, every new one; a
+resumption of an older session that hashes to ``N`` is a full handshake.
 """
 
 from __future__ import annotations
@@ -75,7 +93,7 @@ if TYPE_CHECKING:
 
 __all__ = ["JoinError", "Joining", "shares", "admit", "busy_buckets", "connections",
            "join_frame", "joined_frame", "read_newcomer", "read_buckets", "ask", "link_port",
-           "JOIN_WITHIN_S", "LINK_WITHIN_S"]
+           "JOIN_WITHIN_S", "JOIN_RETRY_S", "LINK_WITHIN_S"]
 
 #: Seconds a newcomer waits for the master's answer (the donors' checks and every member's
 #: acknowledgement of ``joined`` come first).
@@ -86,6 +104,13 @@ _ASK_S = 10.0
 #: keepalive (the master answers the newcomer once every member applied the join, each asked
 #: within :data:`_ASK_S`): one that has not linked by then died during its join.
 LINK_WITHIN_S = _ASK_S
+#: Seconds a newcomer goes on asking the ring when no member answers its join with the table:
+#: the master died during the join, and its successor answers once it has judged the death
+#: (a newcomer it admitted already gets the table again).
+JOIN_RETRY_S = 5.0
+_RETRY_EVERY_S = 0.1
+#: Seconds a member waits for another's acknowledgement of a relayed ``joined``.
+_RELAY_S = 2.0
 #: ``/proc/net/tcp`` states of a socket no client byte can reach any more: LISTEN, TIME_WAIT,
 #: CLOSE.
 _QUIET = frozenset({"0A", "06", "07"})
@@ -251,6 +276,9 @@ class Joining:
     _watching: dict[int, FlowTracker]
     _watches: dict[int, Backup]
     _owner: Primary | None
+    _gifts: dict[int, list[int]]
+    _linked: bool
+    """Per newcomer: the buckets this member gave its join (:meth:`_give`)."""
     #: The kernel's socket list :meth:`_give` reads (twice); a test points it at a file.
     sockets: Path = Path("/proc/net/tcp")
 
@@ -260,16 +288,28 @@ class Joining:
         """Ask the members in id order to let this one in; the first that answers is the
         master. Its table, with this member in it, becomes this member's; the mirror is the
         member after it, the fence its predecessor's port."""
+        say(f"JOINING as member {self.index}")  # the campaign's join-kill draws its death from here
+        deadline = time.monotonic() + JOIN_RETRY_S
+        while True:
+            refusals = self._ask_the_ring()
+            if not refusals:
+                return
+            if time.monotonic() > deadline:
+                raise JoinError("no member let this one in: " + "; ".join(refusals)[:500])
+            time.sleep(_RETRY_EVERY_S)  # the master died during the join: the next one answers
+
+    def _ask_the_ring(self) -> list[str]:
+        """One round of :meth:`_enter`: each member in id order until one answers with the
+        table (then ``[]``); the refusals of a round that found no master."""
         request = join_frame(self.index, self.listen_on[0], self.switch_ports[self.index])
         refusals = []
-        say(f"JOINING as member {self.index}")  # the campaign's join-kill draws its death from here
         for m, address in enumerate(self.ring):
             if m == self.index or address == self.listen_on[0]:
                 continue  # this node (a member that died here before, under another id)
             try:
                 header, blob = ask((address, self.listen_on[1]), request, JOIN_WITHIN_S)
-            except OSError as exc:  # dead, or not started: the next one
-                refusals.append(f"member {m}: {exc!r}")
+            except (OSError, JoinError) as exc:  # dead, dying, not the master: the next one
+                refusals.append(f"member {m}: {exc}")
                 continue
             if header["type"] != "table":
                 raise JoinError(f"member {m} answered a join with {str(header['type'])[:20]!r}")
@@ -284,8 +324,8 @@ class Joining:
             self.mirror = (self.ring[heir], link_port(self.listen_on[1], self.index, False))
             self.fence_port = self._fence_for(self.predecessor)
             say(f"ENTERED via member {m}: owns {len(self.table.owned_by(self.index))} buckets")
-            return
-        raise JoinError("no member let this one in: " + "; ".join(refusals)[:500])
+            return []
+        return refusals or ["no other member in the ring"]
 
     # -- every member: a join's frames (Backup.on_join) --
 
@@ -295,7 +335,9 @@ class Joining:
             if header["type"] == "join":
                 return self._admit(*read_newcomer(header))
             if header["type"] == "give":
-                return {"type": "given", "buckets": self._give(_read_count(header))}, b""
+                to = header.get("to")
+                given = self._give(_read_count(header), to if type(to) is int else None)
+                return {"type": "given", "buckets": given}, b""
             self._joined(header)
             return {"type": "applied"}, b""
         except (SslaccError, OSError) as exc:  # a join's error, the filter's (NftError)
@@ -310,6 +352,11 @@ class Joining:
             with self._ring_lock:
                 if self.table.master != self.index:
                     raise JoinError(f"not the master (member {self.table.master} is)")
+                if newcomer in self.table.members and self.ring[newcomer] == address:
+                    # admitted already, and the master that admitted it died before it
+                    # answered: the join is done, the newcomer only lacks the table
+                    say(f"ADMITTED member {newcomer} again: its master died before it answered")
+                    return {"type": "table"}, encode_table(0, self.table)
                 if newcomer < len(self.ring) or newcomer >= _MAX_MEMBER:
                     # every member keeps what it knew of an id (its watch, its buckets):
                     # an id that was a member once does not come back
@@ -320,7 +367,7 @@ class Joining:
             given: list[int] = []
             for donor, count in sorted(plan.items()):
                 if donor == self.index:
-                    given += self._give(count)
+                    given += self._give(count, newcomer)
                 else:
                     answer = ask((self.ring[donor], self.listen_on[1]),
                                  {"type": "give", "to": newcomer, "count": count})  # fmt: skip
@@ -338,11 +385,18 @@ class Joining:
         say(f"ADMITTED member {newcomer}: {len(given)} buckets")
         return {"type": "table"}, table
 
-    def _give(self, count: int) -> list[int]:
+    def _give(self, count: int, to: int | None = None) -> list[int]:
         """A donor's part: up to ``count`` of its buckets that no connection is in, out of its
-        filter (those a SYN reached while it looked stay)."""
+        filter (those a SYN reached while it looked stay). A second ``give`` for the same
+        newcomer ``to`` comes from a new master (the first died during the join, before any
+        member applied it): the buckets given the first time are served again at once."""
         nft = self._nft
         assert nft is not None
+        if to is not None and (before := self._gifts.pop(to, None)):
+            with self._ring_lock:
+                orphans = [b for b in before if self.table.owner[b] == self.index]
+            self._own(orphans)
+            say(f"TAKEN BACK {len(orphans)} buckets given to member {to}'s first try")
         with self._ring_lock:
             mine = [b for b in self.table.owned_by(self.index) if b in self._filtered]
         busy = busy_buckets(self.vip, self.port, self.buckets, self.sockets)
@@ -353,6 +407,8 @@ class Joining:
         late = busy_buckets(self.vip, self.port, self.buckets, self.sockets) & set(chosen)
         self._own(late)
         given = [b for b in chosen if b not in late]
+        if to is not None:
+            self._gifts[to] = given
         threading.Thread(target=self._take_back, args=(given,), name="join-take-back",
                          daemon=True).start()  # fmt: skip
         return given
@@ -363,7 +419,8 @@ class Joining:
         would never be served."""
         time.sleep(after)
         with self._ring_lock:
-            orphans = [b for b in given if self.table.owner[b] == self.index]
+            orphans = [b for b in given
+                       if self.table.owner[b] == self.index and b not in self._filtered]
         if orphans:
             self._own(orphans)
             say(f"TAKEN BACK {len(orphans)} buckets given to a join that never ended")
@@ -374,8 +431,9 @@ class Joining:
         newcomer, address, switch_port = read_newcomer(header)
         buckets = read_buckets(header)
         with self._ring_lock:
-            if newcomer in self.table.members:
-                return
+            if newcomer < len(self.ring) and self.ring[newcomer]:
+                return  # applied before (a relay of it, or it died since): never again
+            others = [self.ring[m] for m in self.table.members if m != self.index]
             self.ring = _put(self.ring, newcomer, address)
             self.switch_ports = _put(self.switch_ports, newcomer, switch_port)
             admit(self.table, newcomer, buckets)
@@ -383,6 +441,12 @@ class Joining:
                 theirs.difference_update(buckets)
             watch, retarget = self.predecessor == newcomer, self.mirror_index == newcomer
         say(f"JOINED member {newcomer}: owns {len(buckets)} buckets")
+        # every member that applies a join passes it on: if the master dies having told only
+        # some, the others still apply it (a second copy is not applied again)
+        relay = {**header, "type": "joined"}
+        for peer in others:  # (not ``address``: the newcomer's, used below)
+            threading.Thread(target=_relay, args=((peer, self.listen_on[1]), relay),
+                             name="join-relay", daemon=True).start()  # fmt: skip
         if watch:
             self._mirror_predecessor(
                 newcomer, (self.listen_on[0], link_port(self.listen_on[1], newcomer, False)),
@@ -398,23 +462,41 @@ class Joining:
         """The newcomer's successor's part: a newcomer links here once the master answers it;
         one that has not within ``within`` seconds died during its join (before or just
         after the master's answer). Its watch would never see a link fail: it is judged dead
-        here (:meth:`_unheard`), and this member takes its buckets over."""
+        here (:meth:`_unheard`), and this member takes its buckets over. The same holds for
+        a predecessor this member gains when the ring re-forms after a death
+        (:meth:`Member._gain_predecessor
+        <sslacc_sim.aio.linux.member.Member._gain_predecessor>`): a newcomer whose master
+        died before its answer reached it never links."""
         time.sleep(within)
         self._unheard(newcomer, f"no keepalive within {within:g} s of its join")
 
     def _unlinked_newcomer(self, dead: int) -> bool:
         """Another member judged ``dead``, this member's mirror by the table, dead. If this
-        member never linked to it (a newcomer that died during its join, this member's
-        re-target still trying), nothing of this member's depends on it -- its connections
-        still mirror to the old mirror, the newcomer's successor -- and the table forgets it
-        here: ``True``. Else this member's own keepalives judge it: ``False``."""
+        member never linked to it, nothing of this member's depends on it, and the table
+        forgets it here (``True``; else this member's own keepalives judge it: ``False``):
+
+        * a newcomer that died during its join, this member's re-target to it still trying:
+          its connections still mirror to the old mirror, the newcomer's successor;
+        * this member is the newcomer, and its mirror -- the master, the newcomer's successor
+          -- died before the newcomer's first link reached it: the first link goes to the
+          next member instead, which listens for it once it has taken the dead one over."""
         owner = self._owner
         with self._ring_lock:
-            if dead != self.mirror_index or owner is None or owner.buddy is None \
-                    or owner.buddy[0] == self.ring[dead]:  # fmt: skip
+            if dead != self.mirror_index or owner is None or owner.buddy is None:
+                return False
+            retargeting = owner.buddy[0] != self.ring[dead]
+            if not retargeting and self._linked:  # its keepalives judge it
                 return False
         self._declare_dead(dead)
-        say(f"TOLD DEAD member {dead}: it died before this member mirrored to it")
+        if retargeting:
+            say(f"TOLD DEAD member {dead}: it died before this member mirrored to it")
+            return True
+        with self._ring_lock:
+            heir = self.mirror_index
+            if heir is not None:  # the first link (Member.run) tries this address from now on
+                owner.buddy = (self.ring[heir], link_port(self.listen_on[1], self.index, False))
+        say(f"TOLD DEAD member {dead}: the mirror died before this member's first link; "
+            f"member {heir} instead")  # fmt: skip
         return True
 
     def _retire(self, pred: int) -> None:
@@ -449,6 +531,16 @@ class Joining:
         def _declare_dead(self, dead: int) -> bool: ...
 
         def _fence_for(self, member: int) -> tuple[str, str] | None: ...
+
+
+def _relay(address: tuple[str, int], frame: dict[str, Any]) -> None:
+    """Pass a ``joined`` frame on to the member at ``address`` (an error is reported: the
+    member may be dying, and its successor's takeover then applies the join for it)."""
+    try:
+        ask(address, frame, _RELAY_S)
+    except (OSError, JoinError) as exc:
+        print(f"ERROR relay of a join to {address[0]}: {exc!r}"[:300], file=sys.stderr,
+              flush=True)  # fmt: skip
 
 
 def link_port(base: int, predecessor: int, first: bool) -> int:

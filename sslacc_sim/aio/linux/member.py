@@ -99,7 +99,6 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from tls12 import ServerConfig
 
@@ -107,7 +106,8 @@ from ...buckets import BucketTable
 from .backup import Backup, Controls
 from .buckets import BucketFilter, LibNft, bucket_of
 from .join import Joining, link_port
-from .mirror import ACK, dead_frame, send_frame
+from .mirror import dead_frame
+from .peers import carrier, refused, send_frame_to
 from .primary import DEAD_AFTER_S, Primary
 from .report import say
 from .service import ALONE_WAIT_S, Docroot
@@ -140,8 +140,6 @@ QUIET_WAIT_S = 0.1
 #: The time a member's heartbeat must have run on time for the shorter waits: longer than a
 #: mirror takes to judge it (:data:`~sslacc_sim.aio.linux.primary.DEAD_AFTER_S`) and fence it.
 RAN_THROUGH_S = 1.0
-#: Seconds the probe of a mirror's listener waits for its answer (:func:`refused`).
-PROBE_S = 0.05
 
 
 @dataclass
@@ -197,6 +195,10 @@ class Member(Joining):
     """Per predecessor watched: its watch's LAN record."""
     _watches: dict[int, Backup] = field(default_factory=dict, init=False)
     """Per predecessor watched: its watch (its links, its death)."""
+    _gifts: dict[int, list[int]] = field(default_factory=dict, init=False)
+    """Per newcomer: the buckets this member gave its join."""
+    _linked: bool = field(default=False, init=False)
+    """This member's first link to its mirror is made (:meth:`run`)."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.index < self.members:
@@ -248,6 +250,7 @@ class Member(Joining):
         if many:
             self._mirror_predecessor(self.predecessor, self.listen_on, self.fence_port)
         control = _connect(owner) if self.mirror is not None else None
+        self._linked = True  # from now on its keepalives judge its mirror
         listener = owner.listen()
         self._own(self.owned)  # a newcomer's buckets, once it listens
         signal.signal(signal.SIGUSR1, lambda *_: owner.fence_self(
@@ -268,7 +271,15 @@ class Member(Joining):
 
     def _beat(self, link: socket.socket) -> None:
         assert self._owner is not None
-        silent = self._mirror_silent if self.ring else None
+        # the member this link reaches: its silence can be no other's death
+        try:
+            peer = link.getpeername()[0]
+        except OSError:  # reset already: the heartbeat's first send fails and says so
+            peer = None
+        with self._ring_lock:
+            beats_for = next((m for m in self.table.members if m < len(self.ring)
+                              and self.ring[m] == peer), self.mirror_index)  # fmt: skip
+        silent = (lambda reason: self._mirror_silent(reason, beats_for)) if self.ring else None
         spawn(self._owner.heartbeat, link, silent, name="heartbeat")
 
     def _mirror_predecessor(self, pred: int, listen_on: tuple[str, int],
@@ -394,6 +405,8 @@ class Member(Joining):
         self._mirror_predecessor(new, (self.listen_on[0], link_port(self.listen_on[1], new, False)),
                                  self._fence_for(new))  # fmt: skip
         say(f"PREDECESSOR member {new}")
+        # one that never links (a newcomer whose master died before it answered) is dead
+        spawn(self._expect_link, new, name="gained-link")
 
     def _fence_for(self, member: int) -> tuple[str, str] | None:
         """The switch's namespace and ``member``'s port there (``None``: no fence known)."""
@@ -401,10 +414,19 @@ class Member(Joining):
             return None
         return self.fence_port[0], self.switch_ports[member]
 
-    def _mirror_silent(self, reason: str) -> bool:
-        """The heartbeat's call when the mirror stops answering (three or more members: with
-        two, the predecessor's watch decides): judge it in :meth:`_verdict`, the keepalives
-        going on meanwhile unless the link itself failed (``True``: the heartbeat ends)."""
+    def _mirror_silent(self, reason: str, of: int | None) -> bool:
+        """The heartbeat's call when the mirror ``of`` it beats for stops answering (three or
+        more members: with two, the predecessor's watch decides): judge it in
+        :meth:`_verdict`, the keepalives going on meanwhile unless the link itself failed
+        (``True``: the heartbeat ends). A mirror that is not the table's any more is not
+        judged here, and neither is the table's, which this link never reached: a join put a
+        newcomer before it (this member's re-target to the newcomer is under way), or it was
+        declared dead already (another member told this one); its own successor judges it,
+        and the newcomer holds this member's connections from the re-target on."""
+        if of is not None and of != self.mirror_index:
+            say(f"OLD MIRROR member {of} silent: {reason} (the mirror is member "
+                f"{self.mirror_index} now)")  # fmt: skip
+            return True
         if len(self.table.members) <= 2:
             with self._ring_lock:
                 mirror = self.mirror_index
@@ -442,7 +464,7 @@ class Member(Joining):
             peers = [(self.ring[m], self.listen_on[1]) for m in self.table.members
                      if m != self.index]  # fmt: skip
         for peer in peers:  # one thread each: a hung member holds up no other's notice
-            spawn(_send_frame_to, peer, dead_frame(dead), name=f"tell-dead-{dead}")
+            spawn(send_frame_to, peer, dead_frame(dead), name=f"tell-dead-{dead}")
 
     def _told_dead(self, dead: int) -> None:
         """Another member judged ``dead`` dead: this member applies it to its table, unless
@@ -530,47 +552,6 @@ class Member(Joining):
             hand_sessions(owner.link, store, "the new mirror")
         self._beat(link)
         say(f"MIRROR member {new}")
-
-
-def refused(address: tuple[str, int], timeout: float = PROBE_S) -> bool:
-    """Whether the kernel at ``address`` refuses a connection there, or resets it at once: the
-    process that listened has died, its host lives (a ``SIGKILL``, a crash of the program).
-    ``False`` when it is accepted (a process listens, running or stopped: the kernel answers
-    for it) or nothing answers within ``timeout`` (a dead host: the keepalives decide)."""
-    try:
-        probe = socket.create_connection(address, timeout=timeout)
-    except ConnectionRefusedError:
-        return True
-    except OSError:
-        return False
-    with probe:
-        try:
-            return probe.recv(1) == b""  # the listener closed while the probe was queued
-        except ConnectionResetError:
-            return True
-        except OSError:
-            return False  # no answer within the timeout: a listener is there
-
-
-def _send_frame_to(peer: tuple[str, int], header: dict[str, object]) -> None:
-    """Send one frame to ``peer`` on a link of its own and wait for its acknowledgement (a
-    peer that does not answer within a second is reported: it may be dying too)."""
-    try:
-        with socket.create_connection(peer, timeout=1.0) as link:
-            send_frame(link, header)
-            if link.recv(1) != ACK:
-                raise ConnectionError("no acknowledgement")
-    except OSError as exc:
-        print(f"ERROR {header['type']} frame to {peer}: {exc!r}", file=sys.stderr, flush=True)
-
-
-def carrier(dev: str) -> bool:
-    """Whether ``dev`` has a link partner: a veth whose switch port was taken down (the fence)
-    or whose own end is down (a cut) has none."""
-    try:
-        return (Path("/sys/class/net") / dev / "carrier").read_text().strip() == "1"
-    except OSError:
-        return False  # down interfaces refuse the read (EINVAL)
 
 
 def _connect(owner: Primary) -> socket.socket:

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 from sslacc_sim.aio.linux.campaign import CampaignConfig, run_campaign
-from sslacc_sim.aio.linux.campaign_buckets import JOIN_SPAN_S
+from sslacc_sim.aio.linux.campaign_buckets import JOIN_SPAN_S, MASTER_SPAN_S
 from sslacc_sim.aio.linux.spells import client_segments
 
 pytestmark = [pytest.mark.interop, pytest.mark.usefixtures("namespaces")]
@@ -104,6 +104,40 @@ def test_a_newcomer_killed_during_its_join_and_a_member_that_rejoins_lose_nothin
     assert joins["join-kill"]["unserved_buckets"] == 0 and joins["rejoin"]["unserved_buckets"] == 0
     assert joins["rejoin"]["rejoined"] == 1 and joins["rejoin"]["rejoin_errors"] == 0, text
     assert not (tmp_path / "failed").exists(), text
+
+
+def test_the_masters_death_during_a_join_loses_nothing(tmp_path: Path) -> None:
+    """``--modes master-kill``: D starts to join at an instant drawn over the load, and the
+    master A is killed within ``MASTER_SPAN_S`` of D's ``JOINING``, wherever its admission of D
+    is then. Every connection byte-exact; B, A's successor, takes A over; once every donor's
+    take-back is due (``JOIN_WITHIN_S`` after the kill) every bucket answers: none is
+    orphaned for good, whatever the survivors believe about D; and B, C and D once it said
+    ``ready``, which all lived, end on the LAN (nobody took them over)."""
+    cfg = CampaignConfig(trials=3, seed=1324, connections=32, modes=("master-kill",),
+                         client_timeout=40, sizes=SIZES, window=(0.05, 0.6), tag_prefix="tm",
+                         layout="buckets")  # fmt: skip
+    summary = run_campaign(cfg, tmp_path, progress=False)
+    trials = pd.read_csv(tmp_path / "trials.csv")
+    killed = trials[trials["mode"] == "master-kill"]
+    text = killed.to_string()
+    for column in ("killed_after_s", "master_phase", "newcomer_alive", "newcomer_ready",
+                   "unserved_after_load", "unserved", "on_lan_at_end", "healthy_off_lan"):
+        assert column in killed, (column, text)
+    assert killed["master_phase"].notna().all() and killed["unserved"].notna().all(), text
+    drawn = [random.Random(f"1324-{t}").random() * MASTER_SPAN_S for t in (1, 2, 3)]
+    late = [k - d for k, d in zip(killed["killed_after_s"], drawn, strict=True)]
+    assert all(0 <= x < 0.05 for x in late), text
+    assert summary["connections"] == 3 * 32
+    assert summary["completed_exact"] == summary["connections"], text
+    assert summary["silently_wrong"] == 0 and summary["control_trial_ok"]
+    assert killed["unserved"].tolist() == [0, 0, 0], text  # no bucket orphaned for good
+    assert killed["took_over"].astype(bool).all(), text  # B took A's buckets over
+    # no member that lived was taken over: B, C and a D that said ready end alive, their
+    # switch ports up
+    assert killed["healthy_off_lan"].isna().all(), text
+    joins = summary["joins"]["master-kill"]
+    assert joins["trials"] == 3 and joins["unserved_buckets"] == 0, joins
+    assert sum(joins["master_phase"].values()) == 3, joins
 
 
 def test_control_without_the_fence_a_woken_member_reaches_the_clients(tmp_path: Path) -> None:
