@@ -105,3 +105,26 @@ def test_the_campaign_rows_say_how_many_clients_resent_when_the_run_measured_it(
     text = str(summarize.render_all(summarize.Source(snap)))
     assert ("their own timer fired): 3 of 40, 0.210 s median, 0.420 s at most after the kill, "
             "the next byte within 20 ms of the resend for 2") in text
+
+
+def test_the_campaign_rows_say_which_kills_were_noticed_late_when_the_run_measured_it(
+        tmp_path: Path) -> None:  # fmt: skip
+    """A campaign summary with ``slow_detections`` (kills noticed more than 0.05 s after, with
+    when the killed process had exited) puts them into its README row; one from before has no
+    such clause."""
+    summarize = _summarize()
+    snap = tmp_path / "results"
+    shutil.copytree(ROOT / "docs" / "results", snap)
+    path = snap / "benchmarks" / "sslacc_campaign.json"
+    data = json.loads(path.read_text())
+    data.pop("slow_detections", None)
+    path.write_text(json.dumps(data))
+    assert "noticed more than 0.05 s" not in str(summarize.render_all(summarize.Source(snap)))
+    data["slow_detections"] = [
+        {"trial": 7, "mode": "kill", "kill_at_s": 0.1, "detect_s": 0.145, "exited_s": 0.14},
+        {"trial": 9, "mode": "kill", "kill_at_s": 0.2, "detect_s": 0.06, "exited_s": 0.01},
+        {"trial": 11, "mode": "double", "kill_at_s": 0.3, "detect_s": 0.08, "exited_s": 0.07}]
+    path.write_text(json.dumps(data))
+    text = str(summarize.render_all(summarize.Source(snap)))
+    assert ("kills noticed more than 0.05 s after the kill: 3 (median 0.080 s; the killed "
+            "process had exited after a median 0.070 s)") in text

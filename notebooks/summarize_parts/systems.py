@@ -191,7 +191,7 @@ def _sslacc_campaign(src: Source) -> list[str]:
                   for mode, g in d.get("gap_by_mode", {}).items() if g["n"])
         + (f"; {window_what} {window['p50_s']:.3f} / {window['p99_s']:.3f} s "
            f"(n = {window['n']}; target 0.030 / 0.150 s)" if window and window["n"] else "")
-        + _campaign_resends(d),
+        + _campaign_resends(d) + _campaign_slow(d),
         "no connection is lost when a node fails, whenever it fails (abstract, §4; no number)",
         "measured (namespaces on this machine, the campaign's pair of nodes)",
     ]
@@ -211,6 +211,21 @@ def _campaign_resends(d: dict[str, Any]) -> str:
     return (f"; clients that sent again between a kill and their next byte (their own timer "
             f"fired): {r['resent']} of {r['n']}{when}, the next byte within 20 ms of the resend "
             f"for {r['answered_within_20ms']}" + drops)
+
+
+def _campaign_slow(d: dict[str, Any]) -> str:
+    """The kills the heir noticed late (more than 0.05 s after), beside when the killed process
+    had exited, when the run measured it."""
+    slow = d.get("slow_detections")
+    if slow is None:
+        return ""
+    if not slow:
+        return "; kills noticed more than 0.05 s after the kill: none"
+    exits = sorted(s["exited_s"] for s in slow if s["exited_s"] is not None)
+    detects = sorted(s["detect_s"] for s in slow)
+    return (f"; kills noticed more than 0.05 s after the kill: {len(slow)} (median "
+            f"{detects[len(detects) // 2]:.3f} s; the killed process had exited after a median "
+            + (f"{exits[len(exits) // 2]:.3f} s)" if exits else "that was not measured)"))
 
 
 def _campaign_baseline(d: dict[str, Any]) -> str:
@@ -272,7 +287,7 @@ def _sslacc_campaign_buckets(src: Source) -> list[str]:
            + ", ".join(f"the {role}'s {g['p50_s']:.3f} / {g['p99_s']:.3f} s (n = {g['n']})"
                        for role, g in d["gap_by_role_after_kills"].items() if g["n"])
            + " (target 0.030 / 0.150 s)" if d.get("gap_by_role_after_kills") else "")
-        + _campaign_baseline(d) + _campaign_resends(d),
+        + _campaign_baseline(d) + _campaign_resends(d) + _campaign_slow(d),
         "no connection is lost when a node fails, whenever it fails (abstract, §4; no number)",
         "measured (namespaces on this machine, three members; they share one MAC, so a woken "
         "member's frames are counted on its own switch port)",

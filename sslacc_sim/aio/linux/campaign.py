@@ -70,6 +70,7 @@ from .campaign_load import (
     Site,
     Trial,
     client_capture,
+    kill,
     make_site,
     pcap,
     run_load,
@@ -233,14 +234,14 @@ def _fail(trial: Trial, topo: Topology, procs: dict[str, subprocess.Popen[str]],
         return waker
     topo.cut("a")
     trial.kill = time.monotonic()
-    a.kill()
+    kill(trial, a)
     trial.report = _report(procs["b"], 5.0)
     if trial.mode == "double" and trial.report is not None:
         time.sleep(max(0.0, trial.report["claimed"] + trial.second_after - time.monotonic()))
         trial.first = {"kill": trial.kill, "report": trial.report}
         topo.cut("b")
         trial.kill = time.monotonic()
-        procs["b"].kill()
+        kill(trial, procs["b"], "second_exited_s")
         trial.victim_node = "b"
         trial.report = _report(procs["c"], 5.0)
     return None

@@ -86,7 +86,7 @@ import pandas as pd
 
 from ...buckets import BucketTable
 from .buckets import bucket_of
-from .campaign_load import Site, Trial, capture, client_capture, pcap, run_load, unread_lines
+from .campaign_load import Site, Trial, capture, client_capture, kill, pcap, run_load, unread_lines
 from .cluster import join_member, revive, start_members
 from .failover import HOSTNAME, FailoverFailed, first_line, wait_line
 from .join import JOIN_WITHIN_S, LINK_WITHIN_S
@@ -234,7 +234,7 @@ def _fail(trial: Trial, topo: Topology, procs: dict[str, subprocess.Popen[str]],
         return waker
     topo.cut(victim)
     trial.kill = time.monotonic()
-    procs[victim].kill()
+    kill(trial, procs[victim])
     trial.report = _report(procs[heir], 5.0)
     if trial.mode == "double" and trial.report is not None:
         time.sleep(max(0.0, trial.report["claimed"] + trial.second_after - time.monotonic()))
@@ -242,7 +242,7 @@ def _fail(trial: Trial, topo: Topology, procs: dict[str, subprocess.Popen[str]],
         last = _successor(heir, {victim, heir})
         topo.cut(heir)
         trial.kill = time.monotonic()
-        procs[heir].kill()
+        kill(trial, procs[heir], "second_exited_s")
         trial.report = _report(procs[last], 5.0)
     return None
 
@@ -281,7 +281,7 @@ def _join_kill(trial: Trial, topo: Topology, stack: ExitStack,
     time.sleep(max(0.0, began + trial.second_after * JOIN_SPAN_S - time.monotonic()))
     topo.cut("d")
     trial.kill = time.monotonic()
-    procs["d"].kill()
+    kill(trial, procs["d"])
     admitted = _admitted(procs["a"], trial.said.setdefault("a", []))
     trial.expect_takeover = admitted
     trial.columns.update(admitted=admitted, killed_after_s=round(trial.kill - began, 4))
@@ -309,7 +309,7 @@ def _master_kill(trial: Trial, topo: Topology, stack: ExitStack,
     time.sleep(max(0.0, began + trial.second_after * MASTER_SPAN_S - time.monotonic()))
     topo.cut("a")
     trial.kill = time.monotonic()
-    procs["a"].kill()
+    kill(trial, procs["a"])
     newcomer += unread_lines(procs["d"])  # what D had said by the master's death
     # everything the master said: no line starts with NUL, so this reads to its end of file
     first_line(procs["a"], ("\0",), 5.0, master)

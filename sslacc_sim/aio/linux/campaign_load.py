@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from .campaign import CampaignConfig
 
 __all__ = ["Site", "Trial", "make_site", "plan_load", "expected_body", "unread_lines",
-           "capture", "client_capture", "run_load", "PORT", "READY_S", "BASELINE"]
+           "capture", "client_capture", "run_load", "kill", "PORT", "READY_S", "BASELINE"]
 
 PORT = 443
 READY_S = 30.0
@@ -245,3 +245,19 @@ def run_load(site: Site, cfg: CampaignConfig, trial: Trial, rng: random.Random, 
                    "size": r.upload.stat().st_size if r.upload else len(site.files[r.path]),
                    "ok": o.ok}
                   for o, r in zip(outcomes, reqs, strict=True)]  # fmt: skip
+
+
+def kill(trial: Trial, proc: subprocess.Popen[str], column: str = "exited_s") -> None:
+    """SIGKILL ``proc`` (its link cut already) at ``trial.kill``, and record in ``column`` when
+    the kernel had torn it down (seconds from ``trial.kill``; its links closed before it can
+    be reaped): how much of a late detection was the dying process's own exit, which waits
+    for the CPU like any other work on a loaded machine."""
+    killed = trial.kill
+    proc.kill()
+
+    def reap() -> None:
+        proc.wait()
+        if killed is not None:
+            trial.columns[column] = round(time.monotonic() - killed, 4)
+
+    threading.Thread(target=reap, name="reap", daemon=True).start()

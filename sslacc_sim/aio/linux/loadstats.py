@@ -353,6 +353,8 @@ def campaign_summary(config: dict[str, Any], trials: pd.DataFrame, conns: pd.Dat
         "phase_at_fault": (flows["phase"].value_counts().to_dict() if len(flows) else {}),
         "detect_p50_s": {m: quantile(faults[faults["mode"] == m]["detect_s"].dropna().tolist(),
                                      0.5) for m in config["modes"]},
+        # a kill noticed late: the dying process's exit (its links close in it) or the heir
+        "slow_detections": _slow_detections(faults),
         "by_mode": {m: {"connections": int((fconns["mode"] == m).sum()),
                         "completed_exact": int(fconns[fconns["mode"] == m]["ok"].sum())}
                     for m in config["modes"]} if n else {},
@@ -363,3 +365,24 @@ def campaign_summary(config: dict[str, Any], trials: pd.DataFrame, conns: pd.Dat
                         "reused": int(fconns["resumed"].fillna(False).astype(bool).sum())
                         if n else 0},
     }  # fmt: skip
+
+
+#: A kill noticed later than this (seconds) is listed in the summary with its exit time.
+SLOW_DETECTION_S = 0.05
+
+
+def _slow_detections(faults: pd.DataFrame) -> list[dict[str, Any]]:
+    """The kills (not hangs: a hang is noticed by the keepalive timeout) that the heir noticed
+    more than :data:`SLOW_DETECTION_S` after the kill, each with when the killed process had
+    exited (``exited_s``, both from the kill): an exit as late as the detection means the
+    dying process's teardown, not the heir, was slow."""
+    if "detect_s" not in faults or "exited_s" not in faults:
+        return []
+    slow = faults[(faults["mode"] != "hang") & (faults["detect_s"] > SLOW_DETECTION_S)]
+    def exited(r: pd.Series) -> float | None:  # a double's detection is of its second kill
+        x = r.get("second_exited_s") if r["mode"] == "double" else r["exited_s"]
+        return None if x is None or pd.isna(x) else float(x)
+
+    return [{"trial": int(r["trial"]), "mode": str(r["mode"]),
+             "kill_at_s": round(float(r["kill_at_s"]), 3), "detect_s": round(float(r["detect_s"]), 4),
+             "exited_s": exited(r)} for _, r in slow.iterrows()]  # fmt: skip
