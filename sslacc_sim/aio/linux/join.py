@@ -466,8 +466,21 @@ class Joining:
         a predecessor this member gains when the ring re-forms after a death
         (:meth:`Member._gain_predecessor
         <sslacc_sim.aio.linux.member.Member._gain_predecessor>`): a newcomer whose master
-        died before its answer reached it never links."""
+        died before its answer reached it never links. One that is not the predecessor any
+        more by then (a join put a newcomer between: it mirrors to the newcomer) and never
+        linked is not judged: its watch is retired."""
         time.sleep(within)
+        with self._ring_lock:
+            moved = newcomer in self.table.members and self.predecessor != newcomer
+            watch = self._watches.get(newcomer)
+        if moved and watch is not None and not watch.beaten.is_set() \
+                and not watch.death.is_set():  # fmt: skip
+            # a join put a newcomer between since: the old predecessor mirrors to it, and
+            # never had a reason to link here (no release comes from a member never linked)
+            self._retire(newcomer)
+            say(f"UNLINKED member {newcomer}: it never linked here, and member "
+                f"{self.predecessor} is the predecessor now")  # fmt: skip
+            return
         self._unheard(newcomer, f"no keepalive within {within:g} s of its join")
 
     def _unlinked_newcomer(self, dead: int) -> bool:

@@ -326,6 +326,7 @@ class Member(Joining):
         theirs = set(self._theirs[pred])
         if self._declare_dead(pred):
             owner.go_alone()  # the dead member was this one's mirror too
+            spawn(self._retarget, name="retarget")  # to the next, if any is left
         self._tell_dead(pred)
         if not self.takeover or (self.members > 2 and not self.ring):
             say(f"DEAD member {pred}: {backup.reason} (its buckets are not taken "

@@ -13,7 +13,8 @@ members at random instants:
 * a newcomer asks the ring again until a master answers;
 * a newcomer whose mirror died before its first link links to the next member instead;
 * a member's heartbeat on its old mirror, during the re-target to a newcomer, judges nobody;
-* a donor asked again for the same newcomer serves what it gave the first time at once.
+* a donor asked again for the same newcomer serves what it gave the first time at once;
+* a predecessor gained after the master's death that a join then moved away is not judged.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 
 import pytest
 
+from sslacc_sim.aio.linux.backup import Backup
 from sslacc_sim.aio.linux.join import JoinError, admit, joined_frame, link_port
 from sslacc_sim.aio.linux.member import Member
 from sslacc_sim.aio.linux.mirror import recv_frame, send_frame
@@ -212,3 +214,25 @@ def test_a_donor_asked_again_for_the_same_newcomer_serves_its_first_gift_at_once
     again = donor._give(1, 3)
     assert any(s.startswith("add element") and "{ 0, 3 }" in s for s in donor.nft.scripts)
     assert again == [0] and donor._filtered == {3, 6, 9, 12, 15}
+
+
+def test_a_gained_predecessor_a_join_moved_away_is_retired_not_judged(tmp_path: Path) -> None:
+    """The master 0 died while it asked donors; its successor 1 took it over and gained 2 as
+    its predecessor (expecting 2's link). Then 1, the new master, admitted 3, which sits
+    between 2 and 1: 2 re-targets to 3 and never links to 1. When 2's time to link runs out,
+    1 retires its watch of 2 instead of judging 2 dead (which fenced 2, alive, and began a
+    cascade of false deaths in the master-kill campaign). Without the join, 2's silence is
+    its death."""
+    port = _port()
+    for joined in (True, False):
+        member = _member(1, port, tmp_path)
+        member._declare_dead(0)
+        watch = Backup(_VIP, 443, (_RING[1], link_port(port, 2, False)), "eth0",
+                       Docroot(tmp_path), None)  # fmt: skip
+        member._watches[2], member._theirs[2] = watch, set(member.table.owned_by(2))
+        if joined:
+            member.ring, member.switch_ports = _RING, ("p0", "p1", "p2", "p3")
+            admit(member.table, 3, [1, 4])
+        member._expect_link(2, within=0.0)
+        assert watch.death.is_set() is not joined, joined
+        assert (2 in member._watches) is not joined, joined
