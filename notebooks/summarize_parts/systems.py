@@ -342,6 +342,34 @@ def _sslacc_campaign_join_faults(src: Source) -> list[str]:
     ]
 
 
+@row("systems")
+def _sslacc_campaign_master_kill(src: Source) -> list[str]:
+    d = src.json("benchmarks/sslacc_campaign_masterkill.json")
+    m, g = d["joins"]["master-kill"], d.get("gap_by_mode", {}).get("master-kill")
+    phases = ", ".join(f"{phase} {n}" for phase, n in sorted(m["master_phase"].items()))
+    return [
+        "SSLACC, the master's death during a join at random instants, bucket layout",
+        f"{m['trials']} trials where a fourth member starts at an instant uniform over the "
+        "load and the master -- which admits it, and is its successor in the larger ring -- is "
+        "cut and killed at an instant uniform over the 0.2 s after the newcomer sends its join; "
+        f"the same load of {d['config']['connections']} concurrent connections; connections "
+        "byte-exact, then a new connection in each bucket right after the load and again once "
+        "every donor's 30 s take-back is due",
+        f"{d['completed_exact']:,} of {d['connections']:,} ({100 * d['success_fraction']:.2f} %, "
+        f"95 % lower bound {100 * d['success_lower95']:.2f} %); silently wrong "
+        f"{d['silently_wrong']}; how far the join had got when the master died: {phases}; "
+        f"master taken over by its successor {m['master_taken_over']} of {m['trials']}; "
+        f"newcomer serving at the end {m['newcomer_ready']} of {m['trials']}; members that "
+        f"lived but ended off the LAN (taken over wrongly) in {m['healthy_off_lan']} trials; "
+        f"buckets no member served: {m['unserved_after_load_buckets']} right after the load "
+        f"(summed over the trials), {m['unserved_buckets']} after the take-back"
+        + (f"; master's death to each affected client's next byte {g['p50_s']:.3f} s median, "
+           f"{g['p99_s']:.3f} s p99 (n = {g['n']})" if g and g.get("n") else ""),
+        "no connection is lost when a node fails, whenever it fails (abstract, §4; no number)",
+        "measured (namespaces on this machine)",
+    ]
+
+
 def _host(data: list[dict[str, str]], name: str) -> dict[str, str]:
     for r in data:
         if r["host"] == name:

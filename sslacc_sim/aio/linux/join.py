@@ -277,8 +277,9 @@ class Joining:
     _watches: dict[int, Backup]
     _owner: Primary | None
     _gifts: dict[int, list[int]]
-    _linked: bool
     """Per newcomer: the buckets this member gave its join (:meth:`_give`)."""
+    _linked: bool
+    """This member's first link to its mirror is made (:meth:`_unlinked_newcomer`)."""
     #: The kernel's socket list :meth:`_give` reads (twice); a test points it at a file.
     sockets: Path = Path("/proc/net/tcp")
 

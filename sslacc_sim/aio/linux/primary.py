@@ -241,14 +241,21 @@ class Primary:
         it does not take go on alone to their end. ``old_lives``: the old mirror lives (a
         join put ``buddy`` before it): each connection's old link ends with ``moved``, and
         the old keepalive link, once :meth:`heartbeat` beats on the new one, with
-        ``release``, so that the old mirror sees no death."""
+        ``release``, so that the old mirror sees no death. If the old mirror dies all the
+        same (the master, at a join: it is the newcomer's successor), a connection whose update
+        to it fails from now on goes on alone until its hand-over here, instead of waiting for
+        a verdict on it that this member never gives (the old mirror is not its mirror any
+        more: :meth:`Member._mirror_silent
+        <sslacc_sim.aio.linux.member.Member._mirror_silent>`)."""
         assert self.alone is not None, "only a member re-forms its ring"
         link = self.link(buddy)  # first: until the new mirror listens, new ones go to the old
         self.buddy = buddy
         lease = Lease(self.lease.duration, grace=self.lease.grace)
         alone = threading.Event()
         self.lease.successor = lease  # a write begun under the old one goes on under this
-        self.lease, self.alone = lease, alone
+        old_alone, self.lease, self.alone = self.alone, lease, alone
+        if old_lives:
+            old_alone.set()  # read only by connections whose link to the old mirror failed
         with self._lock:
             running = list(self._services)
         for service in running:

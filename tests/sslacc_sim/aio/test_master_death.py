@@ -236,3 +236,22 @@ def test_a_gained_predecessor_a_join_moved_away_is_retired_not_judged(tmp_path: 
         member._expect_link(2, within=0.0)
         assert watch.death.is_set() is not joined, joined
         assert (2 in member._watches) is not joined, joined
+
+
+def test_a_re_target_at_a_join_lets_the_old_mirrors_connections_go_on_alone(
+        tmp_path: Path) -> None:  # fmt: skip
+    """At a join (``old_lives``) the re-target sets the old ``alone``: a connection whose
+    update to the old mirror fails from then on (the master died during the join) goes on
+    alone until its hand-over to the newcomer, instead of waiting for a verdict this member
+    never gives on a mirror that is not its own any more (one was lost so in the master-kill
+    campaign). After a death the old one is the verdict's to set, not the re-target's."""
+    port = _port()
+    for old_lives in (True, False):
+        with _stand_in(_RING[3], port, lambda h, n: None):
+            owner = Primary(_VIP, 443, (_RING[0], port), Docroot(tmp_path), None,
+                            alone=threading.Event())  # fmt: skip
+            old = owner.alone
+            assert old is not None
+            owner.retarget((_RING[3], port), old_lives=old_lives)
+        assert old.is_set() is old_lives, old_lives
+        assert owner.alone is not old and owner.alone is not None and not owner.alone.is_set()
