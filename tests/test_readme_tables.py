@@ -14,6 +14,7 @@ import shutil
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -92,10 +93,7 @@ def test_the_campaign_rows_say_how_many_clients_resent_when_the_run_measured_it(
     """A campaign summary with ``resends_after_kills`` (clients that sent again before their
     next byte after a kill) puts it into its README row; one from before has no such clause."""
     summarize = _summarize()
-    snap = tmp_path / "results"
-    shutil.copytree(ROOT / "docs" / "results", snap)
-    path = snap / "benchmarks" / "sslacc_campaign_buckets.json"
-    data = json.loads(path.read_text())
+    snap, path, data = _snapshot_of(tmp_path, "sslacc_campaign_buckets.json")
     data.pop("resends_after_kills", None)
     path.write_text(json.dumps(data))
     assert "sent again between a kill" not in str(summarize.render_all(summarize.Source(snap)))
@@ -113,10 +111,7 @@ def test_the_campaign_rows_say_which_kills_were_noticed_late_when_the_run_measur
     when the killed process had exited) puts them into its README row; one from before has no
     such clause."""
     summarize = _summarize()
-    snap = tmp_path / "results"
-    shutil.copytree(ROOT / "docs" / "results", snap)
-    path = snap / "benchmarks" / "sslacc_campaign.json"
-    data = json.loads(path.read_text())
+    snap, path, data = _snapshot_of(tmp_path, "sslacc_campaign.json")
     data.pop("slow_detections", None)
     path.write_text(json.dumps(data))
     assert "noticed more than 0.05 s" not in str(summarize.render_all(summarize.Source(snap)))
@@ -128,3 +123,12 @@ def test_the_campaign_rows_say_which_kills_were_noticed_late_when_the_run_measur
     text = str(summarize.render_all(summarize.Source(snap)))
     assert ("kills noticed more than 0.05 s after the kill: 3 (median 0.080 s; the killed "
             "process had exited after a median 0.070 s)") in text
+
+
+def _snapshot_of(tmp_path: Path, benchmark: str) -> tuple[Path, Path, dict[str, Any]]:
+    """A copy of the README's results snapshot, the path of one benchmark's JSON in it, and
+    that JSON (for a test to edit, write back and render)."""
+    snap = tmp_path / "results"
+    shutil.copytree(ROOT / "docs" / "results", snap)
+    path = snap / "benchmarks" / benchmark
+    return snap, path, json.loads(path.read_text())

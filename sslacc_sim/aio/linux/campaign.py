@@ -75,7 +75,7 @@ from .campaign_load import (
     pcap,
     run_load,
 )
-from .failover import node_env, wait_line
+from .failover import first_line, node_env, wait_line
 from .loadstats import (
     HIT,
     campaign_summary,
@@ -202,11 +202,21 @@ def _nodes(topo: Topology, site: Site, cfg: CampaignConfig, logs: Path, mode: st
         yield procs
 
 
-def _report(proc: subprocess.Popen[str], timeout: float) -> dict[str, Any] | None:
-    """A buddy's ``RESTORED`` report with its ``RESUMED`` connections, or ``None``."""
+def _report(proc: subprocess.Popen[str], timeout: float, seen: list[str] | None = None
+            ) -> dict[str, Any] | None:  # fmt: skip
+    """A buddy's ``RESTORED`` report with its ``RESUMED`` connections, or ``None``; with
+    ``seen``, every line read on the way is kept there (what the heir said before it)."""
+    def line(prefix: str, within: float) -> str:
+        if seen is None:
+            return wait_line(proc, prefix, within)
+        found = first_line(proc, (prefix,), within, seen)
+        if not found:
+            raise RuntimeError(f"no {prefix} within {within:g} s")
+        return found
+
     try:
-        report = json.loads(wait_line(proc, "RESTORED", timeout).split(" ", 1)[1])
-        resumed = json.loads(wait_line(proc, "RESUMED", 5.0).split(" ", 1)[1])
+        report = json.loads(line("RESTORED", timeout).split(" ", 1)[1])
+        resumed = json.loads(line("RESUMED", 5.0).split(" ", 1)[1])
         return {**report, "resumed": resumed["connections"]}
     except RuntimeError:
         return None

@@ -69,7 +69,6 @@ none).
 
 from __future__ import annotations
 
-import json
 import random
 import signal
 import subprocess
@@ -297,6 +296,8 @@ def _master_kill(trial: Trial, topo: Topology, stack: ExitStack,
     :func:`_fail` kills a victim. How far the join had got is read from what A said before it
     died and what D had said by then (:func:`_master_phase`); then B's takeover report (B is
     A's successor). Every line read goes to ``heard``, by node."""
+    from .campaign import _report
+
     assert trial.kill_at is not None
     time.sleep(max(0.0, trial.start + trial.kill_at - time.monotonic()))
     procs["d"] = join_member(topo, stack, "d", docroot=site.work / "docroot", cert=site.cert,
@@ -316,7 +317,7 @@ def _master_kill(trial: Trial, topo: Topology, stack: ExitStack,
     trial.expect_takeover = True  # B inherits A's buckets, whatever the join's state
     trial.columns.update(killed_after_s=round(trial.kill - began, 4),
                          master_phase=_master_phase(master, newcomer))  # fmt: skip
-    trial.report = _heir_report(procs["b"], _HEIR_WITHIN_S, heard.setdefault("b", []))
+    trial.report = _report(procs["b"], _HEIR_WITHIN_S, heard.setdefault("b", []))
 
 
 def _master_phase(master: list[str], newcomer: list[str]) -> str:
@@ -332,22 +333,6 @@ def _master_phase(master: list[str], newcomer: list[str]) -> str:
     if any(line.startswith(f"JOINED member {_NEWCOMER}") for line in master):
         return "applied"
     return "asking"
-
-
-def _heir_report(heir: subprocess.Popen[str], timeout: float, seen: list[str]
-                 ) -> dict[str, Any] | None:  # fmt: skip
-    """The heir's ``RESTORED`` report with its ``RESUMED`` connections, as the campaign's
-    ``_report`` reads them, or ``None``; every line read on the way goes to ``seen`` (the
-    heir's lines before its takeover tell what it knew of the join)."""
-    restored = first_line(heir, ("RESTORED",), timeout, seen)
-    if not restored:
-        return None
-    resumed = first_line(heir, ("RESUMED",), 5.0, seen)
-    try:
-        report = json.loads(restored.split(" ", 1)[1])
-        return {**report, "resumed": json.loads(resumed.split(" ", 1)[1])["connections"]}
-    except (ValueError, KeyError, IndexError, TypeError):
-        return None  # a garbled report costs this trial its takeover timings only
 
 
 def _after_master_kill(trial: Trial, topo: Topology, site: Site,
