@@ -191,7 +191,7 @@ def _sslacc_campaign(src: Source) -> list[str]:
                   for mode, g in d.get("gap_by_mode", {}).items() if g["n"])
         + (f"; {window_what} {window['p50_s']:.3f} / {window['p99_s']:.3f} s "
            f"(n = {window['n']}; target 0.030 / 0.150 s)" if window and window["n"] else "")
-        + _campaign_resends(d) + _campaign_slow(d),
+        + _campaign_resends(d) + _campaign_slow(d) + _campaign_crashed(d),
         "no connection is lost when a node fails, whenever it fails (abstract, §4; no number)",
         "measured (namespaces on this machine, the campaign's pair of nodes)",
     ]
@@ -226,6 +226,16 @@ def _campaign_slow(d: dict[str, Any]) -> str:
     return (f"; kills noticed more than 0.05 s after the kill: {len(slow)} (median "
             f"{detects[len(detects) // 2]:.3f} s; the killed process had exited after a median "
             + (f"{exits[len(exits) // 2]:.3f} s)" if exits else "that was not measured)"))
+
+
+def _campaign_crashed(d: dict[str, Any]) -> str:
+    """The nodes that died of a signal the campaign never sends (a segmentation fault, an
+    abort), when the run recorded how each node ended."""
+    crashed = d.get("crashed")
+    if crashed is None:
+        return ""
+    return ("; nodes that died of a signal the campaign never sends: "
+            + (", ".join(f"trial {c['trial']} {c['crashed']}" for c in crashed) or "none"))
 
 
 def _campaign_baseline(d: dict[str, Any]) -> str:
@@ -287,7 +297,7 @@ def _sslacc_campaign_buckets(src: Source) -> list[str]:
            + ", ".join(f"the {role}'s {g['p50_s']:.3f} / {g['p99_s']:.3f} s (n = {g['n']})"
                        for role, g in d["gap_by_role_after_kills"].items() if g["n"])
            + " (target 0.030 / 0.150 s)" if d.get("gap_by_role_after_kills") else "")
-        + _campaign_baseline(d) + _campaign_resends(d) + _campaign_slow(d),
+        + _campaign_baseline(d) + _campaign_resends(d) + _campaign_slow(d) + _campaign_crashed(d),
         "no connection is lost when a node fails, whenever it fails (abstract, §4; no number)",
         "measured (namespaces on this machine, three members; they share one MAC, so a woken "
         "member's frames are counted on its own switch port)",
@@ -364,7 +374,8 @@ def _sslacc_campaign_master_kill(src: Source) -> list[str]:
         f"buckets no member served: {m['unserved_after_load_buckets']} right after the load "
         f"(summed over the trials), {m['unserved_buckets']} after the take-back"
         + (f"; master's death to each affected client's next byte {g['p50_s']:.3f} s median, "
-           f"{g['p99_s']:.3f} s p99 (n = {g['n']})" if g and g.get("n") else ""),
+           f"{g['p99_s']:.3f} s p99 (n = {g['n']})" if g and g.get("n") else "")
+        + _campaign_slow(d) + _campaign_crashed(d),
         "no connection is lost when a node fails, whenever it fails (abstract, §4; no number)",
         "measured (namespaces on this machine)",
     ]

@@ -37,6 +37,7 @@ import ctypes.util
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
@@ -170,7 +171,13 @@ class Nft(Protocol):
 
 class LibNft:
     """nftables in this process (``libnftables``, the library behind the ``nft`` command): the
-    rules of the network namespace the process lives in."""
+    rules of the network namespace the process lives in.
+
+    One libnftables context is not safe to use from two threads at once, and ctypes releases
+    the interpreter lock during the call: a member's takeover and a join's ``give`` on a link
+    thread once met inside it and the process died of a segmentation fault. Every call (the
+    command and the read of its error message) therefore holds one lock.
+    """
 
     def __init__(self) -> None:
         name = ctypes.util.find_library("nftables") or "libnftables.so.1"
@@ -186,18 +193,24 @@ class LibNft:
         lib.nft_run_cmd_from_buffer.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
         lib.nft_ctx_free.argtypes = [ctypes.c_void_p]
         self._lib = lib
+        self._lock = threading.Lock()
         self._ctx = lib.nft_ctx_new(0)
         lib.nft_ctx_buffer_error(self._ctx)
 
     def run(self, script: str) -> None:
-        if self._lib.nft_run_cmd_from_buffer(self._ctx, script.encode()) != 0:
+        with self._lock:
+            if not self._ctx:
+                raise NftError("this libnftables context is closed")
+            if self._lib.nft_run_cmd_from_buffer(self._ctx, script.encode()) == 0:
+                return
             message = self._lib.nft_ctx_get_error_buffer(self._ctx) or b""
-            raise NftError(message.decode(errors="replace").strip()[:500])
+        raise NftError(message.decode(errors="replace").strip()[:500])
 
     def close(self) -> None:
-        if self._ctx:
-            self._lib.nft_ctx_free(self._ctx)
-            self._ctx = None
+        with self._lock:
+            if self._ctx:
+                self._lib.nft_ctx_free(self._ctx)
+                self._ctx = None
 
 
 @dataclass(frozen=True)

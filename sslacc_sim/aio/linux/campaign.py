@@ -28,7 +28,8 @@ connections, those completed byte-exact, those failed (with the client's error),
 *silently wrong* (the client reported success over wrong bytes), what phase each connection
 was in at the kill (:func:`~sslacc_sim.aio.linux.loadstats.flows_at`), and the time from the
 kill to each affected client's next byte, and whether the client sent anything again before
-that byte came (``resent_s``: its own timer fired); it writes ``trials.csv``,
+that byte came (``resent_s``: its own timer fired), and how each node ended (``exits``; a
+death by a signal the campaign never sends is listed as ``crashed``); it writes ``trials.csv``,
 ``connections.csv``, ``flows.csv`` and ``summary.json`` into ``--out``.
 
 ``--control`` turns one mechanism off (a negative control): the campaign must then lose
@@ -73,6 +74,7 @@ from .campaign_load import (
     kill,
     make_site,
     pcap,
+    record_exits,
     run_load,
 )
 from .failover import first_line, node_env, wait_line
@@ -277,6 +279,7 @@ def run_trial(site: Site, cfg: CampaignConfig, trial: Trial, rng: random.Random)
             macs = {n: topo.mac(n) for n in procs}
             run_load(site, cfg, trial, rng, work, topo, procs,
                      lambda: _fail(trial, topo, procs, cfg))  # fmt: skip
+            record_exits(trial, procs)
     trial.victim = macs[trial.victim_node]
     trial.work = work
     return trial
@@ -285,14 +288,15 @@ def run_trial(site: Site, cfg: CampaignConfig, trial: Trial, rng: random.Random)
 def _keep_evidence(t: Trial, out: Path) -> None:
     """A failed trial's logs and capture (not the bodies) go to ``out/failed/t<N>`` (also a
     fault that no takeover answered, a takeover that came before its fault: a false death,
-    buckets left unserved, and a ``master-kill`` that ended with a healthy member off the
-    LAN); the rest of its folder is removed."""
+    buckets left unserved, a ``master-kill`` that ended with a healthy member off the LAN, and
+    a node that crashed); the rest of its folder is removed."""
     work = t.work
     early = t.report is not None and t.kill is not None and t.report["detected"] < t.kill
     lost = t.kill is not None and t.report is None and t.mode not in (BASELINE, JOIN) \
         and t.expect_takeover  # fmt: skip
     if any(not r["ok"] for r in t.rows) or lost or early or _taken_over_in_join(t) \
-            or t.columns.get("unserved") or t.columns.get("healthy_off_lan"):  # fmt: skip
+            or t.columns.get("unserved") or t.columns.get("healthy_off_lan") \
+            or t.columns.get("crashed"):  # fmt: skip
         keep = out / "failed" / f"t{t.index}"
         keep.mkdir(parents=True, exist_ok=True)
         for f in work.iterdir():

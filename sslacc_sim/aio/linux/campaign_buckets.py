@@ -85,7 +85,17 @@ import pandas as pd
 
 from ...buckets import BucketTable
 from .buckets import bucket_of
-from .campaign_load import Site, Trial, capture, client_capture, kill, pcap, run_load, unread_lines
+from .campaign_load import (
+    Site,
+    Trial,
+    capture,
+    client_capture,
+    kill,
+    pcap,
+    record_exits,
+    run_load,
+    unread_lines,
+)
 from .cluster import join_member, revive, start_members
 from .failover import HOSTNAME, FailoverFailed, first_line, wait_line
 from .join import JOIN_WITHIN_S, LINK_WITHIN_S
@@ -172,6 +182,7 @@ def run_bucket_trial(site: Site, cfg: CampaignConfig, trial: Trial, rng: random.
         if trial.mode == JOIN_KILL:
             trial.columns["newcomer_phase"] = _newcomer_phase(
                 trial.said.get("d", []), bool(trial.columns.get("admitted")))
+        record_exits(trial, procs)
     trial.victim = ""  # one MAC for every member: no segment is told apart as the victim's
     trial.victim_node = victim
     trial.work = work

@@ -261,3 +261,28 @@ def kill(trial: Trial, proc: subprocess.Popen[str], column: str = "exited_s") ->
             trial.columns[column] = round(time.monotonic() - killed, 4)
 
     threading.Thread(target=reap, name="reap", daemon=True).start()
+
+
+def record_exits(trial: Trial, procs: dict[str, subprocess.Popen[str]]) -> None:
+    """Each node's state at the trial's end, in column ``exits`` (``a:SIGKILL b:running
+    c:exit 1``), and in ``crashed`` the nodes that died of a signal the campaign never sends
+    (a segmentation fault, an abort): a death no rule of the cluster explains, which its own
+    process printed nothing about. A killed node the reaper is still waiting for is given a
+    moment to be reaped."""
+    states, crashed = [], []
+    for name, proc in sorted(procs.items()):
+        try:
+            code: int | None = proc.wait(timeout=0.05)
+        except subprocess.TimeoutExpired:
+            code = None
+        if code is None:
+            states.append(f"{name}:running")
+        elif code < 0:
+            sig = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
+            states.append(f"{name}:{sig}")
+            if -code != signal.SIGKILL:
+                crashed.append(f"{name}:{sig}")
+        else:
+            states.append(f"{name}:exit {code}")
+    trial.columns["exits"] = " ".join(states)
+    trial.columns["crashed"] = " ".join(crashed) or None

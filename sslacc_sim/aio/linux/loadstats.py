@@ -355,6 +355,7 @@ def campaign_summary(config: dict[str, Any], trials: pd.DataFrame, conns: pd.Dat
                                      0.5) for m in config["modes"]},
         # a kill noticed late: the dying process's exit (its links close in it) or the heir
         "slow_detections": _slow_detections(faults),
+        "crashed": _crashed(trials),
         "by_mode": {m: {"connections": int((fconns["mode"] == m).sum()),
                         "completed_exact": int(fconns[fconns["mode"] == m]["ok"].sum())}
                     for m in config["modes"]} if n else {},
@@ -365,6 +366,16 @@ def campaign_summary(config: dict[str, Any], trials: pd.DataFrame, conns: pd.Dat
                         "reused": int(fconns["resumed"].fillna(False).astype(bool).sum())
                         if n else 0},
     }  # fmt: skip
+
+
+def _crashed(trials: pd.DataFrame) -> list[dict[str, Any]] | None:
+    """The trials with a node that died of a signal the campaign never sends (a segmentation
+    fault, an abort: ``crashed``, recorded by :func:`~.campaign_load.record_exits`); ``None``
+    for a run that did not record how its nodes ended."""
+    if "crashed" not in trials:
+        return None
+    return [{"trial": int(r["trial"]), "crashed": str(r["crashed"])}
+            for _, r in trials.iterrows() if isinstance(r["crashed"], str)]  # fmt: skip
 
 
 #: A kill noticed later than this (seconds) is listed in the summary with its exit time.

@@ -121,7 +121,8 @@ def test_the_masters_death_during_a_join_loses_nothing(tmp_path: Path) -> None:
     killed = trials[trials["mode"] == "master-kill"]
     text = killed.to_string()
     for column in ("killed_after_s", "master_phase", "newcomer_alive", "newcomer_ready",
-                   "unserved_after_load", "unserved", "on_lan_at_end", "healthy_off_lan"):
+                   "unserved_after_load", "unserved", "on_lan_at_end", "healthy_off_lan",
+                   "exits", "crashed"):
         assert column in killed, (column, text)
     assert killed["master_phase"].notna().all() and killed["unserved"].notna().all(), text
     drawn = [random.Random(f"1324-{t}").random() * MASTER_SPAN_S for t in (1, 2, 3)]
@@ -135,6 +136,9 @@ def test_the_masters_death_during_a_join_loses_nothing(tmp_path: Path) -> None:
     # no member that lived was taken over: B, C and a D that said ready end alive, their
     # switch ports up
     assert killed["healthy_off_lan"].isna().all(), text
+    # none died of a signal the campaign never sends (a crash in a C library prints nothing)
+    assert killed["crashed"].isna().all() and summary["crashed"] == [], text
+    assert killed["exits"].str.contains("a:SIGKILL").all(), text
     joins = summary["joins"]["master-kill"]
     assert joins["trials"] == 3 and joins["unserved_buckets"] == 0, joins
     assert sum(joins["master_phase"].values()) == 3, joins
