@@ -60,6 +60,7 @@ benchmarks: build  ## run every benchmark (each ratio the median of 5 interleave
 	$(PY) -m sslacc_sim.aio.linux.campaign --layout buckets --modes join --trials 60 --seed 1 --out results/sslacc_campaign_join --json results/benchmarks/sslacc_campaign_join.json
 	$(PY) -m sslacc_sim.aio.linux.campaign --layout buckets --modes join-kill,rejoin --trials 40 --seed 1 --out results/sslacc_campaign_joinfaults --json results/benchmarks/sslacc_campaign_joinfaults.json
 	$(PY) -m sslacc_sim.aio.linux.campaign --layout buckets --modes master-kill --trials 40 --seed 1 --window 0,0.5 --out results/sslacc_campaign_masterkill --json results/benchmarks/sslacc_campaign_masterkill.json
+	$(PY) -m sslacc_sim.aio.linux.campaign --layout buckets --modes donor-kill --trials 40 --seed 1 --window 0,0.5 --out results/sslacc_campaign_donorkill --json results/benchmarks/sslacc_campaign_donorkill.json
 	$(PY) benchmarks/bench_webalps.py --json results/benchmarks/webalps.json
 	$(PY) benchmarks/bench_webalps_host.py --json results/benchmarks/webalps_host.json --csv results/benchmarks/webalps_host.csv
 

@@ -354,27 +354,49 @@ def _sslacc_campaign_join_faults(src: Source) -> list[str]:
 
 @row("systems")
 def _sslacc_campaign_master_kill(src: Source) -> list[str]:
-    d = src.json("benchmarks/sslacc_campaign_masterkill.json")
-    m, g = d["joins"]["master-kill"], d.get("gap_by_mode", {}).get("master-kill")
-    phases = ", ".join(f"{phase} {n}" for phase, n in sorted(m["master_phase"].items()))
+    return _join_death(src.json("benchmarks/sslacc_campaign_masterkill.json"), "master-kill")
+
+
+# (registered once its run is in docs/results)
+def _sslacc_campaign_donor_kill(src: Source) -> list[str]:
+    return _join_death(src.json("benchmarks/sslacc_campaign_donorkill.json"), "donor-kill")
+
+
+#: ``mode``: (who dies, the summary's phase and takeover keys, how the victim is chosen).
+_JOIN_DEATHS = {
+    "master-kill": ("master", "master_phase", "master_taken_over",
+                    "the master -- which admits it, and is its successor in the larger ring --"),
+    "donor-kill": ("donor", "donor_phase", "donor_taken_over",
+                   "a donor other than the master (one of the two others, drawn; each gives "
+                   "the newcomer a share)"),
+}
+
+
+def _join_death(d: dict[str, Any], mode: str) -> list[str]:
+    """The row of a campaign that kills a member while a fourth joins (``master-kill``,
+    ``donor-kill``)."""
+    who, phase_key, taken_key, chosen = _JOIN_DEATHS[mode]
+    m, g = d["joins"][mode], d.get("gap_by_mode", {}).get(mode)
+    phases = ", ".join(f"{phase} {n}" for phase, n in sorted(m[phase_key].items()))
+    given_up = (f"tries the master gave up (a donor failed; the newcomer asked again) "
+                f"{m['given_up']}; " if m.get("given_up") is not None else "")
     return [
-        "SSLACC, the master's death during a join at random instants, bucket layout",
+        f"SSLACC, the {who}'s death during a join at random instants, bucket layout",
         f"{m['trials']} trials where a fourth member starts at an instant uniform over the "
-        "load and the master -- which admits it, and is its successor in the larger ring -- is "
-        "cut and killed at an instant uniform over the 0.2 s after the newcomer sends its join; "
-        f"the same load of {d['config']['connections']} concurrent connections; connections "
-        "byte-exact, then a new connection in each bucket right after the load and again once "
-        "every donor's 30 s take-back is due",
+        f"load and {chosen} is cut and killed at an instant uniform over the 0.2 s after the "
+        f"newcomer sends its join; the same load of {d['config']['connections']} concurrent "
+        "connections; connections byte-exact, then a new connection in each bucket right after "
+        "the load and again once every donor's 30 s take-back is due",
         f"{d['completed_exact']:,} of {d['connections']:,} ({100 * d['success_fraction']:.2f} %, "
         f"95 % lower bound {100 * d['success_lower95']:.2f} %); silently wrong "
-        f"{d['silently_wrong']}; how far the join had got when the master died: {phases}; "
-        f"master taken over by its successor {m['master_taken_over']} of {m['trials']}; "
+        f"{d['silently_wrong']}; how far the join had got when the {who} died: {phases}; "
+        + given_up + f"{who} taken over by its successor {m[taken_key]} of {m['trials']}; "
         f"newcomer serving at the end {m['newcomer_ready']} of {m['trials']}; members that "
         f"lived but ended off the LAN (taken over wrongly) in {m['healthy_off_lan']} trials; "
         f"buckets no member served: {m['unserved_after_load_buckets']} right after the load "
         f"(summed over the trials), {m['unserved_buckets']} after the take-back"
-        + (f"; master's death to each affected client's next byte {g['p50_s']:.3f} s median, "
-           f"{g['p99_s']:.3f} s p99 (n = {g['n']})" if g and g.get("n") else "")
+        + (f"; the {who}'s death to each affected client's next byte {g['p50_s']:.3f} s "
+           f"median, {g['p99_s']:.3f} s p99 (n = {g['n']})" if g and g.get("n") else "")
         + _campaign_slow(d) + _campaign_crashed(d),
         "no connection is lost when a node fails, whenever it fails (abstract, §4; no number)",
         "measured (namespaces on this machine)",

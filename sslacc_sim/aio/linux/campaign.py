@@ -102,9 +102,11 @@ MODES = ("kill", "hang", "double")
 #: ``join``, a fourth member joins the ring at the drawn instant
 #: (:mod:`~sslacc_sim.aio.linux.join`), nothing taken over; ``join-kill``, that newcomer is
 #: killed at an instant drawn over its join; ``master-kill``, the master is killed while
-#: that newcomer joins; ``rejoin``, a killed member's node joins again.
+#: that newcomer joins; ``donor-kill``, another donor is; ``rejoin``, a killed member's node
+#: joins again.
 JOIN, JOIN_KILL, MASTER_KILL, REJOIN = "join", "join-kill", "master-kill", "rejoin"
-BUCKET_MODES = (JOIN, JOIN_KILL, MASTER_KILL, REJOIN)
+DONOR_KILL = "donor-kill"
+BUCKET_MODES = (JOIN, JOIN_KILL, MASTER_KILL, DONOR_KILL, REJOIN)
 #: Negative controls: the flags each gives the owner and the buddy.
 CONTROLS: dict[str, tuple[list[str], list[str]]] = {
     "none": ([], []),
@@ -399,7 +401,7 @@ def _summary(cfg: CampaignConfig, trials: pd.DataFrame, conns: pd.DataFrame,
 
         # whose connections the tail is: the victim's, its successor's, its predecessor's
         # deaths of the member drawn among A to C (a master-kill's victim is always A)
-        faulted = flows[~flows["mode"].isin([BASELINE, JOIN, JOIN_KILL, MASTER_KILL])]
+        faulted = flows[~flows["mode"].isin([BASELINE, JOIN, JOIN_KILL, MASTER_KILL, DONOR_KILL])]
         by_role = faulted.assign(role=roles(faulted, cfg.seed))
         summary["gap_by_role"] = gaps_by(by_role, "role")
         summary["gap_by_role_after_kills"] = gaps_by(by_role[by_role["mode"] != "hang"], "role")
@@ -504,7 +506,8 @@ def _parser() -> argparse.ArgumentParser:
                    help=f"fault modes, comma-separated, taken in turn (default {','.join(MODES)}; "
                    "the bucket layout also knows join: a fourth member joins at the instant; "
                    "join-kill: and is killed during its join; master-kill: the master is "
-                   "killed during that join; rejoin: a killed member's node joins again)")
+                   "killed during that join; donor-kill: another donor is; rejoin: a killed "
+                   "member's node joins again)")
     p.add_argument("--wake-after", type=cli.positive_float, default=10.0,
                    help="seconds a hung owner stays stopped (default 10)")
     p.add_argument("--client-timeout", type=cli.positive_float, default=60.0,

@@ -43,6 +43,14 @@ its instant:
     members still on the LAN then (``on_lan_at_end``: alive, switch port up). B, C, and D once
     it said ``ready``, must be: one that is not was taken over although it lived (a false
     death, ``healthy_off_lan``).
+``donor-kill``
+    the same, but the member killed is a donor other than the master: B or C, drawn
+    (:func:`donor_of`; each gives D a share). Its successor must take it over, and the join
+    must end all the same: a donor that dies before it answers makes the master give the try
+    up (every other donor serves its gift again at once, ``GAVE UP``), and D's next try is
+    shared out among the members left. ``donor_phase``: ``asking`` (the donor had not given
+    yet), ``given`` (it had, ``GIVEN``), ``applied``, ``entered``, ``serving`` (as above);
+    ``given_up`` counts the master's ``GAVE UP`` lines.
 ``rejoin``
     a ``kill``, then the victim's node joins again under a fresh id (:func:`~sslacc_sim.aio.
     linux.cluster.revive`, then :func:`~sslacc_sim.aio.linux.cluster.join_member`) at an
@@ -150,11 +158,12 @@ def run_bucket_trial(site: Site, cfg: CampaignConfig, trial: Trial, rng: random.
     victim = victim_of(cfg.seed, trial.index)
     member_args = [*(["--no-fence"] if cfg.control == "no-fence" else []),
                    *(["--stall-ms", f"{cfg.stall_ms:g}"] if cfg.stall_ms else [])]  # fmt: skip
-    from .campaign import BUCKET_MODES, JOIN, JOIN_KILL, MASTER_KILL, REJOIN
+    from .campaign import BUCKET_MODES, DONOR_KILL, JOIN, JOIN_KILL, MASTER_KILL, REJOIN
 
     # a spare fourth node, which joins at the instant
-    joins = trial.mode in (JOIN, JOIN_KILL, MASTER_KILL)
-    victim = {JOIN_KILL: "d", MASTER_KILL: "a"}.get(trial.mode, victim)
+    joins = trial.mode in (JOIN, JOIN_KILL, MASTER_KILL, DONOR_KILL)
+    victim = {JOIN_KILL: "d", MASTER_KILL: "a",
+              DONOR_KILL: donor_of(cfg.seed, trial.index)}.get(trial.mode, victim)  # fmt: skip
     heard: dict[str, list[str]] = {}  # master-kill: the lines its driver read on the way
     with Topology(tag=f"{cfg.tag_prefix}{trial.index % 100000}", shared_vip=True,
                   members=len(MEMBERS) + joins) as topo, \
@@ -172,11 +181,13 @@ def run_bucket_trial(site: Site, cfg: CampaignConfig, trial: Trial, rng: random.
             JOIN_KILL: partial(_join_kill, trial, topo, stack, procs, site, cfg, work),
             MASTER_KILL: partial(_master_kill, trial, topo, stack, procs, site, cfg, work,
                                  heard),  # fmt: skip
+            DONOR_KILL: partial(_master_kill, trial, topo, stack, procs, site, cfg, work,
+                                heard, victim),  # fmt: skip
             REJOIN: partial(_rejoin, trial, topo, stack, procs, site, cfg, victim, work),
         }.get(trial.mode, partial(_fail, trial, topo, procs, cfg, victim))  # fmt: skip
         run_load(site, cfg, trial, rng, work, topo, procs, fail)
-        if trial.mode == MASTER_KILL:
-            _after_master_kill(trial, topo, site, procs, heard, work)
+        if trial.mode in (MASTER_KILL, DONOR_KILL):
+            _after_master_kill(trial, topo, site, procs, heard, work, victim)
         elif trial.mode in BUCKET_MODES:
             trial.columns["unserved"] = len(_unserved(topo, site))
         if trial.mode == JOIN_KILL:
@@ -192,6 +203,12 @@ def run_bucket_trial(site: Site, cfg: CampaignConfig, trial: Trial, rng: random.
 def victim_of(seed: int, index: int) -> str:
     """The member trial ``index`` of a campaign with ``seed`` breaks (drawn from both)."""
     return MEMBERS[random.Random(f"{seed}-victim-{index}").randrange(len(MEMBERS))]
+
+
+def donor_of(seed: int, index: int) -> str:
+    """The donor a ``donor-kill`` trial kills: B or C (both give the newcomer a share; the
+    master A is ``master-kill``'s), drawn from the seed and the trial."""
+    return "bc"[random.Random(f"{seed}-donor-{index}").randrange(2)]
 
 
 def roles(flows: pd.DataFrame, seed: int) -> pd.Series:
@@ -301,12 +318,13 @@ def _join_kill(trial: Trial, topo: Topology, stack: ExitStack,
 
 def _master_kill(trial: Trial, topo: Topology, stack: ExitStack,
                  procs: dict[str, subprocess.Popen[str]], site: Site, cfg: CampaignConfig,
-                 logs: Path, heard: dict[str, list[str]]) -> None:  # fmt: skip
+                 logs: Path, heard: dict[str, list[str]], victim: str = "a") -> None:  # fmt: skip
     """At ``trial.kill_at``: node D starts; ``trial.second_after`` of :data:`MASTER_SPAN_S`
-    after it says ``JOINING`` the master A is cut and killed (the trial's ``kill``), as
-    :func:`_fail` kills a victim. How far the join had got is read from what A said before it
-    died and what D had said by then (:func:`_master_phase`); then B's takeover report (B is
-    A's successor). Every line read goes to ``heard``, by node."""
+    after it says ``JOINING`` the master A (``donor-kill``: the donor ``victim``) is cut and
+    killed (the trial's ``kill``), as :func:`_fail` kills a victim. How far the join had got
+    is read from what the victim said before it died and what D had said by then
+    (:func:`_master_phase`, :func:`_donor_phase`); then the takeover report of the victim's
+    successor. Every line read goes to ``heard``, by node."""
     from .campaign import _report
 
     assert trial.kill_at is not None
@@ -314,21 +332,25 @@ def _master_kill(trial: Trial, topo: Topology, stack: ExitStack,
     procs["d"] = join_member(topo, stack, "d", docroot=site.work / "docroot", cert=site.cert,
                              key=site.key, port=_PORT, suite=cfg.suite, buckets=_BUCKETS,
                              logs=logs, ready=False)  # fmt: skip
-    newcomer, master = heard.setdefault("d", []), heard.setdefault("a", [])
+    newcomer, dead = heard.setdefault("d", []), heard.setdefault(victim, [])
     if not first_line(procs["d"], ("JOINING",), _READY_S, newcomer):
         raise FailoverFailed(f"the newcomer did not say JOINING within {_READY_S:g} s")
     began = time.monotonic()
     time.sleep(max(0.0, began + trial.second_after * MASTER_SPAN_S - time.monotonic()))
-    topo.cut("a")
+    topo.cut(victim)
     trial.kill = time.monotonic()
-    kill(trial, procs["a"])
-    newcomer += unread_lines(procs["d"])  # what D had said by the master's death
-    # everything the master said: no line starts with NUL, so this reads to its end of file
-    first_line(procs["a"], ("\0",), 5.0, master)
-    trial.expect_takeover = True  # B inherits A's buckets, whatever the join's state
-    trial.columns.update(killed_after_s=round(trial.kill - began, 4),
-                         master_phase=_master_phase(master, newcomer))  # fmt: skip
-    trial.report = _report(procs["b"], _HEIR_WITHIN_S, heard.setdefault("b", []))
+    kill(trial, procs[victim])
+    newcomer += unread_lines(procs["d"])  # what D had said by the death
+    # everything the victim said: no line starts with NUL, so this reads to its end of file
+    first_line(procs[victim], ("\0",), 5.0, dead)
+    trial.expect_takeover = True  # its successor inherits its buckets, whatever the join's state
+    trial.columns["killed_after_s"] = round(trial.kill - began, 4)
+    if victim == "a":
+        trial.columns["master_phase"] = _master_phase(dead, newcomer)
+    else:
+        trial.columns["donor_phase"] = _donor_phase(dead, newcomer)
+    heir = _successor(victim, {victim})
+    trial.report = _report(procs[heir], _HEIR_WITHIN_S, heard.setdefault(heir, []))
 
 
 def _master_phase(master: list[str], newcomer: list[str]) -> str:
@@ -346,16 +368,32 @@ def _master_phase(master: list[str], newcomer: list[str]) -> str:
     return "asking"
 
 
+def _donor_phase(donor: list[str], newcomer: list[str]) -> str:
+    """How far the join had got when a donor died (``donor-kill``), from what the donor said
+    before it died and what D had said by then: ``serving``, ``entered`` (as
+    :func:`_master_phase`), ``applied`` (the donor had applied the join, ``JOINED member 3``),
+    ``given`` (it had given its share, ``GIVEN``), else ``asking`` (the master had not asked
+    it yet, or it had not answered)."""
+    if any(line.startswith(("ready", "ENTERED")) for line in newcomer):
+        return _master_phase([], newcomer)
+    if any(line.startswith(f"JOINED member {_NEWCOMER}") for line in donor):
+        return "applied"
+    if any(line.startswith("GIVEN ") and line.endswith(f"member {_NEWCOMER}") for line in donor):
+        return "given"
+    return "asking"
+
+
 def _after_master_kill(trial: Trial, topo: Topology, site: Site,
                        procs: dict[str, subprocess.Popen[str]], heard: dict[str, list[str]],
-                       work: Path) -> None:  # fmt: skip
+                       work: Path, victim: str = "a") -> None:  # fmt: skip
     """A ``master-kill`` trial after its load: the buckets probed at once and once
     :data:`_LATE_PROBE_S` has passed since the kill (module docstring), each probe's unserved
     buckets listed (``unserved_which``); then D's fate, and every line each member printed,
     in order, into ``trial.said`` and ``<node>.stdout``, and the members still on the LAN
     (``on_lan_at_end``: alive, their switch port up; a member fenced wrongly is alive but
-    off the LAN; ``healthy_off_lan``: those of B, C and a D that said ``ready`` that are not,
-    false deaths: the trial is kept as evidence)."""
+    off the LAN; ``healthy_off_lan``: those of the members that lived, D once it said
+    ``ready``, that are not, false deaths: the trial is kept as evidence), and how often the
+    master gave a join up (``given_up``: a donor failed)."""
     early = _unserved(topo, site)
     if trial.kill is not None:
         time.sleep(max(0.0, trial.kill + _LATE_PROBE_S - time.monotonic()))
@@ -366,7 +404,7 @@ def _after_master_kill(trial: Trial, topo: Topology, site: Site,
         (work / f"{node}.stdout").write_text("".join(f"{line}\n" for line in trial.said[node]))
     ready = any(line.startswith("ready") for line in trial.said.get("d", []))
     on_lan = [n for n, proc in procs.items() if proc.poll() is None and _port_up(topo, n)]
-    lived = {"b", "c", "d"} if ready else {"b", "c"}  # A was killed; D lived once it was ready
+    lived = set(MEMBERS) - {victim} | ({"d"} if ready else set())  # D lived once it was ready
     trial.columns.update(
         unserved_after_load=len(early), unserved=len(late),
         unserved_after_load_which=" ".join(map(str, early)), unserved_which=" ".join(map(str, late)),
@@ -374,7 +412,9 @@ def _after_master_kill(trial: Trial, topo: Topology, site: Site,
         newcomer_alive=procs["d"].poll() is None, newcomer_exit=procs["d"].returncode,
         newcomer_ready=ready,
         taken_back=sum(line.startswith("TAKEN BACK") for lines in trial.said.values()
-                       for line in lines))  # fmt: skip
+                       for line in lines),
+        given_up=sum(line.startswith("GAVE UP") for lines in trial.said.values()
+                     for line in lines))  # fmt: skip
 
 
 def _port_up(topo: Topology, node: str) -> bool:
@@ -474,8 +514,9 @@ def join_summary(trials: pd.DataFrame) -> dict[str, Any]:
             admitted = group[group["admitted"].fillna(False).astype(bool)]
             row["admitted"] = len(admitted)
             row["admitted_taken_over"] = int(admitted["took_over"].fillna(False).sum())
-        if "master_phase" in group and group["master_phase"].notna().any():
-            row.update(_master_kill_row(group))
+        for phase in ("master_phase", "donor_phase"):
+            if phase in group and group[phase].notna().any():
+                row.update(_master_kill_row(group, phase))
         if mode == "rejoin":
             done = group["rejoined_s"].dropna()
             row["rejoined"] = len(done)
@@ -486,13 +527,14 @@ def join_summary(trials: pd.DataFrame) -> dict[str, Any]:
     return out
 
 
-def _master_kill_row(group: pd.DataFrame) -> dict[str, Any]:
-    """A ``master-kill`` group's own summary: the buckets unserved at each probe (summed over
-    its trials; ``unserved_buckets``, the late one, must be 0), how far the join had got when
-    the master died, the master's takeovers by its successor, the newcomers alive and
-    serving at the trials' end, and the trials that ended with a member that lived off the LAN
-    (``healthy_off_lan``: B, C, or D once it said ``ready``), and with D alive but off it
-    (``None``: a run that did not look)."""
+def _master_kill_row(group: pd.DataFrame, phase: str = "master_phase") -> dict[str, Any]:
+    """A ``master-kill`` (or ``donor-kill``: ``phase`` is ``donor_phase``) group's own summary:
+    the buckets unserved at each probe (summed over its trials; ``unserved_buckets``, the late
+    one, must be 0), how far the join had got when the victim died, the joins the master gave
+    up, the victim's takeovers by its successor, the newcomers alive and serving at the
+    trials' end, and the trials that ended with a member that lived off the LAN
+    (``healthy_off_lan``: the members not killed, and D once it said ``ready``), and with D
+    alive but off it (``None``: a run that did not look)."""
     def count(column: str) -> int:
         return int(group[column].fillna(False).astype(bool).sum()) if column in group else 0
 
@@ -501,9 +543,10 @@ def _master_kill_row(group: pd.DataFrame) -> dict[str, Any]:
 
     looked = "on_lan_at_end" in group and "healthy_off_lan" in group
     return {"unserved_after_load_buckets": int(group["unserved_after_load"].fillna(0).sum()),
-            "master_phase": {str(k): int(v) for k, v in
-                             group["master_phase"].value_counts().items()},
-            "master_taken_over": count("took_over"), "newcomer_alive": count("newcomer_alive"),
+            phase: {str(k): int(v) for k, v in group[phase].value_counts().items()},
+            "given_up": int(group["given_up"].fillna(0).sum()) if "given_up" in group else None,
+            f"{phase.split('_')[0]}_taken_over": count("took_over"),
+            "newcomer_alive": count("newcomer_alive"),
             "newcomer_ready": count("newcomer_ready"),
             "taken_back": int(group["taken_back"].fillna(0).sum()),
             "healthy_off_lan": sum(bool(off) for off in named("healthy_off_lan"))

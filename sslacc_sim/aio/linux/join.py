@@ -59,8 +59,16 @@ only grow, and the ring is ordered by id), so its death is that of ``N``'s mirro
 * ``P``'s heartbeat on ``M``'s old link judges nobody once the table's mirror is ``N``: ``M``'s
   own successor judges ``M``.
 
-**Not handled**: a donor that dies before it answers ``give`` (the master refuses the join; the
-other donors serve what they gave after :data:`JOIN_WITHIN_S`).
+**A donor that fails before it answers ``give``** (it dies, refuses, or sends garbage): the
+master gives the join up. It tells every donor it asked (``ungive``, answered once done) to
+serve what it gave at once, takes its own gift back, and only then refuses the newcomer, so
+that no donor's take-back can meet a later attempt's gift. A donor that dies while it is asked
+is given up on as soon as the cluster declares it dead, not after the link's timeout
+(:meth:`Joining._ask_donor`). The newcomer asks the ring again (:data:`JOIN_RETRY_S`), and the
+master shares the buckets out among the members left.
+
+A join's frames, the question one member asks another and the kernel's connection list a
+donor reads are in :mod:`~sslacc_sim.aio.linux.joinwire`.
 
 ``N`` learns the sessions its predecessor hands it and, from then on, every new one; a
 resumption of an older session that hashes to ``N`` is a full handshake.
@@ -68,9 +76,6 @@ resumption of an older session that hashes to ``N`` is a full handshake.
 
 from __future__ import annotations
 
-import ipaddress
-import re
-import socket
 import sys
 import threading
 import time
@@ -81,9 +86,21 @@ from typing import TYPE_CHECKING, Any
 
 from ...buckets import BucketTable
 from ...errors import SslaccError
-from ...membership import MAX_BUCKETS, TableError, decode_table, encode_table
-from .buckets import BucketFilter, bucket_of
-from .mirror import MirrorError, recv_frame, send_frame
+from ...membership import TableError, decode_table, encode_table
+from .buckets import BucketFilter
+from .joinwire import (
+    ASK_S,
+    MAX_MEMBER,
+    JoinError,
+    ask,
+    busy_buckets,
+    connections,
+    join_frame,
+    joined_frame,
+    read_buckets,
+    read_count,
+    read_newcomer,
+)
 from .report import say
 
 if TYPE_CHECKING:
@@ -98,12 +115,10 @@ __all__ = ["JoinError", "Joining", "shares", "admit", "busy_buckets", "connectio
 #: Seconds a newcomer waits for the master's answer (the donors' checks and every member's
 #: acknowledgement of ``joined`` come first).
 JOIN_WITHIN_S = 30.0
-#: Seconds the master waits for each member's answer.
-_ASK_S = 10.0
 #: Seconds a newcomer's successor waits, from its ``joined``, for the newcomer's first
 #: keepalive (the master answers the newcomer once every member applied the join, each asked
-#: within :data:`_ASK_S`): one that has not linked by then died during its join.
-LINK_WITHIN_S = _ASK_S
+#: within :data:`ASK_S`): one that has not linked by then died during its join.
+LINK_WITHIN_S = ASK_S
 #: Seconds a newcomer goes on asking the ring when no member answers its join with the table:
 #: the master died during the join, and its successor answers once it has judged the death
 #: (a newcomer it admitted already gets the table again).
@@ -111,18 +126,8 @@ JOIN_RETRY_S = 5.0
 _RETRY_EVERY_S = 0.1
 #: Seconds a member waits for another's acknowledgement of a relayed ``joined``.
 _RELAY_S = 2.0
-#: ``/proc/net/tcp`` states of a socket no client byte can reach any more: LISTEN, TIME_WAIT,
-#: CLOSE.
-_QUIET = frozenset({"0A", "06", "07"})
-_PROC_ADDRESS = re.compile(r"[0-9A-Fa-f]{8}:[0-9A-Fa-f]{4}")
-_PORT_NAME = re.compile(r"[a-z0-9]{1,15}")
-_MAX_MEMBER = 1 << 16
 #: One join at a time (one member per process: the master's lock).
 _ADMITTING = threading.Lock()
-
-
-class JoinError(SslaccError, ValueError):
-    """A join that cannot go on: a malformed frame, a refusal, no master."""
 
 
 # -- the table --------------------------------------------------------------------------
@@ -155,103 +160,6 @@ def admit(table: BucketTable, newcomer: int, buckets: Iterable[int]) -> None:
         table.owner[b] = newcomer
     for b in range(table.buckets):
         table.mirror[b] = table.next_fit(table.owner[b])
-
-
-# -- the kernel's connections -----------------------------------------------------------
-
-
-def connections(text: str) -> list[tuple[tuple[str, int], tuple[str, int], str]]:
-    """``(local, remote, state)`` of every socket in a ``/proc/net/tcp`` text (its first line
-    is the heading); a line in another form is a :class:`JoinError`."""
-    out = []
-    for line in text.splitlines()[1:]:
-        fields = line.split()
-        if not fields:
-            continue
-        if len(fields) < 4 or not all(_PROC_ADDRESS.fullmatch(f) for f in fields[1:3]) \
-                or not re.fullmatch(r"[0-9A-Fa-f]{2}", fields[3]):  # fmt: skip
-            raise JoinError(f"not a /proc/net/tcp line: {line[:80]!r}")
-        out.append((_address(fields[1]), _address(fields[2]), fields[3].upper()))
-    return out
-
-
-def _address(text: str) -> tuple[str, int]:
-    host, port = text.split(":")
-    # the address in the kernel's byte order, the port in hexadecimal
-    return socket.inet_ntoa(int(host, 16).to_bytes(4, sys.byteorder)), int(port, 16)
-
-
-def busy_buckets(vip: str, port: int, buckets: int, path: Path = Path("/proc/net/tcp")
-                 ) -> set[int]:  # fmt: skip
-    """The buckets this network namespace's kernel holds a connection of on ``vip:port``: a
-    SYN answered, established (accepted or not), or closing."""
-    return {bucket_of(remote[0], remote[1], buckets)
-            for local, remote, state in connections(path.read_text())
-            if local == (vip, port) and state not in _QUIET}  # fmt: skip
-
-
-# -- frames -----------------------------------------------------------------------------
-
-
-def join_frame(member: int, address: str, switch_port: str) -> dict[str, Any]:
-    """The newcomer's request: its id, its cluster-LAN address and its switch port."""
-    return {"type": "join", "member": member, "address": address, "switch_port": switch_port}
-
-
-def joined_frame(member: int, address: str, switch_port: str, buckets: Iterable[int]
-                 ) -> dict[str, Any]:  # fmt: skip
-    """The master's word to every member: the newcomer, and the buckets it owns now."""
-    return {**join_frame(member, address, switch_port), "type": "joined",
-            "buckets": sorted(set(buckets))}  # fmt: skip
-
-
-def read_newcomer(header: dict[str, Any]) -> tuple[int, str, str]:
-    """``(member, address, switch port)`` of a ``join`` or ``joined`` frame."""
-    member, address, port = (header.get(k) for k in ("member", "address", "switch_port"))
-    if type(member) is not int or not 0 <= member < _MAX_MEMBER:
-        raise JoinError(f"a {str(header.get('type'))[:10]} frame without a member id")
-    if not isinstance(port, str) or not _PORT_NAME.fullmatch(port):
-        raise JoinError("a switch port name must be 1-15 lower-case letters or digits")
-    try:
-        ipaddress.IPv4Address(address if isinstance(address, str) else "")
-    except ValueError:
-        raise JoinError("a newcomer's address must be an IPv4 address") from None
-    return member, str(address), port
-
-
-def read_buckets(header: dict[str, Any], key: str = "buckets") -> list[int]:
-    """The distinct buckets a ``joined`` or ``given`` frame lists."""
-    buckets = header.get(key)
-    if not isinstance(buckets, list) or len(buckets) > MAX_BUCKETS or any(
-            type(b) is not int or not 0 <= b < MAX_BUCKETS for b in buckets) \
-            or len(set(buckets)) != len(buckets):  # fmt: skip
-        raise JoinError(f"{key} must list distinct bucket numbers")
-    return list(buckets)
-
-
-def _read_count(header: dict[str, Any]) -> int:
-    count = header.get("count")
-    if type(count) is not int or not 0 <= count <= MAX_BUCKETS:
-        raise JoinError("a give frame without a bucket count")
-    return count
-
-
-def ask(address: tuple[str, int], header: dict[str, Any], timeout: float = _ASK_S
-        ) -> tuple[dict[str, Any], bytes]:  # fmt: skip
-    """Send one frame to a member's cluster listener and return its answer (a ``refused``
-    answer, a closed link or a malformed one are a :class:`JoinError`; an unreachable member
-    an :class:`OSError`)."""
-    with socket.create_connection(address, timeout=timeout) as link:
-        send_frame(link, header)
-        try:
-            answer = recv_frame(link)
-        except MirrorError as exc:
-            raise JoinError(f"member at {address[0]}: {exc}") from None
-    if answer is None:
-        raise JoinError(f"member at {address[0]} closed the link without an answer")
-    if answer[0]["type"] == "refused":
-        raise JoinError(f"member at {address[0]} refused: {str(answer[0].get('reason'))[:200]}")
-    return answer
 
 
 class Joining:
@@ -337,8 +245,14 @@ class Joining:
                 return self._admit(*read_newcomer(header))
             if header["type"] == "give":
                 to = header.get("to")
-                given = self._give(_read_count(header), to if type(to) is int else None)
+                given = self._give(read_count(header), to if type(to) is int else None)
                 return {"type": "given", "buckets": given}, b""
+            if header["type"] == "ungive":
+                to = header.get("to")
+                if type(to) is not int:
+                    raise JoinError("an ungive frame without a newcomer")
+                self._take_back_gift(to, "the master gave the join up")
+                return {"type": "applied"}, b""
             self._joined(header)
             return {"type": "applied"}, b""
         except (SslaccError, OSError) as exc:  # a join's error, the filter's (NftError)
@@ -358,7 +272,7 @@ class Joining:
                     # answered: the join is done, the newcomer only lacks the table
                     say(f"ADMITTED member {newcomer} again: its master died before it answered")
                     return {"type": "table"}, encode_table(0, self.table)
-                if newcomer < len(self.ring) or newcomer >= _MAX_MEMBER:
+                if newcomer < len(self.ring) or newcomer >= MAX_MEMBER:
                     # every member keeps what it knew of an id (its watch, its buckets):
                     # an id that was a member once does not come back
                     raise JoinError(f"member {newcomer} is or was a member: a node joins under "
@@ -366,13 +280,15 @@ class Joining:
                 plan = shares(self.table, newcomer)
                 others = [m for m in self.table.members if m != self.index]
             given: list[int] = []
+            asked: list[int] = []
             for donor, count in sorted(plan.items()):
-                if donor == self.index:
-                    given += self._give(count, newcomer)
-                else:
-                    answer = ask((self.ring[donor], self.listen_on[1]),
-                                 {"type": "give", "to": newcomer, "count": count})  # fmt: skip
-                    given += read_buckets(answer[0])
+                asked.append(donor)  # a donor that fails may have given before it did
+                try:
+                    given += self._give(count, newcomer) if donor == self.index else \
+                        self._ask_donor(donor, {"type": "give", "to": newcomer, "count": count})
+                except (OSError, SslaccError) as exc:
+                    self._give_up(newcomer, asked)
+                    raise JoinError(f"member {donor} did not give: {exc}") from None
             frame = joined_frame(newcomer, address, switch_port, given)
             self._joined(frame)
             for m in others:  # before the newcomer's answer: its mirror listens for it then
@@ -386,18 +302,72 @@ class Joining:
         say(f"ADMITTED member {newcomer}: {len(given)} buckets")
         return {"type": "table"}, table
 
+    def _ask_donor(self, donor: int, frame: dict[str, Any]) -> list[int]:
+        """The buckets ``donor`` gives (its answer to ``frame``). A donor the cluster declares
+        dead while it is asked is given up on at once: a killed member's link may be cut, and
+        the question would wait for the link's timeout, the newcomer with it."""
+        out: list[list[int] | Exception] = []
+
+        def run() -> None:
+            try:
+                out.append(read_buckets(ask((self.ring[donor], self.listen_on[1]), frame)[0]))
+            except (OSError, SslaccError) as exc:
+                out.append(exc)
+
+        asking = threading.Thread(target=run, name="join-give", daemon=True)
+        asking.start()
+        while asking.is_alive():
+            asking.join(_RETRY_EVERY_S)
+            with self._ring_lock:
+                gone = donor not in self.table.members
+            if gone and asking.is_alive():  # (its late answer, if any, is dropped)
+                raise JoinError(f"member {donor} died while it was asked")
+        if isinstance(out[0], Exception):
+            raise out[0]
+        return out[0]
+
+    def _give_up(self, newcomer: int, asked: list[int]) -> None:
+        """The master's abort of a join (a donor failed): every donor in ``asked`` serves what
+        it gave ``newcomer`` again before the newcomer hears the refusal (its next try, under
+        this lock, cannot meet a late take-back). A donor declared dead is not told (its heir owns
+        its buckets now); one that cannot be told serves its gift again after
+        :data:`JOIN_WITHIN_S`, or when a new try asks it to give again."""
+        for donor in asked:
+            if donor == self.index:
+                self._take_back_gift(newcomer, "the join was given up")
+                continue
+            with self._ring_lock:
+                if donor not in self.table.members:
+                    continue  # declared dead: its heir serves its buckets, gift and all
+            try:
+                ask((self.ring[donor], self.listen_on[1]), {"type": "ungive", "to": newcomer},
+                    _RELAY_S)  # fmt: skip
+            except (OSError, JoinError) as exc:  # dead or dying: its own rules take over
+                print(f"ERROR member {donor} was not told the join was given up: {exc!r}"[:300],
+                      file=sys.stderr, flush=True)  # fmt: skip
+        say(f"GAVE UP the join of member {newcomer}")
+
+    def _take_back_gift(self, to: int, why: str) -> None:
+        """Serve again at once what this member gave newcomer ``to`` (those of its buckets no
+        ``joined`` gave away meanwhile)."""
+        before = self._gifts.pop(to, None)
+        if not before:
+            return
+        with self._ring_lock:
+            orphans = [b for b in before if self.table.owner[b] == self.index]
+        self._own(orphans)
+        say(f"TAKEN BACK {len(orphans)} buckets given to member {to}: {why}")
+
     def _give(self, count: int, to: int | None = None) -> list[int]:
         """A donor's part: up to ``count`` of its buckets that no connection is in, out of its
         filter (those a SYN reached while it looked stay). A second ``give`` for the same
         newcomer ``to`` comes from a new master (the first died during the join, before any
-        member applied it): the buckets given the first time are served again at once."""
+        member applied it) or a new try (the first was given up): the buckets given the first
+        time are served again at once."""
         nft = self._nft
         assert nft is not None
-        if to is not None and (before := self._gifts.pop(to, None)):
-            with self._ring_lock:
-                orphans = [b for b in before if self.table.owner[b] == self.index]
-            self._own(orphans)
-            say(f"TAKEN BACK {len(orphans)} buckets given to member {to}'s first try")
+        if to is not None:
+            self._take_back_gift(to, "asked again")
         with self._ring_lock:
             mine = [b for b in self.table.owned_by(self.index) if b in self._filtered]
         busy = busy_buckets(self.vip, self.port, self.buckets, self.sockets)
@@ -410,6 +380,7 @@ class Joining:
         given = [b for b in chosen if b not in late]
         if to is not None:
             self._gifts[to] = given
+            say(f"GIVEN {len(given)} buckets to member {to}")
         threading.Thread(target=self._take_back, args=(given,), name="join-take-back",
                          daemon=True).start()  # fmt: skip
         return given

@@ -83,7 +83,7 @@ MOVED = "moved"
 RELEASE = "release"
 #: The frames of a join (:mod:`~sslacc_sim.aio.linux.join`), which one member sends another's
 #: cluster listener and which are answered by a frame, not an acknowledgement.
-JOIN_FRAMES = frozenset({"join", "give", "joined"})
+JOIN_FRAMES = frozenset({"join", "give", "ungive", "joined"})
 #: Largest member id a ``dead`` frame may name.
 _MAX_MEMBER = 1 << 16
 

@@ -58,6 +58,7 @@ from .probe import packet_drops, record_frames
 from .service import DiePoint, Docroot
 from .sessions import SharedSessionStore
 from .sniff import packet_socket
+from .threads import ahead_of_other_work
 
 __all__ = ["POINTS", "main"]
 
@@ -311,6 +312,9 @@ def main(argv: list[str] | None = None) -> int:
             # interval, thirty busy threads can hold it from the keepalive for 150 ms, the
             # owner's whole lease (seen in campaign trials: a healthy owner fenced itself).
             sys.setswitchinterval(_SWITCH_INTERVAL_S)
+            # and the thread holding the lock must not wait for the CPU behind the clients
+            # (threads.NODE_NICE): before any other thread starts, so that all inherit it
+            ahead_of_other_work()
         handler = {"primary": _primary, "backup": _backup, "member": _member,
                    "sniff": _sniff}[args.role]
         try:

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 from sslacc_sim.aio.linux.campaign import CampaignConfig, run_campaign
-from sslacc_sim.aio.linux.campaign_buckets import JOIN_SPAN_S, MASTER_SPAN_S
+from sslacc_sim.aio.linux.campaign_buckets import JOIN_SPAN_S, MASTER_SPAN_S, donor_of
 from sslacc_sim.aio.linux.spells import client_segments
 
 pytestmark = [pytest.mark.interop, pytest.mark.usefixtures("namespaces")]
@@ -142,6 +142,36 @@ def test_the_masters_death_during_a_join_loses_nothing(tmp_path: Path) -> None:
     joins = summary["joins"]["master-kill"]
     assert joins["trials"] == 3 and joins["unserved_buckets"] == 0, joins
     assert sum(joins["master_phase"].values()) == 3, joins
+
+
+def test_a_donors_death_during_a_join_loses_nothing(tmp_path: Path) -> None:
+    """``--modes donor-kill``: D starts to join at an instant drawn over the load, and a donor
+    other than the master (B or C, drawn: here B, C, C) is killed within ``MASTER_SPAN_S`` of
+    D's ``JOINING``. Every connection byte-exact; the victim's successor takes it over; the
+    join ends all the same (D serving, given up and tried again if the donor died before it
+    answered); every bucket answers once the take-back is due; the members that lived end on
+    the LAN."""
+    cfg = CampaignConfig(trials=3, seed=1324, connections=32, modes=("donor-kill",),
+                         client_timeout=40, sizes=SIZES, window=(0.05, 0.6), tag_prefix="tg",
+                         layout="buckets")  # fmt: skip
+    summary = run_campaign(cfg, tmp_path, progress=False)
+    trials = pd.read_csv(tmp_path / "trials.csv")
+    killed = trials[trials["mode"] == "donor-kill"]
+    text = killed.to_string()
+    assert [donor_of(1324, t) for t in (1, 2, 3)] == ["b", "c", "c"]
+    assert killed["donor_phase"].notna().all() and "master_phase" not in killed, text
+    assert summary["completed_exact"] == summary["connections"] == 3 * 32, text
+    assert summary["silently_wrong"] == 0 and summary["control_trial_ok"]
+    assert killed["took_over"].astype(bool).all(), text  # the donor's successor took it over
+    assert killed["newcomer_ready"].astype(bool).all(), text  # the join ended all the same
+    assert killed["unserved"].tolist() == [0, 0, 0], text
+    assert killed["healthy_off_lan"].isna().all() and killed["crashed"].isna().all(), text
+    exits = killed["exits"].tolist()
+    assert "b:SIGKILL" in exits[0] and "c:SIGKILL" in exits[1] and "a:running" in exits[1], text
+    joins = summary["joins"]["donor-kill"]
+    assert joins["trials"] == 3 and joins["unserved_buckets"] == 0, joins
+    assert sum(joins["donor_phase"].values()) == 3 and joins["donor_taken_over"] == 3, joins
+    assert killed["given_up"].notna().all(), text  # the master's GAVE UP lines, counted
 
 
 def test_control_without_the_fence_a_woken_member_reaches_the_clients(tmp_path: Path) -> None:

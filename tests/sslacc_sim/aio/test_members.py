@@ -32,6 +32,7 @@ from sslacc_sim.aio.linux.campaign_load import unread_lines
 from sslacc_sim.aio.linux.cluster import start_members
 from sslacc_sim.aio.linux.failover import HOSTNAME, file_bytes, site_credentials, wait_line
 from sslacc_sim.aio.linux.netns import ADDRESSES, VIP, Topology
+from sslacc_sim.aio.linux.threads import NODE_NICE
 from sslacc_sim.buckets import BucketTable
 
 from .member_loads import arrived, four_mib_site, slow_downloads
@@ -61,6 +62,15 @@ def _syns(topo: Topology, node: str) -> int:
     raise AssertionError("no counter in the test table")
 
 
+def _nice_values(pid: int) -> set[int]:
+    """The nice values of process ``pid``'s threads (field 19 of each ``/proc`` stat)."""
+    values = set()
+    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+        text = stat.read_text()
+        values.add(int(text[text.rindex(")") + 2:].split()[16]))
+    return values
+
+
 @pytest.mark.parametrize("members", [1, 3])
 def test_every_member_answers_exactly_its_buckets(tmp_path: Path, members: int) -> None:
     docroot = tmp_path / "www"
@@ -71,8 +81,11 @@ def test_every_member_answers_exactly_its_buckets(tmp_path: Path, members: int) 
     names = ["a", "b", "c"][:members]
     with ExitStack() as stack:
         topo = stack.enter_context(Topology(tag=f"tm{members}", shared_vip=True))
-        start_members(topo, stack, members=members, docroot=docroot, cert=cert, key=key,
-                      buckets=_BUCKETS)  # fmt: skip
+        procs = start_members(topo, stack, members=members, docroot=docroot, cert=cert,
+                              key=key, buckets=_BUCKETS)  # fmt: skip
+        # every thread of every member runs ahead of the clients (threads.NODE_NICE)
+        assert {name: _nice_values(p.pid) for name, p in procs.items()} == \
+            {name: {NODE_NICE} for name in names}  # fmt: skip
         rules = tmp_path / "count.nft"
         rules.write_text(_COUNT_SYNS)
         for name in names:

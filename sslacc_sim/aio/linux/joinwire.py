@@ -1,0 +1,133 @@
+"""What a join says and reads (:mod:`~sslacc_sim.aio.linux.join`): its frames, each checked
+as it is read, the question one member asks another's cluster listener (:func:`ask`), and the
+kernel's list of connections a donor reads to tell its idle buckets from its busy ones
+(:func:`busy_buckets`)."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import socket
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ...errors import SslaccError
+from ...membership import MAX_BUCKETS
+from .buckets import bucket_of
+from .mirror import MirrorError, recv_frame, send_frame
+
+__all__ = ["JoinError", "ASK_S", "MAX_MEMBER", "busy_buckets", "connections", "join_frame",
+           "joined_frame", "read_newcomer", "read_buckets", "read_count", "ask"]
+
+#: Seconds the master waits for each member's answer.
+ASK_S = 10.0
+#: Ids are below this.
+MAX_MEMBER = 1 << 16
+#: ``/proc/net/tcp`` states of a socket no client byte can reach any more: LISTEN, TIME_WAIT,
+#: CLOSE.
+_QUIET = frozenset({"0A", "06", "07"})
+_PROC_ADDRESS = re.compile(r"[0-9A-Fa-f]{8}:[0-9A-Fa-f]{4}")
+_PORT_NAME = re.compile(r"[a-z0-9]{1,15}")
+
+
+class JoinError(SslaccError, ValueError):
+    """A join that cannot go on: a malformed frame, a refusal, no master."""
+
+
+# -- the kernel's connections -----------------------------------------------------------
+
+
+def connections(text: str) -> list[tuple[tuple[str, int], tuple[str, int], str]]:
+    """``(local, remote, state)`` of every socket in a ``/proc/net/tcp`` text (its first line
+    is the heading); a line in another form is a :class:`JoinError`."""
+    out = []
+    for line in text.splitlines()[1:]:
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) < 4 or not all(_PROC_ADDRESS.fullmatch(f) for f in fields[1:3]) \
+                or not re.fullmatch(r"[0-9A-Fa-f]{2}", fields[3]):  # fmt: skip
+            raise JoinError(f"not a /proc/net/tcp line: {line[:80]!r}")
+        out.append((_address(fields[1]), _address(fields[2]), fields[3].upper()))
+    return out
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, port = text.split(":")
+    # the address in the kernel's byte order, the port in hexadecimal
+    return socket.inet_ntoa(int(host, 16).to_bytes(4, sys.byteorder)), int(port, 16)
+
+
+def busy_buckets(vip: str, port: int, buckets: int, path: Path = Path("/proc/net/tcp")
+                 ) -> set[int]:  # fmt: skip
+    """The buckets this network namespace's kernel holds a connection of on ``vip:port``: a
+    SYN answered, established (accepted or not), or closing."""
+    return {bucket_of(remote[0], remote[1], buckets)
+            for local, remote, state in connections(path.read_text())
+            if local == (vip, port) and state not in _QUIET}  # fmt: skip
+
+
+# -- frames -----------------------------------------------------------------------------
+
+
+def join_frame(member: int, address: str, switch_port: str) -> dict[str, Any]:
+    """The newcomer's request: its id, its cluster-LAN address and its switch port."""
+    return {"type": "join", "member": member, "address": address, "switch_port": switch_port}
+
+
+def joined_frame(member: int, address: str, switch_port: str, buckets: Iterable[int]
+                 ) -> dict[str, Any]:  # fmt: skip
+    """The master's word to every member: the newcomer, and the buckets it owns now."""
+    return {**join_frame(member, address, switch_port), "type": "joined",
+            "buckets": sorted(set(buckets))}  # fmt: skip
+
+
+def read_newcomer(header: dict[str, Any]) -> tuple[int, str, str]:
+    """``(member, address, switch port)`` of a ``join`` or ``joined`` frame."""
+    member, address, port = (header.get(k) for k in ("member", "address", "switch_port"))
+    if type(member) is not int or not 0 <= member < MAX_MEMBER:
+        raise JoinError(f"a {str(header.get('type'))[:10]} frame without a member id")
+    if not isinstance(port, str) or not _PORT_NAME.fullmatch(port):
+        raise JoinError("a switch port name must be 1-15 lower-case letters or digits")
+    try:
+        ipaddress.IPv4Address(address if isinstance(address, str) else "")
+    except ValueError:
+        raise JoinError("a newcomer's address must be an IPv4 address") from None
+    return member, str(address), port
+
+
+def read_buckets(header: dict[str, Any], key: str = "buckets") -> list[int]:
+    """The distinct buckets a ``joined`` or ``given`` frame lists."""
+    buckets = header.get(key)
+    if not isinstance(buckets, list) or len(buckets) > MAX_BUCKETS or any(
+            type(b) is not int or not 0 <= b < MAX_BUCKETS for b in buckets) \
+            or len(set(buckets)) != len(buckets):  # fmt: skip
+        raise JoinError(f"{key} must list distinct bucket numbers")
+    return list(buckets)
+
+
+def read_count(header: dict[str, Any]) -> int:
+    count = header.get("count")
+    if type(count) is not int or not 0 <= count <= MAX_BUCKETS:
+        raise JoinError("a give frame without a bucket count")
+    return count
+
+
+def ask(address: tuple[str, int], header: dict[str, Any], timeout: float = ASK_S
+        ) -> tuple[dict[str, Any], bytes]:  # fmt: skip
+    """Send one frame to a member's cluster listener and return its answer (a ``refused``
+    answer, a closed link or a malformed one are a :class:`JoinError`; an unreachable member
+    an :class:`OSError`)."""
+    with socket.create_connection(address, timeout=timeout) as link:
+        send_frame(link, header)
+        try:
+            answer = recv_frame(link)
+        except MirrorError as exc:
+            raise JoinError(f"member at {address[0]}: {exc}") from None
+    if answer is None:
+        raise JoinError(f"member at {address[0]} closed the link without an answer")
+    if answer[0]["type"] == "refused":
+        raise JoinError(f"member at {address[0]} refused: {str(answer[0].get('reason'))[:200]}")
+    return answer
