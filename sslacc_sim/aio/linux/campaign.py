@@ -206,10 +206,11 @@ def _nodes(topo: Topology, site: Site, cfg: CampaignConfig, logs: Path, mode: st
         yield procs
 
 
-def _report(proc: subprocess.Popen[str], timeout: float, seen: list[str] | None = None
-            ) -> dict[str, Any] | None:  # fmt: skip
+def _report(proc: subprocess.Popen[str], timeout: float, seen: list[str] | None = None,
+            restored: str = "") -> dict[str, Any] | None:  # fmt: skip
     """A buddy's ``RESTORED`` report with its ``RESUMED`` connections, or ``None``; with
-    ``seen``, every line read on the way is kept there (what the heir said before it)."""
+    ``seen``, every line read on the way is kept there (what the heir said before it);
+    ``restored``: its ``RESTORED`` line, read already."""
     def line(prefix: str, within: float) -> str:
         if seen is None:
             return wait_line(proc, prefix, within)
@@ -219,7 +220,7 @@ def _report(proc: subprocess.Popen[str], timeout: float, seen: list[str] | None 
         return found
 
     try:
-        report = json.loads(line("RESTORED", timeout).split(" ", 1)[1])
+        report = json.loads((restored or line("RESTORED", timeout)).split(" ", 1)[1])
         resumed = json.loads(line("RESUMED", 5.0).split(" ", 1)[1])
         return {**report, "resumed": resumed["connections"]}
     except RuntimeError:

@@ -324,8 +324,7 @@ def _master_kill(trial: Trial, topo: Topology, stack: ExitStack,
     killed (the trial's ``kill``), as :func:`_fail` kills a victim. How far the join had got
     is read from what the victim said before it died and what D had said by then
     (:func:`_master_phase`, :func:`_donor_phase`); then the takeover report of the victim's
-    successor. Every line read goes to ``heard``, by node."""
-    from .campaign import _report
+    successor (:func:`_heir_report`). Every line read goes to ``heard``, by node."""
 
     assert trial.kill_at is not None
     time.sleep(max(0.0, trial.start + trial.kill_at - time.monotonic()))
@@ -349,8 +348,24 @@ def _master_kill(trial: Trial, topo: Topology, stack: ExitStack,
         trial.columns["master_phase"] = _master_phase(dead, newcomer)
     else:
         trial.columns["donor_phase"] = _donor_phase(dead, newcomer)
-    heir = _successor(victim, {victim})
-    trial.report = _report(procs[heir], _HEIR_WITHIN_S, heard.setdefault(heir, []))
+    # C's successor is D once D is in the ring, A before: whichever restores C first
+    heirs = [_successor(victim, {victim}), *(["d"] if victim == "c" else [])]
+    trial.report = _heir_report(procs, heirs, heard)
+
+
+def _heir_report(procs: dict[str, subprocess.Popen[str]], heirs: list[str],
+                 heard: dict[str, list[str]]) -> dict[str, Any] | None:  # fmt: skip
+    """The takeover report of the first of ``heirs`` to say ``RESTORED`` within
+    :data:`_HEIR_WITHIN_S` (``None``: none did); every line read goes to ``heard``."""
+    from .campaign import _report
+
+    deadline = time.monotonic() + _HEIR_WITHIN_S
+    while time.monotonic() < deadline:
+        for node in heirs:
+            seen = heard.setdefault(node, [])
+            if restored := first_line(procs[node], ("RESTORED",), 0.02, seen):
+                return _report(procs[node], 0.0, seen, restored)
+    return None
 
 
 def _master_phase(master: list[str], newcomer: list[str]) -> str:

@@ -313,6 +313,8 @@ class Joining:
                 out.append(read_buckets(ask((self.ring[donor], self.listen_on[1]), frame)[0]))
             except (OSError, SslaccError) as exc:
                 out.append(exc)
+            except Exception as exc:  # noqa: BLE001 - any other failure of the donor's answer
+                out.append(JoinError(f"member {donor}'s answer: {exc!r}"[:300]))
 
         asking = threading.Thread(target=run, name="join-give", daemon=True)
         asking.start()
