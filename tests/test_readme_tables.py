@@ -114,15 +114,40 @@ def test_the_campaign_rows_say_which_kills_were_noticed_late_when_the_run_measur
     snap, path, data = _snapshot_of(tmp_path, "sslacc_campaign.json")
     data.pop("slow_detections", None)
     path.write_text(json.dumps(data))
-    assert "noticed more than 0.05 s" not in str(summarize.render_all(summarize.Source(snap)))
+
+    def row() -> str:  # the chain campaign's row (the join campaigns' rows have their own)
+        systems = summarize.render_all(summarize.Source(snap))["systems"]
+        return next(line for line in systems.splitlines()
+                    if line.startswith("| SSLACC, random-instant faults |"))  # fmt: skip
+
+    assert "noticed more than 0.05 s" not in row()
     data["slow_detections"] = [
         {"trial": 7, "mode": "kill", "kill_at_s": 0.1, "detect_s": 0.145, "exited_s": 0.14},
         {"trial": 9, "mode": "kill", "kill_at_s": 0.2, "detect_s": 0.06, "exited_s": 0.01},
         {"trial": 11, "mode": "double", "kill_at_s": 0.3, "detect_s": 0.08, "exited_s": 0.07}]
     path.write_text(json.dumps(data))
-    text = str(summarize.render_all(summarize.Source(snap)))
     assert ("kills noticed more than 0.05 s after the kill: 3 (median 0.080 s; the killed "
-            "process had exited after a median 0.070 s)") in text
+            "process had exited after a median 0.070 s)") in row()
+
+
+def test_the_join_death_rows_name_the_nodes_that_crashed(tmp_path: Path) -> None:
+    """A campaign that recorded how its nodes ended says in its row which died of a signal it
+    never sends (a segmentation fault); one from before says nothing about it."""
+    summarize = _summarize()
+    snap, path, data = _snapshot_of(tmp_path, "sslacc_campaign_donorkill.json")
+
+    def row() -> str:
+        systems = summarize.render_all(summarize.Source(snap))["systems"]
+        return next(line for line in systems.splitlines()
+                    if line.startswith("| SSLACC, the donor's death during a join"))  # fmt: skip
+
+    assert "a signal the campaign never sends: none" in row()
+    data["crashed"] = [{"trial": 13, "crashed": "b:SIGSEGV"}]
+    path.write_text(json.dumps(data))
+    assert "a signal the campaign never sends: trial 13 b:SIGSEGV" in row()
+    data.pop("crashed")
+    path.write_text(json.dumps(data))
+    assert "never sends" not in row()
 
 
 def _snapshot_of(tmp_path: Path, benchmark: str) -> tuple[Path, Path, dict[str, Any]]:

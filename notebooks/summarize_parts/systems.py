@@ -357,7 +357,7 @@ def _sslacc_campaign_master_kill(src: Source) -> list[str]:
     return _join_death(src.json("benchmarks/sslacc_campaign_masterkill.json"), "master-kill")
 
 
-# (registered once its run is in docs/results)
+@row("systems")
 def _sslacc_campaign_donor_kill(src: Source) -> list[str]:
     return _join_death(src.json("benchmarks/sslacc_campaign_donorkill.json"), "donor-kill")
 
