@@ -179,15 +179,15 @@ def run_bucket_trial(site: Site, cfg: CampaignConfig, trial: Trial, rng: random.
         fail: Callable[[], threading.Thread | None] = {
             JOIN: partial(_join, trial, topo, stack, procs, site, cfg, work),
             JOIN_KILL: partial(_join_kill, trial, topo, stack, procs, site, cfg, work),
-            MASTER_KILL: partial(_master_kill, trial, topo, stack, procs, site, cfg, work,
+            MASTER_KILL: partial(_death_in_join, trial, topo, stack, procs, site, cfg, work,
                                  heard),  # fmt: skip
-            DONOR_KILL: partial(_master_kill, trial, topo, stack, procs, site, cfg, work,
+            DONOR_KILL: partial(_death_in_join, trial, topo, stack, procs, site, cfg, work,
                                 heard, victim),  # fmt: skip
             REJOIN: partial(_rejoin, trial, topo, stack, procs, site, cfg, victim, work),
         }.get(trial.mode, partial(_fail, trial, topo, procs, cfg, victim))  # fmt: skip
         run_load(site, cfg, trial, rng, work, topo, procs, fail)
         if trial.mode in (MASTER_KILL, DONOR_KILL):
-            _after_master_kill(trial, topo, site, procs, heard, work, victim)
+            _after_death_in_join(trial, topo, site, procs, heard, work, victim)
         elif trial.mode in BUCKET_MODES:
             trial.columns["unserved"] = len(_unserved(topo, site))
         if trial.mode == JOIN_KILL:
@@ -316,9 +316,9 @@ def _join_kill(trial: Trial, topo: Topology, stack: ExitStack,
         trial.report = _report(procs["a"], LINK_WITHIN_S + 10.0)
 
 
-def _master_kill(trial: Trial, topo: Topology, stack: ExitStack,
-                 procs: dict[str, subprocess.Popen[str]], site: Site, cfg: CampaignConfig,
-                 logs: Path, heard: dict[str, list[str]], victim: str = "a") -> None:  # fmt: skip
+def _death_in_join(trial: Trial, topo: Topology, stack: ExitStack,
+                   procs: dict[str, subprocess.Popen[str]], site: Site, cfg: CampaignConfig,
+                   logs: Path, heard: dict[str, list[str]], victim: str = "a") -> None:  # fmt: skip
     """At ``trial.kill_at``: node D starts; ``trial.second_after`` of :data:`MASTER_SPAN_S`
     after it says ``JOINING`` the master A (``donor-kill``: the donor ``victim``) is cut and
     killed (the trial's ``kill``), as :func:`_fail` kills a victim. How far the join had got
@@ -398,10 +398,10 @@ def _donor_phase(donor: list[str], newcomer: list[str]) -> str:
     return "asking"
 
 
-def _after_master_kill(trial: Trial, topo: Topology, site: Site,
-                       procs: dict[str, subprocess.Popen[str]], heard: dict[str, list[str]],
-                       work: Path, victim: str = "a") -> None:  # fmt: skip
-    """A ``master-kill`` trial after its load: the buckets probed at once and once
+def _after_death_in_join(trial: Trial, topo: Topology, site: Site,
+                         procs: dict[str, subprocess.Popen[str]], heard: dict[str, list[str]],
+                         work: Path, victim: str = "a") -> None:  # fmt: skip
+    """A ``master-kill`` or ``donor-kill`` trial after its load: the buckets probed at once and once
     :data:`_LATE_PROBE_S` has passed since the kill (module docstring), each probe's unserved
     buckets listed (``unserved_which``); then D's fate, and every line each member printed,
     in order, into ``trial.said`` and ``<node>.stdout``, and the members still on the LAN
@@ -515,8 +515,8 @@ def bucket_answers(topo: Topology, cert: Path, buckets: int, path: str = "/f",
 def join_summary(trials: pd.DataFrame) -> dict[str, Any]:
     """The join modes' part of the summary: per mode, trials, buckets no member served after
     them, and (``join-kill``) how far the newcomer got, and takeovers of an admitted newcomer;
-    (``master-kill``, :func:`_master_kill_row`) both probes, how far the join got and the
-    newcomer's fate; (``rejoin``) rejoins that failed and how long the others took."""
+    (``master-kill``, ``donor-kill``: :func:`_death_in_join_row`) both probes, how far the
+    join got and the newcomer's fate; (``rejoin``) rejoins that failed and how long the others took."""
     out: dict[str, Any] = {}
     for mode, group in trials.groupby("mode"):
         if "unserved" not in group or group["unserved"].isna().all():
@@ -531,7 +531,7 @@ def join_summary(trials: pd.DataFrame) -> dict[str, Any]:
             row["admitted_taken_over"] = int(admitted["took_over"].fillna(False).sum())
         for phase in ("master_phase", "donor_phase"):
             if phase in group and group[phase].notna().any():
-                row.update(_master_kill_row(group, phase))
+                row.update(_death_in_join_row(group, phase))
         if mode == "rejoin":
             done = group["rejoined_s"].dropna()
             row["rejoined"] = len(done)
@@ -542,7 +542,7 @@ def join_summary(trials: pd.DataFrame) -> dict[str, Any]:
     return out
 
 
-def _master_kill_row(group: pd.DataFrame, phase: str = "master_phase") -> dict[str, Any]:
+def _death_in_join_row(group: pd.DataFrame, phase: str = "master_phase") -> dict[str, Any]:
     """A ``master-kill`` (or ``donor-kill``: ``phase`` is ``donor_phase``) group's own summary:
     the buckets unserved at each probe (summed over its trials; ``unserved_buckets``, the late
     one, must be 0), how far the join had got when the victim died, the joins the master gave

@@ -313,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
             # owner's whole lease (seen in campaign trials: a healthy owner fenced itself).
             sys.setswitchinterval(_SWITCH_INTERVAL_S)
             # and the thread holding the lock must not wait for the CPU behind the clients
-            # (threads.NODE_NICE): before any other thread starts, so that all inherit it
+            # (threads.NODE_NICE): every thread running now, and all started later
             ahead_of_other_work()
         handler = {"primary": _primary, "backup": _backup, "member": _member,
                    "sniff": _sniff}[args.role]
