@@ -52,6 +52,7 @@ from tls12 import ServerConfig, ServerConnection
 
 from . import repair
 from .claim import PortFence, StandbyAddress
+from .docroot import Docroot
 from .mirror import (
     ACK,
     DEAD,
@@ -66,7 +67,7 @@ from .mirror import (
 )
 from .primary import DEAD_AFTER_S, Primary
 from .report import say
-from .service import ALONE_WAIT_S, Docroot, LeaseExpired, Service, write_leased
+from .service import ALONE_WAIT_S, LeaseExpired, Service, write_leased
 from .sessions import SESSIONS, SharedSessionStore, hand_sessions, read_sessions_frame
 from .sniff import Flow, FlowTracker, Sniffer, packet_socket
 from .takeover import (

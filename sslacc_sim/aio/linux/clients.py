@@ -112,7 +112,7 @@ from ._responses import (
     split_response,
     split_responses,
 )
-from .service import receipt
+from .docroot import receipt
 
 __all__ = [
     "CLIENTS", "GNUTLS_PRIORITIES", "KILL_MARGIN", "MAX_BODY", "MAX_REPEAT", "RESUMING_CLIENTS",
@@ -240,7 +240,7 @@ class Request:
 
 
 def upload_receipt(data: bytes) -> bytes:
-    """The body the server answers an upload of ``data`` with (``service.receipt``: size, CRC-32)."""
+    """The body the server answers an upload of ``data`` with (``docroot.receipt``: size, CRC-32)."""
     return receipt(len(data), zlib.crc32(data))
 
 

@@ -105,12 +105,13 @@ from tls12 import ServerConfig
 from ...buckets import BucketTable
 from .backup import Backup, Controls
 from .buckets import BucketFilter, LibNft, bucket_of
+from .docroot import Docroot
 from .join import Joining, link_port
 from .mirror import dead_frame
 from .peers import carrier, refused, send_frame_to
 from .primary import DEAD_AFTER_S, Primary
 from .report import say
-from .service import ALONE_WAIT_S, Docroot
+from .service import ALONE_WAIT_S
 from .sessions import SessionGossip, SharedSessionStore, hand_sessions
 from .sniff import FlowTracker, Recent, Sniffer, packet_socket
 from .threads import realtime_thread, spawn

@@ -52,10 +52,11 @@ from tls12.certs import load_credentials
 from tls12.suites import SUITES, suite_by_name
 
 from .backup import Backup, Controls
+from .docroot import Docroot
 from .member import Member, run_member
 from .primary import Primary, run_primary
 from .probe import packet_drops, record_frames
-from .service import DiePoint, Docroot
+from .service import DiePoint
 from .sessions import SharedSessionStore
 from .sniff import packet_socket
 from .threads import ahead_of_other_work

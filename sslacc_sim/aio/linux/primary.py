@@ -30,9 +30,10 @@ from tls12 import ServerConfig, ServerConnection
 
 from . import repair
 from .claim import link_down
+from .docroot import Docroot
 from .mirror import ACK, RELEASE, MirrorState, recv_frame, send_frame
 from .report import say
-from .service import ALONE_WAIT_S, DiePoint, Docroot, Lease, LeaseExpired, Service
+from .service import ALONE_WAIT_S, DiePoint, Lease, LeaseExpired, Service
 from .threads import realtime_thread, spawn
 
 __all__ = [

@@ -15,8 +15,8 @@ import json
 from tls12 import ServerConfig, ServerConnection
 from tls12.state import Progress
 
+from .docroot import Docroot, Stream
 from .mirror import MirrorState, Segment
-from .service import Docroot, Stream
 
 __all__ = ["rebuild"]
 

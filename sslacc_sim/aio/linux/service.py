@@ -6,8 +6,10 @@ TCP: ``GET /name`` answers with the file, ``POST`` (an upload, ``Content-Length`
 ``Connection: close`` or the client closes (keep-alive, pipelining allowed). Where the exchange
 stands is the JSON-able ``app`` dictionary (phase, response offset, bytes of a next request
 already read, the upload's running count and CRC), mirrored with every update, so a node that
-takes the connection over goes on from exactly there. Before each write it sends the buddy an update and waits for
-its acknowledgement (cluster, then commit: :mod:`sslacc_sim.aio.linux.mirror`), and it writes
+takes the connection over goes on from exactly there. No byte is written before the buddy
+acknowledged the update that describes it (cluster, then commit:
+:mod:`sslacc_sim.aio.linux.mirror`); a response's body goes out pipelined, each segment written
+while the next one's update is on its way (:meth:`Service._send_body_segment`), and it writes
 only while the node holds its :class:`Lease` (renewed by the buddy's answers to keepalives): a
 node that was stopped and wakes up finds its lease expired and fences itself before a byte
 leaves. A connection is handed off as finished (the ``done`` frame) only once the kernel's send
@@ -29,7 +31,6 @@ import threading
 import time
 import zlib
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from tls12 import ServerConnection
@@ -37,12 +38,12 @@ from tls12.events import ApplicationData, ConnectionClosed
 
 from ...errors import SslaccError
 from ...sessions import encode_session
+from .docroot import Docroot, Stream
 from .mirror import ACK, MOVED, MirrorState, frame_bytes, join_blob, send_frame
 from .report import say
 
 __all__ = [
-    "BATCH", "Docroot", "Stream", "Lease", "LeaseExpired", "DiePoint", "Service",
-    "response_head", "receipt", "outq", "write_leased",
+    "BATCH", "Lease", "LeaseExpired", "DiePoint", "Service", "outq", "write_leased",
 ]
 
 #: Seconds a connection whose mirror link failed waits for the cluster's verdict on the mirror
@@ -88,77 +89,6 @@ def write_leased(sock: socket.socket, data: bytes, lease: Lease | None) -> None:
         chunk = view[:_WRITE_CHUNK]
         sock.sendall(chunk)
         view = view[len(chunk) :]
-
-
-def receipt(size: int, crc: int) -> bytes:
-    """The body of the answer to an upload (``POST``): how many bytes arrived and their CRC-32
-    (``zlib.crc32``: resumable from a mirrored integer, unlike a SHA-256 context), e.g.
-    ``b"1024 5f2a9c01\\n"``. The client knows what it sent, so it checks the upload byte for
-    byte (up to CRC-32's strength against accidents; this is no defence against an attacker)."""
-    return b"%d %08x\n" % (size, crc)
-
-
-def response_head(size: int, close: bool = True) -> bytes:
-    """The HTTP response header for a body of ``size`` bytes (the same on every node);
-    ``close``: the connection ends after this response (else ``Connection: keep-alive``)."""
-    return (
-        "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
-        f"Content-Length: {size}\r\nConnection: {'close' if close else 'keep-alive'}\r\n\r\n"
-    ).encode()
-
-
-class Stream:
-    """One response as one byte stream: :func:`response_head` then the body, a file (``path``)
-    or bytes (``body``: an upload's receipt)."""
-
-    def __init__(self, path: Path | None = None, *, body: bytes | None = None,
-                 close: bool = True) -> None:  # fmt: skip
-        self._body = body
-        if body is None:
-            if path is None:
-                raise ValueError("a stream needs a file or a body")
-            self._file = path.open("rb")
-            self.size = path.stat().st_size
-        else:
-            self.size = len(body)
-        self.head = response_head(self.size, close)
-        self.total = len(self.head) + self.size
-
-    def read(self, offset: int, n: int) -> bytes:
-        """``n`` bytes from ``offset`` (short only at the end)."""
-        out = self.head[offset : offset + n]
-        start = max(0, offset - len(self.head))
-        if self._body is not None:
-            return out + self._body[start : start + n - len(out)]
-        self._file.seek(start)
-        return out + self._file.read(n - len(out))
-
-
-class Docroot:
-    """The files a node serves: every file of a directory by name (``/name``), or one file
-    for every path. Each :meth:`stream` opens its own file object (one per connection)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.single = path.is_file()
-
-    def stream(self, url: str, close: bool = True) -> Stream:
-        """The response stream for ``GET url``; ``FileNotFoundError`` if none."""
-        if self.single:
-            return Stream(self.path, close=close)
-        name = url.lstrip("/")
-        if not name or "/" in name or name.startswith("."):
-            raise FileNotFoundError(url)
-        return Stream(self.path / name, close=close)
-
-    def open(self, response: dict[str, Any]) -> Stream:
-        """The stream of the response ``response`` names (``path``, ``close`` and, for an
-        upload, ``upload`` = [bytes, CRC-32]): what ``app`` and every body segment carry."""
-        close = bool(response.get("close", True))
-        upload = response.get("upload")
-        if upload is not None:
-            return Stream(body=receipt(int(upload[0]), int(upload[1])), close=close)
-        return self.stream(str(response["path"]), close)
 
 
 @dataclass
@@ -257,7 +187,12 @@ class Service:
     """The mirror's view of this connection, kept here too (every frame applied before it is
     sent): what :meth:`readopt` hands a new mirror in one ``adopt`` frame."""
     _mirror_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    """Held while a frame goes to the mirror and its answer is awaited, and by :meth:`readopt`."""
+    """Held while a frame goes to the mirror, while its answer is read, and by :meth:`readopt`."""
+    _held: tuple[bytes, list[bytes]] | None = field(default=None, repr=False)
+    """A body segment (its bytes and records) the mirror acknowledged, not yet written: it goes
+    out while the next segment's update awaits its acknowledgement (the pipelined commit)."""
+    _ack_on: socket.socket | None = field(default=None, repr=False)
+    """The mirror link an update was sent on whose acknowledgement is not yet read."""
 
     def __post_init__(self) -> None:
         if self.stream is None and self.app["phase"] == "response":
@@ -271,6 +206,7 @@ class Service:
                 if self.app["offset"] < self.stream.total:
                     self._send_body_segment()
                     continue
+                self._flush()
                 if self.app.get("close", True):
                     self._finish()
                     return
@@ -378,6 +314,7 @@ class Service:
     def _next_request(self) -> None:
         """The response went out and the connection stays: on to the next request, maybe
         read already."""
+        self._flush()
         self.stream = None
         self.app = {"phase": "request", "offset": 0, "pending": self.app.get("pending", "")}
         self._take(b"")
@@ -390,6 +327,37 @@ class Service:
     # -- sending --
 
     def _send_body_segment(self) -> None:
+        """The pipelined commit: segment n+1's update goes to the mirror, segment n (whose
+        update the mirror acknowledged before) is written while the mirror applies it, and only
+        then is n+1's acknowledgement read; n+1 is written on the next call (or by
+        :meth:`_flush`). No byte leaves before its update is acknowledged, and the connection
+        no longer stands idle for the round trip of every segment."""
+        data, records = self._next_segment()
+        self._flush()
+        self._await_ack()
+        self._held = (data, records)
+
+    def _flush(self) -> None:
+        """Write the acknowledged segment :attr:`_held`, if any (and stop at a die point)."""
+        if self._held is None:
+            return
+        data, records = self._held
+        self._held = None
+        die = self.die
+        if die is not None and die.name == "mid-record" and self.snd_pos + len(data) > die.after:
+            done = 0
+            for record in records:
+                start = self.snd_pos + done
+                if start + len(record) > die.after:
+                    self._write(data[: done + len(record) // 2])
+                    self._die(self.snd_pos, (start, start + len(record)))
+                done += len(record)
+        self._write(data)
+        if die is not None and die.name == "transfer" and self.snd_pos >= die.after:
+            self._die(self.snd_pos)
+
+    def _next_segment(self) -> tuple[bytes, list[bytes]]:
+        """The response's next segment, encrypted, its update sent (not yet acknowledged)."""
         assert self.stream is not None
         offset = self.app["offset"]
         plain = self.stream.read(offset, min(BATCH, self.stream.total - offset))
@@ -407,24 +375,18 @@ class Service:
             parts["progress"] = self.conn.export_progress().to_bytes()
         data = b"".join(records)
         self.app = {**self.app, "offset": offset + len(plain)}
-        seg = {"pos": self.snd_pos, "length": len(data), "offset": offset,
+        seg = {"pos": self._end(), "length": len(data), "offset": offset,
                "plain_len": len(plain), "write_seq": write_seq,
                "stream": {k: self.app[k] for k in _RESPONSE_KEYS if k in self.app}}  # fmt: skip
-        self._commit(parts, seg=seg, length=len(data))
-        die = self.die
-        if die is not None and die.name == "mid-record" and self.snd_pos + len(data) > die.after:
-            done = 0
-            for record in records:
-                start = self.snd_pos + done
-                if start + len(record) > die.after:
-                    self._write(data[: done + len(record) // 2])
-                    self._die(self.snd_pos, (start, start + len(record)))
-                done += len(record)
-        self._write(data)
-        if die is not None and die.name == "transfer" and self.snd_pos >= die.after:
-            self._die(self.snd_pos)
+        self._commit(parts, seg=seg, length=len(data), wait=False)
+        return data, records
+
+    def _end(self) -> int:
+        """The position after the last byte committed: written, or held to be written."""
+        return self.snd_pos + (len(self._held[0]) if self._held is not None else 0)
 
     def _finish(self) -> None:
+        self._flush()
         if self.conn is not None and not self.conn.closed:
             self.conn.close()
             out = self.conn.data_to_send()
@@ -487,12 +449,14 @@ class Service:
         self.snd_pos += len(data)
 
     def _commit(self, parts: dict[str, bytes], *, seg: dict[str, Any] | None = None,
-                length: int = 0, raw: bool = False) -> None:  # fmt: skip
-        """Cluster-then-commit: the update for the bytes about to be written, acknowledged (and
-        applied to :attr:`shadow` even while the connection is alone, for :meth:`readopt`)."""
+                length: int = 0, raw: bool = False, wait: bool = True) -> None:  # fmt: skip
+        """Cluster-then-commit: the update for the bytes about to be written, sent (and applied
+        to :attr:`shadow` even while the connection is alone, for :meth:`readopt`); ``wait``:
+        its acknowledgement read too (else by the caller's :meth:`_await_ack`)."""
         if self.mirror is None and self.shadow is None:
             return
         if raw and parts.get("raw"):
+            assert self._held is None, "a raw update follows a flushed body"
             seg = {"pos": self.snd_pos, "length": len(parts["raw"]), "raw": True}
             length = len(parts["raw"])
         elif raw:
@@ -504,7 +468,7 @@ class Service:
                 parts["session"] = encode_session(self.conn.session)
             self.session_sent = True
         lengths, blob = join_blob(parts)
-        header = {"type": "update", "rcv_pos": self.rcv_pos, "snd_pos": self.snd_pos + length,
+        header = {"type": "update", "rcv_pos": self.rcv_pos, "snd_pos": self._end() + length,
                   "una_pos": self.snd_pos - outq(self.sock), "app": self.app, "seg": seg,
                   "parts": lengths}  # fmt: skip
         with self._mirror_lock:
@@ -514,7 +478,23 @@ class Service:
                 return  # alone (readopt may hand it to a new mirror later)
             try:
                 send_frame(self.mirror, header, blob)
-                answer = self.mirror.recv(1)
+            except OSError:
+                if self._go_alone():
+                    return
+                raise
+            self._ack_on = self.mirror
+        if wait:
+            self._await_ack()
+
+    def _await_ack(self) -> None:
+        """Read the acknowledgement of the update last sent, if one is outstanding on the
+        current mirror link (an ``adopt`` on a new link, :meth:`readopt`, covered it)."""
+        with self._mirror_lock:
+            link, self._ack_on = self._ack_on, None
+            if link is None or link is not self.mirror:
+                return
+            try:
+                answer = link.recv(1)
             except TimeoutError:
                 answer = b""
             except OSError:
@@ -563,20 +543,24 @@ class Service:
                 return False
             if self.mirror is not None:
                 if tell_old:
-                    _tell_moved(self.mirror)
+                    _tell_moved(self.mirror, outstanding=self._ack_on is self.mirror)
                 self.mirror.close()
-            self.mirror, self.alone = link, alone
+            self.mirror, self.alone, self._ack_on = link, alone, None
             if self.lease is not None:
                 self.lease = lease  # written under the new mirror's lease from now on
             return True
 
 
-def _tell_moved(old: socket.socket) -> None:
+def _tell_moved(old: socket.socket, *, outstanding: bool = False) -> None:
     """End a connection's old mirror link with ``moved``: the old mirror lives and reads it
     (it acknowledged every update on it); one that does not within a second gets a link cut
-    short, the death it then is."""
+    short, the death it then is. ``outstanding``: an update's acknowledgement is still unread
+    on the link; it is read first (the adopt on the new link covers that update), so that the
+    close ends the link with a FIN, not with the reset of unread bytes."""
     try:
         old.settimeout(1.0)
+        if outstanding:
+            old.recv(1)
         old.sendall(frame_bytes({"type": MOVED}))
     except OSError:
         pass

@@ -38,9 +38,10 @@ from dataclasses import dataclass, replace
 from tls12 import ServerConfig, ServerConnection
 
 from . import repair
+from .docroot import Docroot
 from .mirror import MirrorState
 from .rebuild import rebuild
-from .service import Docroot, Service
+from .service import Service
 from .sniff import Flow
 
 __all__ = ["Restored", "restore_flow", "resume_all", "acknowledge", "replay_syns", "tail", "snapshot_from_flow",

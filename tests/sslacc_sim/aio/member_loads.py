@@ -13,9 +13,9 @@ from pathlib import Path
 
 from sslacc_sim.aio.linux.buckets import bucket_of
 from sslacc_sim.aio.linux.campaign_buckets import bucket_answers
+from sslacc_sim.aio.linux.docroot import receipt
 from sslacc_sim.aio.linux.failover import HOSTNAME, file_bytes, site_credentials
 from sslacc_sim.aio.linux.netns import ADDRESSES, VIP, Topology
-from sslacc_sim.aio.linux.service import receipt
 from sslacc_sim.buckets import BucketTable
 
 

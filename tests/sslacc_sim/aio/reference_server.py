@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from sslacc_sim.aio.linux.service import receipt
+from sslacc_sim.aio.linux.docroot import receipt
 
 _READ = 1 << 16
 

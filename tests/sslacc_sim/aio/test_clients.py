@@ -50,7 +50,7 @@ from sslacc_sim.aio.linux.clients import (
     start,
     upload_receipt,
 )
-from sslacc_sim.aio.linux.service import receipt
+from sslacc_sim.aio.linux.docroot import receipt
 from testbed.apps.harness import BackgroundServer
 from testbed.apps.stats import ConnectionRecord
 from tls12.certs import generate_self_signed, write_credentials

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from sslacc_sim.aio.linux.cluster import start_nodes
+from sslacc_sim.aio.linux.docroot import receipt
 from sslacc_sim.aio.linux.failover import HOSTNAME, file_bytes, site_credentials, wait_line
 from sslacc_sim.aio.linux.netns import VIP, Topology
-from sslacc_sim.aio.linux.service import receipt
 from sslacc_sim.aio.linux.sniff import Flow
 
 pytestmark = [pytest.mark.interop, pytest.mark.usefixtures("namespaces")]

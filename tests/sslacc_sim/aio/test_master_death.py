@@ -30,11 +30,11 @@ from typing import Any
 import pytest
 
 from sslacc_sim.aio.linux.backup import Backup
+from sslacc_sim.aio.linux.docroot import Docroot
 from sslacc_sim.aio.linux.join import JoinError, admit, joined_frame, link_port
 from sslacc_sim.aio.linux.member import Member
 from sslacc_sim.aio.linux.mirror import recv_frame, send_frame
 from sslacc_sim.aio.linux.primary import Primary
-from sslacc_sim.aio.linux.service import Docroot
 from sslacc_sim.buckets import BucketTable
 from sslacc_sim.membership import decode_table, encode_table
 from tests.sslacc_sim.aio.test_join_rules import _Donor

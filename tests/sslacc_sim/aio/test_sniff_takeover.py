@@ -22,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sslacc_sim.aio.linux.backup import Backup, Controls
+from sslacc_sim.aio.linux.docroot import Docroot
 from sslacc_sim.aio.linux.loadstats import CLIENT as CLIENT_ROW
 from sslacc_sim.aio.linux.loadstats import (
     by_request,
@@ -35,7 +36,7 @@ from sslacc_sim.aio.linux.loadstats import (
     zombie_frames,
 )
 from sslacc_sim.aio.linux.mirror import MirrorError, MirrorState, recv_frame, send_frame
-from sslacc_sim.aio.linux.service import Docroot, Lease, LeaseExpired, Service
+from sslacc_sim.aio.linux.service import Lease, LeaseExpired, Service
 from sslacc_sim.aio.linux.sniff import ACK, FIN, RST, SYN, FlowTracker, parse_frame
 from sslacc_sim.aio.linux.takeover import snapshot_from_flow
 

@@ -36,6 +36,7 @@ from pathlib import Path
 import pytest
 
 from sslacc_sim.aio.linux.cluster import start_nodes
+from sslacc_sim.aio.linux.docroot import receipt
 from sslacc_sim.aio.linux.failover import (
     HOSTNAME,
     file_bytes,
@@ -45,7 +46,6 @@ from sslacc_sim.aio.linux.failover import (
 )
 from sslacc_sim.aio.linux.loadstats import flows_at
 from sslacc_sim.aio.linux.netns import VIP, Topology
-from sslacc_sim.aio.linux.service import receipt
 
 pytestmark = [pytest.mark.interop, pytest.mark.usefixtures("namespaces"), pytest.mark.timeout(180)]
 

@@ -86,7 +86,7 @@ def test_an_owner_out_of_its_lease_cuts_itself_off(namespaces: object) -> None:
         out = topo.run("a", [sys.executable, "-c", textwrap.dedent("""
             from pathlib import Path
             from sslacc_sim.aio.linux.primary import Primary
-            from sslacc_sim.aio.linux.service import Docroot
+            from sslacc_sim.aio.linux.docroot import Docroot
             Primary("10.88.0.100", 443, None, Docroot(Path(".")), None,
                     lan_dev="eth0").fence_self("the test's lease ran out")
             """)], env=node_env(), timeout=30)  # fmt: skip

@@ -33,11 +33,11 @@ import pytest
 from sslacc_sim.aio.linux.buckets import bucket_of
 from sslacc_sim.aio.linux.campaign import _verdict_wait
 from sslacc_sim.aio.linux.campaign_buckets import MEMBERS, roles, victim_of
+from sslacc_sim.aio.linux.docroot import Docroot
 from sslacc_sim.aio.linux.member import QUIET_WAIT_S, SILENT_WAIT_S, Member, refused
 from sslacc_sim.aio.linux.mirror import ACK, recv_frame
 from sslacc_sim.aio.linux.netns import ADDRESSES
 from sslacc_sim.aio.linux.primary import STOP_GAP_S, Primary
-from sslacc_sim.aio.linux.service import Docroot
 from sslacc_sim.aio.linux.threads import realtime_thread, spawn
 from sslacc_sim.buckets import BucketTable
 
