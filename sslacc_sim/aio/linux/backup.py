@@ -23,9 +23,8 @@ short or malformed, and no keepalive for :data:`~sslacc_sim.aio.linux.primary.DE
 6. leave repair mode (each socket sends a window probe) and replay into this node's own
    stack the SYNs the owner never answered (:func:`~sslacc_sim.aio.linux.takeover.replay_syns`:
    its listener answers them at once, where the clients would wait 1 s for their SYN timer);
-7. read every client's answer to the probes in one
-   loop (:func:`~sslacc_sim.aio.linux.takeover.resume_all`), and serve each connection on in
-   its own thread.
+7. read every client's answer to the probes in one loop
+   (:func:`~sslacc_sim.aio.linux.takeover.resume_all`); serve each on in its own thread.
 
 Negative controls (flags of the program, for the campaign's tests): ``--only-eof-is-death``
 (a reset on a link crashes the buddy, as before), ``--no-fence``, ``--no-sniff-data`` (client
