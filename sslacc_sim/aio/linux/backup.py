@@ -142,8 +142,8 @@ class Backup:
     """Called with each connection's client as its first frame arrives (before an ``adopt``
     is acknowledged): how a bucket-layout member learns that a neighbour took a connection
     over from a member it does not know dead yet."""
-    on_join: Callable[[dict[str, Any]], tuple[dict[str, Any], bytes]] | None = None
-    """The answer to a join's frame from a member (:mod:`~sslacc_sim.aio.linux.join`)."""
+    on_join: Callable[[dict[str, Any], socket.socket], tuple[dict[str, Any], bytes]] | None = None
+    """The answer to a join's frame from a member, asked on a link (:mod:`~sslacc_sim.aio.linux.join`)."""
     on_release: Callable[[], None] | None = None
     """Called, and no death, when the owner mirrors elsewhere now (``release``: a join)."""
     _server: socket.socket | None = None
@@ -235,7 +235,7 @@ class Backup:
             if header["type"] in JOIN_FRAMES:
                 if self.on_join is None:
                     raise MirrorError(f"a {header['type']} frame, and this node takes no joins")
-                send_frame(link, *self.on_join(header))
+                send_frame(link, *self.on_join(header, link))
                 return
             if header["type"] == DEAD:
                 dead = read_dead_frame(header)
@@ -532,8 +532,8 @@ class Backup:
         self.arm_fence()
         sniffer = None
         if self.controls.sniff_data or self.controls.sniff_unaccepted:
-            self.tracker = FlowTracker((self.vip, self.port))
-            sniffer = Sniffer(packet_socket(self.dev), self.tracker).start()
+            self.tracker = tracker = FlowTracker((self.vip, self.port))
+            sniffer = Sniffer(packet_socket(self.dev, service=tracker.service), tracker).start()
         self.start_links()
         say("ready")
         realtime_thread()  # the takeover runs first when the death comes (undone below)

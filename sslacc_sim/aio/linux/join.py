@@ -65,7 +65,9 @@ serve what it gave at once, takes its own gift back, and only then refuses the n
 that no donor's take-back can meet a later attempt's gift. A donor that dies while it is asked
 is given up on as soon as the cluster declares it dead, not after the link's timeout
 (:meth:`Joining._ask_donor`). The newcomer asks the ring again (:data:`JOIN_RETRY_S`), and the
-master shares the buckets out among the members left.
+master shares the buckets out among the members left. A newcomer that left before the join is
+applied (its kernel closed its question: it died) is given up on the same way, rather than
+admitted with buckets nobody serves until its successor judges it (:func:`still_waiting`).
 
 A join's frames, the question one member asks another and the kernel's connection list a
 donor reads are in :mod:`~sslacc_sim.aio.linux.joinwire`.
@@ -76,11 +78,12 @@ resumption of an older session that hashes to ``N`` is a full handshake.
 
 from __future__ import annotations
 
+import socket
 import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -100,6 +103,7 @@ from .joinwire import (
     read_buckets,
     read_count,
     read_newcomer,
+    still_waiting,
 )
 from .report import say
 
@@ -238,11 +242,13 @@ class Joining:
 
     # -- every member: a join's frames (Backup.on_join) --
 
-    def _on_join(self, header: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
-        """Answer a join's frame from another member; a refusal says why."""
+    def _on_join(self, header: dict[str, Any], link: socket.socket | None = None
+                 ) -> tuple[dict[str, Any], bytes]:  # fmt: skip
+        """Answer a join's frame from another member (asked on ``link``); a refusal says why."""
         try:
             if header["type"] == "join":
-                return self._admit(*read_newcomer(header))
+                waiting = None if link is None else (lambda: still_waiting(link))
+                return self._admit(*read_newcomer(header), waiting=waiting)
             if header["type"] == "give":
                 to = header.get("to")
                 given = self._give(read_count(header), to if type(to) is int else None)
@@ -259,10 +265,14 @@ class Joining:
             print(f"ERROR {str(header['type'])[:10]}: {exc!r}"[:300], file=sys.stderr, flush=True)
             return {"type": "refused", "reason": str(exc)[:300]}, b""
 
-    def _admit(self, newcomer: int, address: str, switch_port: str
-               ) -> tuple[dict[str, Any], bytes]:  # fmt: skip
+    def _admit(self, newcomer: int, address: str, switch_port: str, *,
+               waiting: Callable[[], bool] | None = None) -> tuple[dict[str, Any], bytes]:  # fmt: skip
         """The master's part: each donor's share, the buckets they give, the table applied
-        here and sent to every other member, then the whole table for the newcomer."""
+        here and sent to every other member, then the whole table for the newcomer.
+        ``waiting``: whether the newcomer still waits for the answer; one that left (its
+        kernel closed its question's link: it died) before the join is applied is given up
+        on, as a failed donor is, instead of admitted and judged by its successor after
+        :data:`LINK_WITHIN_S`, while no member serves its buckets."""
         with _ADMITTING:
             with self._ring_lock:
                 if self.table.master != self.index:
@@ -289,6 +299,9 @@ class Joining:
                 except (OSError, SslaccError) as exc:
                     self._give_up(newcomer, asked)
                     raise JoinError(f"member {donor} did not give: {exc}") from None
+            if waiting is not None and not waiting():
+                self._give_up(newcomer, asked)
+                raise JoinError(f"member {newcomer} left before its join was applied")
             frame = joined_frame(newcomer, address, switch_port, given)
             self._joined(frame)
             for m in others:  # before the newcomer's answer: its mirror listens for it then

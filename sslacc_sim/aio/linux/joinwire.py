@@ -19,7 +19,7 @@ from .buckets import bucket_of
 from .mirror import MirrorError, recv_frame, send_frame
 
 __all__ = ["JoinError", "ASK_S", "MAX_MEMBER", "busy_buckets", "connections", "join_frame",
-           "joined_frame", "read_newcomer", "read_buckets", "read_count", "ask"]
+           "joined_frame", "read_newcomer", "read_buckets", "read_count", "ask", "still_waiting"]
 
 #: Seconds the master waits for each member's answer.
 ASK_S = 10.0
@@ -131,3 +131,15 @@ def ask(address: tuple[str, int], header: dict[str, Any], timeout: float = ASK_S
     if answer[0]["type"] == "refused":
         raise JoinError(f"member at {address[0]} refused: {str(answer[0].get('reason'))[:200]}")
     return answer
+
+
+def still_waiting(link: socket.socket) -> bool:
+    """The member that asked on ``link`` still waits for its answer: no end of file and no
+    reset came back on it. A newcomer killed during its join has its kernel close the link
+    (one whose cable was cut first looks alive here: its successor judges it later)."""
+    try:
+        return link.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) != b""
+    except BlockingIOError:
+        return True  # nothing to read: still waiting
+    except OSError:
+        return False  # reset

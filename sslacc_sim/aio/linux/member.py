@@ -299,7 +299,8 @@ class Member(Joining):
         backup.on_release = lambda: self._retire(pred)
         self._watching[pred] = backup.tracker
         self._watches[pred] = backup
-        sniffer = Sniffer(packet_socket(self.dev), backup.tracker).start()
+        sniffer = Sniffer(packet_socket(self.dev, service=backup.tracker.service),
+                          backup.tracker).start()
         backup.start_links()
         spawn(self._watch, backup, sniffer, pred, name=f"predecessor-{pred}")
 

@@ -36,6 +36,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from . import lanfilter
 from .threads import normal_thread
 
 __all__ = [
@@ -67,9 +68,25 @@ class TcpFrame:
     flags: int
     window: int
     options: dict[int, bytes]
+    """The options of a SYN or SYN-ACK (MSS, window scale, SACK: what the record needs); not
+    parsed for other segments (most frames are ACKs, and the parse would cost them most)."""
     payload: bytes
+    """The segment's bytes as far as the frame holds them (a socket filter may have cut it:
+    :mod:`~sslacc_sim.aio.linux.lanfilter`)."""
     packet: bytes = b""
     """The whole IP packet, kept for a client's SYN only (:attr:`Flow.syn`); empty otherwise."""
+    size: int = -1
+    """The segment's payload length, from the IP header (``-1``: that of :attr:`payload`)."""
+
+    @property
+    def whole(self) -> bool:
+        """The frame holds the whole segment (its bytes can be recorded)."""
+        return self.size < 0 or self.size == len(self.payload)
+
+    @property
+    def length(self) -> int:
+        """The segment's payload length, whether or not the frame holds it all."""
+        return len(self.payload) if self.size < 0 else self.size
 
 
 def _options(raw: bytes) -> dict[int, bytes]:
@@ -89,28 +106,43 @@ def _options(raw: bytes) -> dict[int, bytes]:
     return out
 
 
-def parse_frame(frame: bytes) -> TcpFrame | None:
-    """The TCP segment in an Ethernet frame, or ``None`` (not IPv4/TCP, truncated, malformed)."""
-    if len(frame) < 14 + 20 + 20 or frame[12:14] != b"\x08\x00":
+def parse_frame(frame: bytes, *, cut: bool = False) -> TcpFrame | None:
+    """The TCP segment in an Ethernet frame, or ``None`` (not IPv4/TCP, truncated, malformed).
+
+    ``cut``: a frame may end before its IP packet does (a socket filter kept its head only,
+    :mod:`~sslacc_sim.aio.linux.lanfilter`), as long as it holds the whole TCP header; the
+    segment's :attr:`~TcpFrame.size` says how long its payload was. The frame's bytes are
+    read through a view: a 64 KiB segment's payload is copied once."""
+    n = len(frame)
+    if n < 14 + 20 + 20 or frame[12] != 0x08 or frame[13] != 0x00:
         return None
-    ip = frame[14:]
-    ihl = (ip[0] & 0x0F) * 4
-    if ip[0] >> 4 != 4 or ihl < 20 or ip[9] != 6:
+    version_ihl, total, protocol = _IP_HEAD.unpack_from(frame, 14)
+    ihl = (version_ihl & 0x0F) * 4
+    if version_ihl >> 4 != 4 or ihl < 20 or protocol != 6:
         return None
-    total = struct.unpack(">H", ip[2:4])[0]
-    if total < ihl + 20 or total > len(ip):
+    end = 14 + total
+    if total < ihl + 20 or (end > n and not cut):
         return None
-    tcp = ip[ihl:total]
-    off = (tcp[12] >> 4) * 4
-    if off < 20 or off > len(tcp):
+    t = 14 + ihl  # the TCP header
+    if min(end, n) < t + 20:
         return None
-    sport, dport, seq, ack = struct.unpack(">HHII", tcp[:12])
-    window = struct.unpack(">H", tcp[14:16])[0]
-    flags = tcp[13]
-    packet = bytes(ip[:total]) if flags & (SYN | ACK) == SYN else b""
-    return TcpFrame(frame[6:12], (socket.inet_ntoa(ip[12:16]), sport),
-                    (socket.inet_ntoa(ip[16:20]), dport), seq, ack, flags, window,
-                    _options(tcp[20:off]), bytes(tcp[off:]), packet)  # fmt: skip
+    sport, dport, seq, ack, off_byte, flags, window = _TCP_HEAD.unpack_from(frame, t)
+    off = (off_byte >> 4) * 4
+    if off < 20 or t + off > min(end, n):
+        return None
+    size = total - ihl - off
+    view = memoryview(frame)
+    payload = bytes(view[t + off : min(end, n)])
+    packet = bytes(view[14:end]) if flags & (SYN | ACK) == SYN and end <= n else b""
+    src, dst = socket.inet_ntoa(frame[26:30]), socket.inet_ntoa(frame[30:34])
+    return TcpFrame(frame[6:12], (src, sport), (dst, dport), seq, ack, flags, window,
+                    _options(frame[t + 20 : t + off]) if off > 20 and flags & SYN else {},
+                    payload, packet,
+                    size)  # fmt: skip
+
+
+_IP_HEAD = struct.Struct(">BxHxxxxxB")  # version and IHL, total length, protocol
+_TCP_HEAD = struct.Struct(">HHIIBBH")  # ports, seq, ack, data offset, flags, window
 
 
 def _after(a: int, b: int) -> bool:
@@ -284,7 +316,7 @@ class FlowTracker:
         if flow is None:  # not kept: its bytes to ``recent``, the rest to ``others``
             if self.keep is None:
                 return
-            if seg.payload:
+            if seg.payload and seg.whole:
                 self.recent.add(seg.src, seg.seq, seg.payload)
             flow = self.others.get(seg.src)
             if flow is None:
@@ -297,7 +329,7 @@ class FlowTracker:
         if seg.flags & ACK and (flow.acked is None or _after(seg.ack, flow.acked)):
             flow.acked = seg.ack
         flow.client_window = seg.window
-        if seg.payload and kept:
+        if seg.payload and kept and seg.whole:  # (a filter keeps a client's frames whole)
             flow.client_bytes(seg.seq, seg.payload)
         if seg.flags & FIN:
             flow.fin = True
@@ -319,8 +351,8 @@ class FlowTracker:
             flow.server_wscale = wscale[0] if wscale else None
             flow.server_sack = 4 in seg.options
         flow.server_window = seg.window
-        if seg.payload:
-            end = (seg.seq + len(seg.payload)) & 0xFFFFFFFF
+        if seg.length:
+            end = (seg.seq + seg.length) & 0xFFFFFFFF
             if flow.sent_end is None or _after(end, flow.sent_end):
                 flow.sent_end = end
         if seg.flags & FIN:
@@ -392,15 +424,25 @@ class FlowTracker:
             self.flows[client].client_bytes(seq, payload)
 
 
-def packet_socket(dev: str, rcvbuf: int = 1 << 26, *, outgoing: bool = False) -> socket.socket:
+def packet_socket(dev: str, rcvbuf: int = 1 << 26, *, outgoing: bool = False,
+                  service: tuple[str, int] | None = None) -> socket.socket:  # fmt: skip
     """An ``AF_PACKET`` socket on ``dev`` receiving every IPv4 frame it carries (root).
 
     ``outgoing``: also the frames this host sends (a socket bound to one protocol sees only
-    incoming frames; this one takes every protocol, and :func:`parse_frame` skips non-IPv4)."""
-    proto = _ETH_P_ALL if outgoing else _ETH_P_IP
-    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(proto))
-    s.setsockopt(socket.SOL_SOCKET, _SO_RCVBUFFORCE, rcvbuf)  # beyond rmem_max: root
-    s.bind((dev, 0))
+    incoming frames; this one takes every protocol, and :func:`parse_frame` skips non-IPv4).
+    ``service`` (address, port): only the TCP segments to and from it, those from it cut to
+    their headers in the kernel (:mod:`~sslacc_sim.aio.linux.lanfilter`); the filter is in
+    place before the socket receives its first frame."""
+    proto = _ETH_P_ALL if outgoing else _ETH_P_IP  # (bind takes it in host order)
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0 if service else socket.htons(proto))
+    try:
+        if service is not None:  # protocol 0 receives nothing until the bind below
+            lanfilter.attach(s, lanfilter.service_filter(service))
+        s.setsockopt(socket.SOL_SOCKET, _SO_RCVBUFFORCE, rcvbuf)  # beyond rmem_max: root
+        s.bind((dev, proto))
+    except OSError:
+        s.close()
+        raise
     return s
 
 
@@ -473,7 +515,7 @@ class Sniffer:
                     continue
                 except OSError:
                     return  # the interface went down (ENETDOWN: this node's link was cut)
-                seg = parse_frame(frame)
+                seg = parse_frame(frame, cut=True)  # (a filtered socket's: lanfilter)
                 if seg is not None:
                     self.tracker.feed(seg)
                 if until is not None and _received_at(ancillary) > until:

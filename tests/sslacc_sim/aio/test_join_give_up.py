@@ -12,6 +12,8 @@ members.
 
 from __future__ import annotations
 
+import socket
+import struct
 import threading
 import time
 from pathlib import Path
@@ -21,6 +23,7 @@ import pytest
 
 from sslacc_sim.aio.linux.buckets import BucketFilter
 from sslacc_sim.aio.linux.join import JoinError, shares
+from sslacc_sim.aio.linux.joinwire import still_waiting
 from sslacc_sim.aio.linux.member import Member
 from tests.sslacc_sim.aio.test_join_rules import _Recording
 from tests.sslacc_sim.aio.test_master_death import _RING, _VIP, _member, _port, _stand_in
@@ -111,3 +114,44 @@ def test_a_donor_told_to_give_up_serves_its_gift_again_and_nothing_a_join_took(
     assert nft.scripts == before
     header, _ = donor._on_join({"type": "ungive", "to": "3"})
     assert header["type"] == "refused" and "without a newcomer" in header["reason"]
+
+
+def test_a_newcomer_that_left_before_its_join_was_applied_is_given_up_on(
+        tmp_path: Path) -> None:  # fmt: skip
+    """Both donors give, but the newcomer's question is closed by then (its kernel closed it:
+    the newcomer died): the master gives the join up as it would for a failed donor -- every
+    gift served again, nothing of the newcomer in the table -- instead of admitting a member
+    whose buckets nobody would serve until its successor judged it, 10 s later. (A newcomer
+    that waits is admitted: every join of the real members' tests and campaigns.)"""
+    port = _port()
+    master, nft = _master(port, tmp_path)
+    owned = set(master._filtered)
+    with _stand_in(_RING[1], port, _gives([1])) as to_1, \
+            _stand_in(_RING[2], port, _gives([2])) as to_2:  # fmt: skip
+        with pytest.raises(JoinError, match="member 3 left before its join was applied"):
+            master._admit(3, _RING[3], "p3", waiting=lambda: False)
+    assert [h["type"] for h in to_1] == ["give", "ungive"]
+    assert [h["type"] for h in to_2] == ["give", "ungive"]
+    assert master._filtered == owned and master._gifts == {}
+    assert master.table.members == [0, 1, 2] and 3 not in master.table.owner
+    assert nft.scripts[-1].startswith("add element")
+
+
+def test_still_waiting_tells_an_open_question_from_a_closed_or_reset_one() -> None:
+    """Over real TCP: the asker's end open, closed, or reset."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        ends = []
+        for how in ("open", "closed", "reset"):
+            asker = socket.create_connection(server.getsockname())
+            link, _ = server.accept()
+            if how == "closed":
+                asker.close()
+            elif how == "reset":
+                asker.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                asker.close()
+            time.sleep(0.05)
+            ends.append((how, still_waiting(link)))
+            link.close()
+            if how == "open":
+                asker.close()
+    assert ends == [("open", True), ("closed", False), ("reset", False)]

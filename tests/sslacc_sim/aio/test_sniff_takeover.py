@@ -69,8 +69,20 @@ def test_a_frame_round_trips_through_the_parser() -> None:
 @settings(max_examples=400, deadline=None)
 @given(st.binary(max_size=200))
 def test_the_parser_never_raises_on_arbitrary_bytes(data: bytes) -> None:
-    parse_frame(data)
-    parse_frame(frame(CLIENT, VIP, 1, 2, ACK)[:34] + data)  # a valid head, garbage after
+    for cut in (False, True):
+        parse_frame(data, cut=cut)
+        parse_frame(frame(CLIENT, VIP, 1, 2, ACK)[:34] + data, cut=cut)  # valid head, garbage
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=300), st.integers(0, 300))
+def test_a_frame_cut_by_the_filter_keeps_its_header_and_size(payload: bytes, keep: int) -> None:
+    whole = frame(VIP, CLIENT, 5, 6, ACK, payload, b"\x01\x01\x08\x0a" + bytes(8))
+    seg = parse_frame(whole[: 14 + 20 + 32 + keep], cut=True)
+    assert seg is not None and seg.size == seg.length == len(payload)
+    assert seg.payload == payload[:keep] and seg.whole == (keep >= len(payload))
+    assert (seg.src, seg.dst, seg.seq, seg.ack, seg.flags) == (VIP, CLIENT, 5, 6, ACK)
+    assert (parse_frame(whole[: 14 + 20 + 32 + keep]) is None) == (keep < len(payload))
 
 
 @settings(max_examples=200, deadline=None)
@@ -100,6 +112,19 @@ def test_the_tracker_keeps_the_syn_exchange_and_the_client_bytes_in_order() -> N
     snap = snapshot_from_flow(flow, *VIP)
     assert (snap.snd_nxt, snap.rcv_nxt, snap.snd_wscale, snap.rcv_wscale) == (5001, 1001, 7, 9)
     assert snap.snd_wnd == 300 << 7 and snap.sack
+
+
+def test_a_cut_frame_counts_for_the_servers_position_but_never_for_client_bytes() -> None:
+    tracker = FlowTracker(VIP)
+    _handshake(tracker)
+    data = frame(CLIENT, VIP, 1001, 5001, ACK, b"hello world")
+    tracker.feed(parse_frame(data[:-4], cut=True))  # type: ignore[arg-type]
+    assert bytes(tracker.flows[CLIENT].data) == b""  # a part would read as the whole
+    tracker.feed(parse_frame(data, cut=True))  # type: ignore[arg-type]
+    assert bytes(tracker.flows[CLIENT].data) == b"hello world"
+    reply = frame(VIP, CLIENT, 5001, 1012, ACK, b"x" * 1000)
+    tracker.feed(parse_frame(reply[:80], cut=True))  # type: ignore[arg-type]
+    assert tracker.flows[CLIENT].sent_end == 6001
 
 
 def test_a_reset_or_an_unknown_flow_is_marked_or_ignored() -> None:
