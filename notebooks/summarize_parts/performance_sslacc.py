@@ -14,9 +14,10 @@ def _sslacc_cluster(src: Source) -> list[str]:
     down, hs = d["download"], d["handshakes"]
     return [
         f"SSLACC on Linux, the mirrored pair (cluster, then commit) vs the same node alone "
-        f"(`--standalone`): {d['streams']} concurrent 16 MiB downloads; {d['streams']} threads of "
-        "1 KiB requests on new connections (full RSA-2048 handshakes), Python `ssl` clients"
-        + n_of(d),
+        f"(`--standalone`): {d['streams']} threads each downloading a 16 MiB file again and "
+        f"again for {d['seconds']:g} s; {d['streams']} threads of 1 KiB requests on new "
+        f"connections (full RSA-2048 handshakes) for {d['seconds']:g} s; Python `ssl` clients "
+        "at the nodes' priority" + n_of(d),
         cmd("python benchmarks/bench_sslacc_cluster.py", "sslacc_cluster.json"),
         f"pair {med(down['pair_MB_per_s']):.0f} MB/s, {med(hs['pair_handshakes_per_s']):.0f} "
         f"handshakes/s; {med(down['replication_bytes_per_payload_byte']):.4f} cluster bytes "
