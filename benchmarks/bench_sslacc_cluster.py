@@ -71,8 +71,8 @@ BIG, SMALL = 16 << 20, 1 << 10
 #: the node alone included, runs its threads there): on two shared cores neither the clients
 #: nor the servers are favoured, and the ratio measures what mirroring costs, not the
 #: scheduler's choice. (The fault campaign favours the nodes instead, so that its co-located
-#: clients cannot starve a healthy node into a false death; favouring them here as well cuts
-#: the pair's goodput from 0.93 to 0.89, docs/sslacc-cluster.md.)
+#: clients cannot starve a healthy node into a false death; favouring them here as well cut
+#: the pair's goodput from 0.93 to 0.89 on the old half-second rounds, docs/sslacc-cluster.md.)
 _AS_NODES = ["nice", "-n", str(NODE_NICE)]
 
 #: The load generator: standard library only, run with ``python -I -c`` in the client's
