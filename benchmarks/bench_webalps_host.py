@@ -171,9 +171,10 @@ def measure_point(bed: Servers, mode: str, setting: str, clients: int, seconds: 
         result = _load(setting, info["https"], seconds, clients)
         cpu = {role: tb.cpu_seconds(pid) - before[role] for role, pid in pids.items()}
     stats = info["stats"]
-    served, conns = stats["https"]["requests"], max(stats["https"]["connections"], 1)
+    # per connection means per handshake: the host's readiness probe connects and never handshakes
+    served, conns = stats["https"]["requests"], max(stats["https"]["handshakes"], 1)
     out = {"rps": result.rps, "requests": result.requests, "errors": len(result.errors),
-           "served": served, "connections": conns}
+           "served": served, "connections": conns, "accepted": stats["https"]["connections"]}
     per = max(result.requests, 1)
     out.update({f"{role}_cpu_ms_per_request": 1e3 * s / per for role, s in cpu.items()})
     if mode == "webalps":

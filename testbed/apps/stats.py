@@ -52,6 +52,18 @@ class ServerStats:
 
     closed: int = 0
     """Connections finished so far."""
+    _handshaken: int = 0
+    _live: set[TLSStream] = field(default_factory=set, repr=False)
+    """The connections accepted and not yet finished (their handshakes are counted live)."""
+
+    @property
+    def handshakes(self) -> int:
+        """Connections whose handshake completed, finished or still open.
+
+        Per-handshake figures divide by this, not by ``opened``: a readiness probe that connects
+        and closes, or a client gone during its handshake, is accepted yet never handshakes.
+        """
+        return self._handshaken + sum(s.handshake is not None for s in tuple(self._live))
 
     @property
     def active(self) -> int:
@@ -61,6 +73,7 @@ class ServerStats:
     def open(self, stream: TLSStream) -> None:
         """Count an accepted connection (the ``on_open`` callback of :func:`tls12.aio.serve`)."""
         self.opened += 1
+        self._live.add(stream)
 
     def record(self, stream: TLSStream) -> None:
         """Add a finished connection (the ``on_close`` callback of :func:`tls12.aio.serve`)."""
@@ -81,6 +94,8 @@ class ServerStats:
             )
         )
         self.closed += 1
+        self._handshaken += hs is not None
+        self._live.discard(stream)
 
 
 def peer_label(stream: TLSStream) -> str:

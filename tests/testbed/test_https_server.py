@@ -275,6 +275,25 @@ def test_keep_alive_serves_many_requests_on_one_connection(server: BackgroundSer
     assert record.bytes_out > 6 * len(b"hello, world\n")
 
 
+def test_a_probe_is_an_accepted_connection_but_no_handshake(root: Path) -> None:
+    """``handshakes`` counts handshaken connections, open or finished; a port probe is not one."""
+    config = ServerConfig(credentials=credentials(), cipher_suites=(SUITE,))
+    ctx = ssl.create_default_context()
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+    ctx.set_ciphers("ECDHE-RSA-AES128-SHA")  # the server's one suite
+    with BackgroundServer(root, config, idle_timeout=60.0) as server:
+        socket.create_connection((server.host, server.port), timeout=10).close()  # a probe
+        with socket.create_connection((server.host, server.port), timeout=10) as raw, \
+                ctx.wrap_socket(raw) as tls:
+            deadline = time.monotonic() + 10
+            while server.stats.handshakes == 0 and time.monotonic() < deadline:
+                time.sleep(0.005)
+            assert server.stats.handshakes == 1 and server.stats.closed == 1  # counted while open
+            assert tls.version() == "TLSv1.2"
+        server.wait_idle()
+        assert (server.stats.opened, server.stats.closed, server.stats.handshakes) == (2, 2, 1)
+
+
 def test_pipelined_requests_are_answered_in_order(server: BackgroundServer) -> None:
     """Three requests in one TLS write; the last asks the server to close."""
 

@@ -128,4 +128,5 @@ def test_64_concurrent_clients_in_every_suite(tmp_path: Path) -> None:
     counters = json.loads(stats.read_text())
     ecdhe = sum(1 for _, suite in jobs if suite.startswith("ECDHE"))
     assert counters["https"]["requests"] >= 64
+    assert counters["https"]["handshakes"] == 64 <= counters["https"]["connections"]
     assert counters["guardian"]["questions"]["ephemeral"] == ecdhe

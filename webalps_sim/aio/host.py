@@ -388,7 +388,8 @@ def _write_stats(path: Path, counters: dict[str, ServerStats],
     import json
 
     data: dict[str, Any] = {
-        scheme: {"requests": st.requests, "connections": st.opened, "bytes_in": st.bytes_in,
+        scheme: {"requests": st.requests, "connections": st.opened,
+                 "handshakes": st.handshakes, "bytes_in": st.bytes_in,
                  "bytes_out": st.bytes_out}
         for scheme, st in counters.items()
     }
