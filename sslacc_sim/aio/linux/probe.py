@@ -10,7 +10,8 @@ What keeps it so, and what says when it is not:
 
 * each read asks the kernel for :data:`HEADER_READ` bytes, enough for the Ethernet, IP and TCP
   headers, so a 64 KiB segment costs no more to read than an ACK (the payload's length comes
-  from the IP header's total length: :func:`parse_header`);
+  from the IP header's total length: :func:`~sslacc_sim.aio.linux.sniff.parse_frame` reads a
+  frame cut after its headers);
 * the frames still queued when the probe is told to stop are read before it stops (a probe
   that lagged behind the load would otherwise lose its backlog);
 * the socket's buffer is large (``node sniff``: 128 MiB);
@@ -24,59 +25,15 @@ import socket
 import struct
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
-from .sniff import _PACKET_OUTGOING, _SO_TIMESTAMPNS, SYN, _options, _received_at
+from .sniff import _PACKET_OUTGOING, _SO_TIMESTAMPNS, SYN, _received_at, parse_frame
 
-__all__ = ["HEADER_READ", "TcpHeader", "parse_header", "record_frames", "packet_drops"]
+__all__ = ["HEADER_READ", "record_frames", "packet_drops"]
 
 #: Bytes read of each frame: Ethernet (14), IP (at most 60) and TCP (at most 60) headers.
 HEADER_READ = 160
 _SOL_PACKET = 263
 _PACKET_STATISTICS = 6
-
-
-@dataclass(frozen=True, slots=True)
-class TcpHeader:
-    """One TCP segment's header as heard, and its payload's length."""
-
-    src_mac: bytes
-    src: tuple[str, int]
-    dst: tuple[str, int]
-    seq: int
-    ack: int
-    flags: int
-    window: int
-    length: int
-    """Payload bytes (from the IP total length: the read may have cut the payload off)."""
-    wscale: int | None
-    """A SYN's window-scale shift (0 if it offers none); ``None`` on other segments."""
-
-
-def parse_header(frame: bytes) -> TcpHeader | None:
-    """The IPv4/TCP header of an Ethernet frame read whole or cut after its TCP header, or
-    ``None`` (not IPv4/TCP, cut inside the headers, inconsistent lengths); never raises. On a
-    whole frame it agrees with :func:`~sslacc_sim.aio.linux.sniff.parse_frame`."""
-    if len(frame) < 14 + 20 + 20 or frame[12:14] != b"\x08\x00":
-        return None
-    ihl = (frame[14] & 0x0F) * 4
-    if frame[14] >> 4 != 4 or ihl < 20 or frame[23] != 6:
-        return None
-    (total,) = struct.unpack_from(">H", frame, 16)
-    tcp = 14 + ihl
-    if total < ihl + 20 or len(frame) < tcp + 20:
-        return None
-    sport, dport, seq, ack, offset, flags, window = struct.unpack_from(">HHIIBBH", frame, tcp)
-    off = (offset >> 4) * 4
-    if off < 20 or ihl + off > total or len(frame) < tcp + off:
-        return None
-    wscale = None
-    if flags & SYN:
-        shift = _options(frame[tcp + 20 : tcp + off]).get(3)
-        wscale = shift[0] if shift else 0
-    return TcpHeader(frame[6:12], (socket.inet_ntoa(frame[26:30]), sport),
-                     (socket.inet_ntoa(frame[30:34]), dport), seq, ack, flags, window,
-                     total - ihl - off, wscale)  # fmt: skip
 
 
 def packet_drops(sock: socket.socket) -> int:
@@ -138,20 +95,21 @@ def _take(got: tuple[bytes, list[tuple[int, int, bytes]], int, object], service:
     frame, ancillary, _, address = got
     if incoming_only and isinstance(address, tuple) and address[2] == _PACKET_OUTGOING:
         return
-    seg = parse_header(frame)
+    seg = parse_frame(frame, cut=True)
     if seg is None:
         return
     now = _received_at(ancillary)
     if seg.src == service:
-        seen.append((now, seg.src_mac.hex(), seg.dst[1], seg.seq, seg.length, seg.flags,
+        seen.append((now, seg.src_mac.hex(), seg.dst[1], seg.seq, seg.size, seg.flags,
                      seg.window, seg.ack))  # fmt: skip
     elif seg.dst == service:
         port = seg.src[1]
-        if seg.wscale is not None:
-            shift[port] = seg.wscale
+        if seg.flags & SYN:
+            wscale = seg.options.get(3)
+            shift[port] = wscale[0] if wscale else 0
             # a SYN's window is never scaled and it acknowledges nothing: only when it was
             # sent (a connection begun after a fault is not one the fault hit)
             seen.append((now, "client", port, 0, 0, seg.flags, 0, seg.seq))
             return
-        seen.append((now, "client", port, seg.ack, seg.length, seg.flags,
+        seen.append((now, "client", port, seg.ack, seg.size, seg.flags,
                      seg.window << shift.get(port, 0), seg.seq))  # fmt: skip

@@ -73,20 +73,15 @@ class TcpFrame:
     payload: bytes
     """The segment's bytes as far as the frame holds them (a socket filter may have cut it:
     :mod:`~sslacc_sim.aio.linux.lanfilter`)."""
+    size: int
+    """The segment's payload length, from the IP header, whether or not the frame holds it all."""
     packet: bytes = b""
     """The whole IP packet, kept for a client's SYN only (:attr:`Flow.syn`); empty otherwise."""
-    size: int = -1
-    """The segment's payload length, from the IP header (``-1``: that of :attr:`payload`)."""
 
     @property
     def whole(self) -> bool:
         """The frame holds the whole segment (its bytes can be recorded)."""
-        return self.size < 0 or self.size == len(self.payload)
-
-    @property
-    def length(self) -> int:
-        """The segment's payload length, whether or not the frame holds it all."""
-        return len(self.payload) if self.size < 0 else self.size
+        return self.size == len(self.payload)
 
 
 def _options(raw: bytes) -> dict[int, bytes]:
@@ -137,8 +132,7 @@ def parse_frame(frame: bytes, *, cut: bool = False) -> TcpFrame | None:
     src, dst = socket.inet_ntoa(frame[26:30]), socket.inet_ntoa(frame[30:34])
     return TcpFrame(frame[6:12], (src, sport), (dst, dport), seq, ack, flags, window,
                     _options(frame[t + 20 : t + off]) if off > 20 and flags & SYN else {},
-                    payload, packet,
-                    size)  # fmt: skip
+                    payload, size, packet)  # fmt: skip
 
 
 _IP_HEAD = struct.Struct(">BxHxxxxxB")  # version and IHL, total length, protocol
@@ -351,8 +345,8 @@ class FlowTracker:
             flow.server_wscale = wscale[0] if wscale else None
             flow.server_sack = 4 in seg.options
         flow.server_window = seg.window
-        if seg.length:
-            end = (seg.seq + seg.length) & 0xFFFFFFFF
+        if seg.size:
+            end = (seg.seq + seg.size) & 0xFFFFFFFF
             if flow.sent_end is None or _after(end, flow.sent_end):
                 flow.sent_end = end
         if seg.flags & FIN:

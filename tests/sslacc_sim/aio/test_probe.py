@@ -1,12 +1,13 @@
-"""The campaign's client-side probe (:mod:`sslacc_sim.aio.linux.probe`): a header read whole
-or cut short gives the same segment, the frames queued at the stop are recorded, and the
+"""The campaign's client-side probe (:mod:`sslacc_sim.aio.linux.probe`): a frame cut where the
+probe cuts it gives the segment read whole, the frames queued at the stop are recorded, and the
 kernel's count of frames the socket had no room for is read.
 
 A probe that lost frames would make connections look unfinished at the fault (a FIN missed)
-and leave their gap to the next byte unmeasured. The header parser is fuzzed with Hypothesis
-against :func:`~sslacc_sim.aio.linux.sniff.parse_frame`; the probe reads any datagram socket,
-so hand-built frames on a loopback UDP socket stand for the wire, and the drop count is read
-on a real packet socket on ``lo`` (root, as the namespace tests).
+and leave their gap to the next byte unmeasured. The probe parses with
+:func:`~sslacc_sim.aio.linux.sniff.parse_frame` (``cut=True``), fuzzed here with Hypothesis:
+a cut frame against the same frame whole. The probe reads any datagram socket, so hand-built
+frames on a loopback UDP socket stand for the wire, and the drop count is read on a real packet
+socket on ``lo`` (root, as the namespace tests).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import time
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from sslacc_sim.aio.linux.probe import HEADER_READ, packet_drops, parse_header, record_frames
+from sslacc_sim.aio.linux.probe import HEADER_READ, packet_drops, record_frames
 from sslacc_sim.aio.linux.sniff import ACK, FIN, SYN, packet_socket, parse_frame
 
 from .test_sniff_takeover import CLIENT, SYN_OPTS, VIP, frame
@@ -31,35 +32,34 @@ _SEGMENTS = st.tuples(st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1),
 @settings(max_examples=300, deadline=None)
 @given(_SEGMENTS)
 @example((1, 2, ACK, b"y" * 2000, b"", 500, True))  # a payload the probe's read cuts off
-def test_a_header_read_whole_or_cut_short_is_the_segment_the_full_parser_reads(
+def test_a_frame_cut_where_the_probe_cuts_it_is_the_segment_read_whole(
         segment: tuple[int, int, int, bytes, bytes, int, bool]) -> None:  # fmt: skip
     seq, ack, flags, payload, options, window, to_client = segment
     src, dst = (VIP, CLIENT) if to_client else (CLIENT, VIP)
     whole = frame(src, dst, seq, ack, flags, payload, options, window)
-    full, head = parse_frame(whole), parse_header(whole)
+    full, head = parse_frame(whole), parse_frame(whole[:HEADER_READ], cut=True)
     if full is None:
-        assert head is None
+        assert parse_frame(whole, cut=True) is None
         return
-    assert head is not None
+    assert head is not None  # the probe's read holds every header
     assert (head.src_mac, head.src, head.dst, head.seq, head.ack, head.flags, head.window,
-            head.length) == (full.src_mac, full.src, full.dst, full.seq, full.ack, full.flags,
-                             full.window, len(full.payload))  # fmt: skip
-    shift = full.options.get(3)
-    assert head.wscale == ((shift[0] if shift else 0) if flags & SYN else None)
-    assert parse_header(whole[:HEADER_READ]) == head  # what a probe's read holds
+            head.options, head.size) == (full.src_mac, full.src, full.dst, full.seq, full.ack,
+                                         full.flags, full.window, full.options,
+                                         len(full.payload))  # fmt: skip
+    assert full.payload.startswith(head.payload) and full.whole
 
 
 @settings(max_examples=400, deadline=None)
 @given(st.binary(max_size=200))
-def test_the_header_parser_never_raises_on_arbitrary_bytes(data: bytes) -> None:
-    parse_header(data)
-    parse_header(frame(CLIENT, VIP, 1, 2, ACK)[:34] + data)  # a valid head, garbage after
+def test_the_parser_of_cut_frames_never_raises_on_arbitrary_bytes(data: bytes) -> None:
+    parse_frame(data, cut=True)
+    parse_frame(frame(CLIENT, VIP, 1, 2, ACK)[:34] + data, cut=True)  # a valid head, garbage after
 
 
 def test_a_frame_cut_inside_its_headers_is_refused() -> None:
     whole = frame(CLIENT, VIP, 1, 2, SYN, b"", SYN_OPTS)
-    assert parse_header(whole) is not None
-    assert all(parse_header(whole[:n]) is None for n in range(len(whole)))
+    assert parse_frame(whole, cut=True) is not None
+    assert all(parse_frame(whole[:n], cut=True) is None for n in range(len(whole)))
 
 
 def _udp_pair() -> tuple[socket.socket, socket.socket]:
