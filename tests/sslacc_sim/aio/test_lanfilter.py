@@ -80,12 +80,12 @@ def test_the_filter_keeps_client_segments_whole_and_cuts_the_servers() -> None:
     from_server = [(s, f) for s, f in zip(ours, cut_frames, strict=True) if s.src == service]
     to_server = [s for s in ours if s.dst == service]
     assert all(len(f) <= HEAD for _, f in from_server)
-    assert sum(s.length for s, _ in from_server) == len(answer)
+    assert sum(s.size for s, _ in from_server) == len(answer)
     assert sum(len(s.payload) for s in to_server) == len(upload)
     assert all(s.whole for s in to_server)
     # the unfiltered socket heard the same segments, and more
     heard = [s for s in (parse_frame(f) for f in whole_frames) if s is not None]
-    key = lambda s: (s.src, s.dst, s.seq, s.ack, s.flags, s.length)  # noqa: E731
+    key = lambda s: (s.src, s.dst, s.seq, s.ack, s.flags, s.size)  # noqa: E731
     assert sorted(map(key, ours)) == sorted(key(s) for s in heard if service in (s.src, s.dst))
     assert any(service not in (s.src, s.dst) for s in heard)
     assert _record(ours, service) == _record(
