@@ -63,7 +63,8 @@ from .site import STORE_DIR, load_signed, sign_site
 from .verifier import BlockVerified, StreamVerifier, TagVerified
 
 __all__ = ["SimSite", "OriginEndpoint", "HttpFetch", "HttpCache", "ProxyEndpoint", "CacheMiss",
-           "FetchCpu", "FetchFailed", "SimRun", "driver_fetch_latency", "driver_portal_latency", "SIM_NOW", "HOST"]
+           "FetchCpu", "FetchFailed", "SimRun", "driver_fetch_latency", "driver_portal_latency",
+           "SIM_NOW", "HOST"]
 
 #: The simulated wall clock (Unix seconds): tags are signed at it and verified against it.
 SIM_NOW = 1_700_000_000.0
@@ -120,10 +121,15 @@ class SimSite:
 
     @property
     def tls_credentials(self) -> Any:
-        """An RSA-2048 self-signed ``tls12`` credential for the TLS listener (made once)."""
+        """An RSA-2048 self-signed ``tls12`` credential for the TLS listener (made once).
+
+        Its serial is fixed (:data:`tls12.certs.SIM_SERIAL`, 20 bytes in DER), so the Certificate message,
+        and with it every simulated HTTPS latency, is the same size in every run; a random
+        serial is one byte shorter about once in 256 draws.
+        """
         if self._tls_credentials is None:
-            from tls12.certs import generate_self_signed
-            self._tls_credentials = generate_self_signed(key_size=2048)
+            from tls12.certs import SIM_SERIAL, generate_self_signed
+            self._tls_credentials = generate_self_signed(key_size=2048, serial=SIM_SERIAL)
         return self._tls_credentials
 
     def close(self) -> None:

@@ -53,7 +53,7 @@ from netsim.relay import Relay
 from netsim.tcp import TcpConnection
 from testbed.apps.file_handler import CHUNK_SIZE, SERVER_NAME
 from tls12 import ClientConfig, ClientConnection, ServerConnection
-from tls12.certs import Credentials, generate_self_signed
+from tls12.certs import SIM_SERIAL, Credentials, generate_self_signed
 from tls12.config import ServerConfig
 from tls12.events import ApplicationData, ConnectionClosed, HandshakeComplete
 from tls12.keylog import KeyLog
@@ -417,7 +417,7 @@ def simulate_download(protocol: str, body: bytes, params: AdslTestbed | None = N
     if protocol not in DRIVER_PROTOCOLS:
         raise ValueError(f"protocol must be one of {DRIVER_PROTOCOLS}, got {protocol!r}")
     p = params or AdslTestbed()
-    creds = credentials or generate_self_signed(key_size=1024)
+    creds = credentials or generate_self_signed(key_size=1024, serial=SIM_SERIAL)
     if protocol == "split_warm" and cache is None:
         cache = {}
         simulate_download("split_cold", body, p, credentials=creds, cache=cache,
@@ -534,7 +534,7 @@ def figure12_driver(quick: bool = True, sizes: Sequence[int] | None = None,
     if sizes is None:
         sizes = np.unique(np.round(np.geomspace(100, 2_000_000, 12 if quick else 40))
                           ).astype(int).tolist()
-    creds = generate_self_signed(key_size=1024)
+    creds = generate_self_signed(key_size=1024, serial=SIM_SERIAL)
     rows = []
     for size in sizes:
         body = _file(int(size), seed)

@@ -48,14 +48,24 @@ class Credentials:
         return [c.public_bytes(serialization.Encoding.DER) for c in self.chain]
 
 
+#: A fixed serial (159 bits, 20 bytes in DER) for simulations that charge link time per byte:
+#: a random serial is one DER byte shorter about once in 256 draws, and so is the certificate.
+SIM_SERIAL = (1 << 158) | 0x5157E
+
+
 def self_signed_certificate(key: rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey,
-                            common_name: str = "localhost", days: int = 365) -> x509.Certificate:
+                            common_name: str = "localhost", days: int = 365, *,
+                            serial: int | None = None) -> x509.Certificate:
     """A self-signed certificate for ``key`` (RSA or EC) naming ``common_name``, localhost, 127.0.0.1.
 
     ``common_name`` goes into the subject alternative names as an IP address when it is one
     (a client checking ``https://10.77.2.2/`` looks for an IP-address SAN), else as a DNS name.
     Valid from five minutes ago (clock skew between processes) for ``days`` days, SHA-256
     signature, CA:true so that clients given it as their trust anchor accept it.
+
+    ``serial`` defaults to a random one, whose DER length varies (a 159-bit draw below 2**151
+    is one byte shorter, about 1 in 256): pass a fixed serial where the certificate's size
+    must be reproducible, as in a simulation that charges link time per byte (:data:`SIM_SERIAL`).
     """
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     now = datetime.datetime.now(datetime.UTC)
@@ -72,7 +82,7 @@ def self_signed_certificate(key: rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey,
         .subject_name(name)
         .issuer_name(name)
         .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
+        .serial_number(x509.random_serial_number() if serial is None else serial)
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=days))
         .add_extension(x509.SubjectAlternativeName(sans), critical=False)
@@ -82,13 +92,15 @@ def self_signed_certificate(key: rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey,
 
 
 def generate_self_signed(
-    common_name: str = "localhost", key_size: int = 2048, days: int = 365
+    common_name: str = "localhost", key_size: int = 2048, days: int = 365, *,
+    serial: int | None = None
 ) -> Credentials:
-    """A fresh RSA key and a self-signed certificate for ``common_name``, localhost and 127.0.0.1."""
+    """A fresh RSA key and a self-signed certificate for ``common_name``, localhost and 127.0.0.1
+    (``serial``: as :func:`self_signed_certificate`)."""
     if key_size < 512:
         raise ValueError("key_size must be at least 512 bits")
     key = rsa.generate_private_key(public_exponent=65537, key_size=key_size)
-    return Credentials((self_signed_certificate(key, common_name, days),), key)
+    return Credentials((self_signed_certificate(key, common_name, days, serial=serial),), key)
 
 
 def load_credentials(cert_path: str | Path, key_path: str | Path) -> Credentials:

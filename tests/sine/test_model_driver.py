@@ -40,6 +40,7 @@ from sine.model_latency import PROTOCOLS, Costs, Scenario, fetch_latency, portal
 from sine.site import load_signed, signed_from_separate
 from sine.tag import encode_stream
 from sine.verifier import StreamVerifier
+from tls12.certs import SIM_SERIAL
 
 SIZE = 40_000
 ZERO = Costs(0, 0, 0, 0)
@@ -256,6 +257,24 @@ def test_portal_model_and_driver_agree(site: SimSite) -> None:
                 assert 0.75 * old <= new <= old * 1.01, (protocol, warm, old, new)
             else:
                 assert new == pytest.approx(old, rel=0.02), (protocol, warm)
+
+
+def test_the_tls_certificate_is_the_same_size_in_every_run() -> None:
+    """Each SimSite makes a fresh RSA key, but its certificate carries the fixed serial, so the
+    Certificate message has one size and the simulated HTTPS latency one value (a random
+    serial was one DER byte shorter about once in 256 sites, and moved Figure 6's HTTPS row
+    by a few microseconds between two runs of the same scenario)."""
+    from cryptography.hazmat.primitives.serialization import Encoding
+
+    sizes, latencies = set(), set()
+    sc = Scenario(costs=ZERO)
+    for _ in range(2):
+        with SimSite(dict.fromkeys(SimSite.portal_paths(2, 2_000), 2_000)) as site:
+            cert = site.tls_credentials.chain[0]
+            assert cert.serial_number == SIM_SERIAL
+            sizes.add(len(cert.public_bytes(Encoding.DER)))
+            latencies.add(driver_portal_latency("https", 2, 2_000, sc, site=site))
+    assert len(sizes) == 1 and len(latencies) == 1, (sizes, latencies)
 
 
 def test_unknown_protocol_is_rejected() -> None:
