@@ -9,6 +9,7 @@ run without the lock now, and each object's own lock keeps two threads out of it
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import threading
@@ -64,7 +65,7 @@ def _ran_during(call: Callable[[], object], tries: int = 30) -> bool:
             call()
             ended = time.perf_counter()
             inside = [begun, *(t for t in seen if begun < t < ended), ended]
-            if max(b - a for a, b in zip(inside, inside[1:])) < (ended - begun) / 2:
+            if max(b - a for a, b in itertools.pairwise(inside)) < (ended - begun) / 2:
                 return True
     finally:
         stop.set()

@@ -74,11 +74,12 @@ def _segment_bytes(seg: Segment, state: MirrorState, stream: Stream | None,
     if config is None or state.tls_keys is None:
         raise ValueError("a TLS segment without mirrored keys")
     count = max(1, -(-seg.plain_len // MAX_PLAINTEXT))  # records (an empty body: one, empty)
+    keys, write_seq, server = state.tls_keys, seg.write_seq, config
 
     def seal(first: int, last: int) -> bytes:
         """Records ``first`` to ``last - 1`` of the segment, sealed as the owner sealed them."""
-        conn = ServerConnection.import_state(config, state.tls_keys)
-        conn.import_progress(Progress(0, seg.write_seq + first))
+        conn = ServerConnection.import_state(server, keys)
+        conn.import_progress(Progress(0, write_seq + first))
         start = first * MAX_PLAINTEXT
         conn.send_data(stream.read(seg.offset + start, min(seg.plain_len, last * MAX_PLAINTEXT) - start))
         return conn.data_to_send()
