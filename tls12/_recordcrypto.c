@@ -347,9 +347,10 @@ many(RecordCipherObject *self, PyObject *args, int sealing)
         PyErr_NoMemory();
         goto done;
     }
+    if ((result = PyList_New(count)) == NULL) /* a tracked object: may collect, so unlocked */
+        goto done;
     lock_cipher(self);
-    if (CHECK_MAC_KEY(self) < 0 || (result = PyList_New(count)) == NULL
-        || make_outputs(self, sealing, inputs, ivs, result, &total) < 0) {
+    if (CHECK_MAC_KEY(self) < 0 || make_outputs(self, sealing, inputs, ivs, result, &total) < 0) {
         Py_CLEAR(result);
         unlock_cipher(self, NULL);
         goto done;
