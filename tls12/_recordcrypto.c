@@ -19,7 +19,11 @@
  * cipher CBC-encrypts the explicit-IV block too, so with a zero context IV we
  * give it AES_k^-1(IV) as that block: AES_k(0 ^ AES_k^-1(IV)) = IV.
  *
- * Calls hold the GIL throughout: an object's contexts and buffer are shared state.
+ * Sealing or opening many records (seal_many, open_many, seal_stream: at least
+ * RELEASE_GIL_AT bytes) runs with the GIL released, so that the other threads of a
+ * server run meanwhile: every output object is made before and resized after.  An
+ * object's contexts and buffer are shared state, so every method holds the object's
+ * lock while it uses them (taken without the GIL when another thread has it).
  *
  * This file is the Python binding (argument parsing, the RecordCipher type,
  * module init); the record algorithms on raw buffers are in _recordcrypto_core.c
@@ -41,6 +45,28 @@ static PyObject *empty_bytes;
     (CHECK_READY(self) < 0 ? -1 : (self)->has_mac_key ? 0 : fail(PyExc_ValueError, NO_MAC_KEY))
 #define CHECK_PLAINTEXT(n) \
     ((n) <= PLAINTEXT_MAX ? 0 : fail(PyExc_ValueError, "plaintext longer than 2^14 bytes"))
+
+/* Bytes of records at which a call lets go of the GIL (a 16 KiB record seals in ~10 us). */
+#define RELEASE_GIL_AT (4 * PLAINTEXT_MAX)
+
+/* The object's lock: tried with the GIL, waited for without it (the thread that holds it
+ * may be waiting for the GIL), so that no thread ever waits for it holding the GIL. */
+static void
+lock_cipher(RecordCipherObject *self)
+{
+    if (!PyThread_acquire_lock(self->lock, NOWAIT_LOCK)) {
+        Py_BEGIN_ALLOW_THREADS
+        PyThread_acquire_lock(self->lock, WAIT_LOCK);
+        Py_END_ALLOW_THREADS
+    }
+}
+
+static PyObject *
+unlock_cipher(RecordCipherObject *self, PyObject *result)
+{
+    PyThread_release_lock(self->lock);
+    return result;
+}
 
 /* Ints out of range are ValueError, never OverflowError. */
 static int
@@ -84,7 +110,7 @@ parse_header(PyObject *seq, PyObject *content_type, PyObject *version, Py_ssize_
     return 0;
 }
 
-/* Python methods */
+/* Python methods: arguments parsed, then the object's lock held while its contexts work. */
 
 static PyObject *
 RecordCipher_compute_mac(RecordCipherObject *self, PyObject *args)
@@ -94,46 +120,70 @@ RecordCipher_compute_mac(RecordCipherObject *self, PyObject *args)
     RecordHeader h;
 
     if (!PyArg_ParseTuple(args, "OOOO!", &seq, &content_type, &version, &PyBytes_Type, &plaintext)
-        || CHECK_MAC_KEY(self) < 0 || parse_header(seq, content_type, version, 1, &h) < 0
-        || CHECK_PLAINTEXT(PyBytes_GET_SIZE(plaintext)) < 0
-        || (result = PyBytes_FromStringAndSize(NULL, self->mac_length)) == NULL)
+        || parse_header(seq, content_type, version, 1, &h) < 0
+        || CHECK_PLAINTEXT(PyBytes_GET_SIZE(plaintext)) < 0)
         return NULL;
+    lock_cipher(self);
+    if (CHECK_MAC_KEY(self) < 0
+        || (result = PyBytes_FromStringAndSize(NULL, self->mac_length)) == NULL)
+        return unlock_cipher(self, NULL);
     rc_write_aad(aad, h.seq, &h, LENGTH(plaintext));
     if (rc_hmac_compute(self, aad, BYTES(plaintext), LENGTH(plaintext), BYTES(result)) < 0) {
         Py_DECREF(result);
-        OPENSSL_FAILED();
-        return NULL;
+        rc_raise(RC_OPENSSL_FAILED);
+        return unlock_cipher(self, NULL);
     }
-    return result;
+    return unlock_cipher(self, result);
 }
 
-/* One sealed fragment as a new bytes object; mac != NULL selects seal_with_mac. */
+/* One record sealed into `out` (rc_fragment_length bytes); mac != NULL: seal_with_mac.
+ * Touches no Python object: callable without the GIL.  0 or a negative RC_* code. */
+static int
+seal_into(RecordCipherObject *self, const RecordHeader *h, uint64_t seq,
+          const unsigned char *plaintext, size_t length, const unsigned char *iv,
+          const unsigned char *mac, unsigned char *out)
+{
+    unsigned char aad[AAD_LENGTH];
+
+    if (mac == NULL && self->stitched)
+        return rc_seal_stitched(self, h, seq, plaintext, length, iv, out);
+    if (mac == NULL)
+        rc_write_aad(aad, seq, h, length);
+    return rc_seal_generic(self, aad, plaintext, length, mac, iv, out);
+}
+
+/* Argument checks of one record to seal (-1 with an exception). */
+static int
+check_seal(RecordCipherObject *self, PyObject *plaintext, PyObject *iv)
+{
+    if (CHECK_PLAINTEXT(PyBytes_GET_SIZE(plaintext)) < 0)
+        return -1;
+    if (PyBytes_GET_SIZE(iv) != self->block_size) {
+        PyErr_Format(PyExc_ValueError, "explicit_iv must be %d bytes", self->block_size);
+        return -1;
+    }
+    return 0;
+}
+
+/* One sealed fragment as a new bytes object (lock held). */
 static PyObject *
 seal_bytes(RecordCipherObject *self, const RecordHeader *h, uint64_t seq, PyObject *plaintext,
            PyObject *iv, PyObject *mac)
 {
-    unsigned char aad[AAD_LENGTH];
-    size_t length = LENGTH(plaintext);
     PyObject *result;
     int rc;
 
-    if (CHECK_PLAINTEXT(PyBytes_GET_SIZE(plaintext)) < 0)
+    if (check_seal(self, plaintext, iv) < 0
+        || (result = PyBytes_FromStringAndSize(
+                NULL, (Py_ssize_t)rc_fragment_length(self, LENGTH(plaintext)))) == NULL)
         return NULL;
-    if (PyBytes_GET_SIZE(iv) != self->block_size)
-        return PyErr_Format(PyExc_ValueError, "explicit_iv must be %d bytes", self->block_size);
-    result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)rc_fragment_length(self, length));
-    if (result == NULL)
+    rc = seal_into(self, h, seq, BYTES(plaintext), LENGTH(plaintext), BYTES(iv),
+                   mac == NULL ? NULL : BYTES(mac), BYTES(result));
+    if (rc < 0) {
+        Py_DECREF(result);
+        rc_raise(rc);
         return NULL;
-    if (mac == NULL && self->stitched)
-        rc = rc_seal_stitched(self, h, seq, BYTES(plaintext), length, BYTES(iv), BYTES(result));
-    else {
-        if (mac == NULL)
-            rc_write_aad(aad, seq, h, length);
-        rc = rc_seal_generic(self, aad, BYTES(plaintext), length, mac == NULL ? NULL : BYTES(mac),
-                             BYTES(iv), BYTES(result));
     }
-    if (rc < 0)
-        Py_CLEAR(result);
     return result;
 }
 
@@ -146,9 +196,12 @@ RecordCipher_seal(RecordCipherObject *self, PyObject *args, PyObject *kwargs)
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOO!|O!", kwlist, &seq, &content_type,
                                      &version, &PyBytes_Type, &plaintext, &PyBytes_Type, &iv)
-        || CHECK_MAC_KEY(self) < 0 || parse_header(seq, content_type, version, 1, &h) < 0)
+        || parse_header(seq, content_type, version, 1, &h) < 0)
         return NULL;
-    return seal_bytes(self, &h, h.seq, plaintext, iv, NULL);
+    lock_cipher(self);
+    if (CHECK_MAC_KEY(self) < 0)
+        return unlock_cipher(self, NULL);
+    return unlock_cipher(self, seal_bytes(self, &h, h.seq, plaintext, iv, NULL));
 }
 
 static PyObject *
@@ -158,12 +211,16 @@ RecordCipher_seal_with_mac(RecordCipherObject *self, PyObject *args, PyObject *k
     PyObject *plaintext, *mac, *iv = empty_bytes;
 
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!|O!", kwlist, &PyBytes_Type, &plaintext,
-                                     &PyBytes_Type, &mac, &PyBytes_Type, &iv)
-        || CHECK_READY(self) < 0)
+                                     &PyBytes_Type, &mac, &PyBytes_Type, &iv))
         return NULL;
-    if (PyBytes_GET_SIZE(mac) != self->mac_length)
-        return PyErr_Format(PyExc_ValueError, "mac must be %d bytes", self->mac_length);
-    return seal_bytes(self, NULL, 0, plaintext, iv, mac);
+    lock_cipher(self);
+    if (CHECK_READY(self) < 0)
+        return unlock_cipher(self, NULL);
+    if (PyBytes_GET_SIZE(mac) != self->mac_length) {
+        PyErr_Format(PyExc_ValueError, "mac must be %d bytes", self->mac_length);
+        return unlock_cipher(self, NULL);
+    }
+    return unlock_cipher(self, seal_bytes(self, NULL, 0, plaintext, iv, mac));
 }
 
 static PyObject *
@@ -175,10 +232,18 @@ RecordCipher_open(RecordCipherObject *self, PyObject *args)
     RecordHeader h;
 
     if (!PyArg_ParseTuple(args, "OOOO!", &seq, &content_type, &version, &PyBytes_Type, &fragment)
-        || CHECK_MAC_KEY(self) < 0 || parse_header(seq, content_type, version, 1, &h) < 0)
+        || parse_header(seq, content_type, version, 1, &h) < 0)
         return NULL;
+    lock_cipher(self);
+    if (CHECK_MAC_KEY(self) < 0)
+        return unlock_cipher(self, NULL);
     length = rc_open_one(self, &h, h.seq, BYTES(fragment), LENGTH(fragment), &plaintext);
-    return length < 0 ? NULL : PyBytes_FromStringAndSize((const char *)plaintext, length);
+    if (length < 0) {
+        rc_raise(length);
+        return unlock_cipher(self, NULL);
+    }
+    /* the plaintext may lie in the object's buffer: copied while the lock is held */
+    return unlock_cipher(self, PyBytes_FromStringAndSize((const char *)plaintext, length));
 }
 
 /* A tuple holding references to an iterable's bytes items (immune to later mutation). */
@@ -205,19 +270,69 @@ bytes_tuple(PyObject *obj, const char *name)
     return items;
 }
 
+/* The records of seal_many / open_many, one by one into the outputs made for them, with
+ * no Python call: 0, or the negative RC_* code of the first failure.  Opening, each output
+ * is as long as its fragment and the plaintext's length goes to lengths[i]. */
+static Py_ssize_t
+many_records(RecordCipherObject *self, const RecordHeader *h, int sealing, PyObject *inputs,
+             PyObject *ivs, PyObject *outputs, Py_ssize_t *lengths)
+{
+    Py_ssize_t i, count = PyTuple_GET_SIZE(inputs), length;
+    const unsigned char *plaintext;
+    PyObject *in, *out;
+    int rc;
+
+    for (i = 0; i < count; i++) {
+        in = PyTuple_GET_ITEM(inputs, i), out = PyList_GET_ITEM(outputs, i);
+        if (sealing) {
+            rc = seal_into(self, h, h->seq + (uint64_t)i, BYTES(in), LENGTH(in),
+                           BYTES(PyTuple_GET_ITEM(ivs, i)), NULL, BYTES(out));
+            if (rc < 0)
+                return rc;
+        } else {
+            length = rc_open_one(self, h, h->seq + (uint64_t)i, BYTES(in), LENGTH(in), &plaintext);
+            if (length < 0)
+                return length;
+            memcpy(BYTES(out), plaintext, (size_t)length);
+            lengths[i] = length;
+        }
+    }
+    return 0;
+}
+
+/* One output per record, made before the work (lock held): -1 with an exception. */
+static int
+make_outputs(RecordCipherObject *self, int sealing, PyObject *inputs, PyObject *ivs,
+             PyObject *outputs, size_t *total)
+{
+    Py_ssize_t i, size;
+    PyObject *in, *out;
+
+    for (i = 0, *total = 0; i < PyTuple_GET_SIZE(inputs); i++) {
+        in = PyTuple_GET_ITEM(inputs, i);
+        if (sealing && check_seal(self, in, PyTuple_GET_ITEM(ivs, i)) < 0)
+            return -1;
+        size = sealing ? (Py_ssize_t)rc_fragment_length(self, LENGTH(in)) : PyBytes_GET_SIZE(in);
+        if ((out = PyBytes_FromStringAndSize(NULL, size)) == NULL)
+            return -1;
+        PyList_SET_ITEM(outputs, i, out);
+        *total += LENGTH(in);
+    }
+    return 0;
+}
+
 /* seal_many and open_many: record i uses sequence number seq + i; all or nothing. */
 static PyObject *
 many(RecordCipherObject *self, PyObject *args, int sealing)
 {
     PyObject *seq, *content_type, *version, *inputs_arg, *ivs_arg = NULL;
-    PyObject *inputs = NULL, *ivs = NULL, *result = NULL, *item, *in;
-    const unsigned char *plaintext;
-    Py_ssize_t count = 0, i, length;
+    PyObject *inputs = NULL, *ivs = NULL, *result = NULL;
+    Py_ssize_t count = 0, i, rc, *lengths = NULL;
+    size_t total = 0;
     RecordHeader h;
 
     if (!PyArg_ParseTuple(args, sealing ? "OOOOO" : "OOOO", &seq, &content_type, &version,
                           &inputs_arg, &ivs_arg)
-        || CHECK_MAC_KEY(self) < 0
         || (inputs = bytes_tuple(inputs_arg, sealing ? "plaintexts" : "fragments")) == NULL
         || (sealing && (ivs = bytes_tuple(ivs_arg, "explicit_ivs")) == NULL))
         goto done;
@@ -226,24 +341,45 @@ many(RecordCipherObject *self, PyObject *args, int sealing)
         fail(PyExc_ValueError, "need one explicit IV per plaintext");
         goto done;
     }
-    if (parse_header(seq, content_type, version, count, &h) < 0
-        || (result = PyList_New(count)) == NULL)
+    if (parse_header(seq, content_type, version, count, &h) < 0)
         goto done;
-    for (i = 0; i < count; i++) {
-        in = PyTuple_GET_ITEM(inputs, i);
-        if (sealing) {
-            item = seal_bytes(self, &h, h.seq + (uint64_t)i, in, PyTuple_GET_ITEM(ivs, i), NULL);
-        } else {
-            length = rc_open_one(self, &h, h.seq + (uint64_t)i, BYTES(in), LENGTH(in), &plaintext);
-            item = length < 0 ? NULL : PyBytes_FromStringAndSize((const char *)plaintext, length);
-        }
-        if (item == NULL) {
+    if (!sealing && (lengths = PyMem_New(Py_ssize_t, count ? count : 1)) == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if ((result = PyList_New(count)) == NULL) /* a tracked object: may collect, so unlocked */
+        goto done;
+    lock_cipher(self);
+    if (CHECK_MAC_KEY(self) < 0 || make_outputs(self, sealing, inputs, ivs, result, &total) < 0) {
+        Py_CLEAR(result);
+        unlock_cipher(self, NULL);
+        goto done;
+    }
+    if (total >= RELEASE_GIL_AT) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = many_records(self, &h, sealing, inputs, ivs, result, lengths);
+        Py_END_ALLOW_THREADS
+    } else {
+        rc = many_records(self, &h, sealing, inputs, ivs, result, lengths);
+    }
+    unlock_cipher(self, NULL);
+    if (rc < 0) {
+        rc_raise(rc);
+        Py_CLEAR(result);
+        goto done;
+    }
+    for (i = 0; !sealing && i < count; i++) {
+        PyObject *item = PyList_GET_ITEM(result, i);
+
+        rc = _PyBytes_Resize(&item, lengths[i]); /* on failure it freed the item */
+        PyList_SET_ITEM(result, i, item);
+        if (rc < 0) {
             Py_CLEAR(result);
             goto done;
         }
-        PyList_SET_ITEM(result, i, item);
     }
 done:
+    PyMem_Free(lengths);
     Py_XDECREF(inputs);
     Py_XDECREF(ivs);
     return result;
@@ -261,6 +397,28 @@ RecordCipher_open_many(RecordCipherObject *self, PyObject *args)
     return many(self, args, 0);
 }
 
+/* The records of seal_stream into `out`, with no Python call: the bytes written, or the
+ * negative RC_* code of the first failure. */
+static Py_ssize_t
+stream_records(RecordCipherObject *self, const RecordHeader *h, const unsigned char *in,
+               size_t full, size_t rest, unsigned char *out)
+{
+    size_t count = full + (rest != 0), i, n;
+    Py_ssize_t written, total = 0;
+
+    for (i = 0; i < count; i += n, in += n * PLAINTEXT_MAX, out += written, total += written) {
+        n = !self->multiblock ? 1 : full - i >= 8 ? 8 : full - i >= 4 ? 4 : 1;
+        if (n > 1)
+            written = rc_seal_multiblock(self, h, h->seq + i, in, (unsigned int)n, out);
+        else
+            written = rc_seal_random_iv(self, h, h->seq + i, in, i < full ? PLAINTEXT_MAX : rest,
+                                        out);
+        if (written < 0)
+            return written;
+    }
+    return total;
+}
+
 /* seal_stream: `data` cut into records of 2^14 bytes (the last shorter), numbered from seq,
  * as whole wire records with explicit IVs from OpenSSL's RNG.  Runs of 8 or 4 full records
  * go through the multi-block path when the cipher has it; the rest record by record. */
@@ -268,44 +426,57 @@ static PyObject *
 RecordCipher_seal_stream(RecordCipherObject *self, PyObject *args)
 {
     PyObject *seq, *content_type, *version, *data, *result;
-    size_t length, full, count, rest, i, n;
-    const unsigned char *in;
-    unsigned char *out;
+    size_t length, full, count, rest;
     Py_ssize_t written;
     RecordHeader h;
 
-    if (!PyArg_ParseTuple(args, "OOOO!", &seq, &content_type, &version, &PyBytes_Type, &data)
-        || CHECK_MAC_KEY(self) < 0)
+    if (!PyArg_ParseTuple(args, "OOOO!", &seq, &content_type, &version, &PyBytes_Type, &data))
         return NULL;
     length = LENGTH(data), full = length / PLAINTEXT_MAX, rest = length % PLAINTEXT_MAX;
     count = full + (rest != 0);
     if (parse_header(seq, content_type, version, (Py_ssize_t)count, &h) < 0)
         return NULL;
-    if (self->block_size && h.version < TLS1_1)
-        return PyErr_Format(PyExc_ValueError, "seal_stream draws explicit IVs: version must "
-                            "be TLS 1.1 (0x%04x) or later", TLS1_1);
+    lock_cipher(self);
+    if (CHECK_MAC_KEY(self) < 0)
+        return unlock_cipher(self, NULL);
+    if (self->block_size && h.version < TLS1_1) {
+        PyErr_Format(PyExc_ValueError, "seal_stream draws explicit IVs: version must "
+                     "be TLS 1.1 (0x%04x) or later", TLS1_1);
+        return unlock_cipher(self, NULL);
+    }
     result = PyBytes_FromStringAndSize(
         NULL, (Py_ssize_t)(full * (HEADER_LENGTH + rc_fragment_length(self, PLAINTEXT_MAX))
                            + (rest ? HEADER_LENGTH + rc_fragment_length(self, rest) : 0)));
     if (result == NULL)
-        return NULL;
-    in = BYTES(data), out = BYTES(result);
-    for (i = 0; i < count; i += n, in += n * PLAINTEXT_MAX, out += written) {
-        n = !self->multiblock ? 1 : full - i >= 8 ? 8 : full - i >= 4 ? 4 : 1;
-        if (n > 1)
-            written = rc_seal_multiblock(self, &h, h.seq + i, in, (unsigned int)n, out);
-        else
-            written = rc_seal_random_iv(self, &h, h.seq + i, in,
-                                        i < full ? PLAINTEXT_MAX : rest, out);
-        if (written < 0) {
-            Py_DECREF(result);
-            return NULL;
-        }
+        return unlock_cipher(self, NULL);
+    if (length >= RELEASE_GIL_AT) {
+        Py_BEGIN_ALLOW_THREADS
+        written = stream_records(self, &h, BYTES(data), full, rest, BYTES(result));
+        Py_END_ALLOW_THREADS
+    } else {
+        written = stream_records(self, &h, BYTES(data), full, rest, BYTES(result));
     }
-    return result;
+    if (written < 0) {
+        Py_DECREF(result);
+        rc_raise(written);
+        return unlock_cipher(self, NULL);
+    }
+    return unlock_cipher(self, result);
 }
 
-/* Construction: the contexts are set up by rc_setup in _recordcrypto_core.c. */
+/* Construction: the lock with the object, the contexts by rc_setup in _recordcrypto_core.c. */
+
+static PyObject *
+RecordCipher_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    RecordCipherObject *self = (RecordCipherObject *)PyType_GenericNew(type, args, kwargs);
+
+    if (self != NULL && (self->lock = PyThread_allocate_lock()) == NULL) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    return (PyObject *)self;
+}
 
 static int
 RecordCipher_init(RecordCipherObject *self, PyObject *args, PyObject *kwargs)
@@ -314,25 +485,30 @@ RecordCipher_init(RecordCipherObject *self, PyObject *args, PyObject *kwargs)
                              NULL};
     const char *cipher, *mac;
     PyObject *enc_key, *mac_key;
-    int want_stitched = 1, want_multiblock = 1;
+    int want_stitched = 1, want_multiblock = 1, rc = 0;
 
+    lock_cipher(self);
     rc_free_contexts(self);
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "ssO!O!|$pp", kwlist, &cipher, &mac,
                                      &PyBytes_Type, &enc_key, &PyBytes_Type, &mac_key,
                                      &want_stitched, &want_multiblock))
-        return -1;
-    if (rc_setup(self, cipher, mac, enc_key, mac_key, want_stitched, want_multiblock) < 0) {
+        rc = -1;
+    else if (rc_setup(self, cipher, mac, enc_key, mac_key, want_stitched, want_multiblock) < 0) {
         rc_free_contexts(self);
-        return -1;
+        rc = -1;
+    } else {
+        self->ready = 1;
     }
-    self->ready = 1;
-    return 0;
+    unlock_cipher(self, NULL);
+    return rc;
 }
 
 static void
 RecordCipher_dealloc(RecordCipherObject *self)
 {
     rc_free_contexts(self);
+    if (self->lock != NULL)
+        PyThread_free_lock(self->lock);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -374,7 +550,7 @@ static PyTypeObject RecordCipherType = {
     .tp_methods = RecordCipher_methods,
     .tp_members = RecordCipher_members,
     .tp_init = (initproc)RecordCipher_init,
-    .tp_new = PyType_GenericNew,
+    .tp_new = RecordCipher_new,
 };
 
 static struct PyModuleDef moduledef = {

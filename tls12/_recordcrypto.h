@@ -3,8 +3,11 @@
  * and the record algorithms on raw buffers (_recordcrypto_core.c).
  *
  * The core functions carry an rc_ prefix: they are the only non-static symbols
- * besides PyInit__recordcrypto.  Errors are reported as -1 with a Python
- * exception set, so both files hold the GIL throughout.
+ * besides PyInit__recordcrypto.  The record algorithms (seal, open, MAC) touch no
+ * Python object and set no Python exception: they return a negative RC_* code,
+ * which the binding turns into RecordCryptoError once it holds the GIL again
+ * (rc_raise), so that the binding may run them with the GIL released.  Only
+ * rc_setup, which builds the contexts, reports errors as Python exceptions.
  */
 #ifndef TLS12_RECORDCRYPTO_H
 #define TLS12_RECORDCRYPTO_H
@@ -45,6 +48,9 @@ typedef struct {
     char stitched, multiblock;
     EVP_CIPHER_CTX *cbc_encrypt, *cbc_decrypt, *ecb_decrypt, *stitched_encrypt, *stitched_decrypt;
     EVP_MAC_CTX *hmac;
+    /* Held by every method that uses the contexts or the buffer: with the GIL released,
+     * two threads may call one object at once (tp_new creates it, dealloc frees it). */
+    PyThread_type_lock lock;
     unsigned char mac_key[MAC_LENGTH_MAX];
     unsigned char buffer[FRAGMENT_MAX];
 } RecordCipherObject;
@@ -54,7 +60,7 @@ typedef struct {
     unsigned int content_type, version;
 } RecordHeader;
 
-/* Errors: -1 with a Python exception set. */
+/* Errors of the binding and of rc_setup (GIL held): -1 with a Python exception set. */
 
 static inline int
 fail(PyObject *type, const char *message)
@@ -64,8 +70,26 @@ fail(PyObject *type, const char *message)
     return -1;
 }
 
-#define OPENSSL_FAILED() fail(rc_RecordCryptoError, "OpenSSL call failed")
-#define BAD_RECORD_ERROR() fail(rc_RecordCryptoError, BAD_RECORD)
+/* Errors of the record algorithms (GIL not needed): a negative code, no exception. */
+#define RC_OPENSSL_FAILED (-1)
+#define RC_BAD_RECORD (-2)
+
+static inline int
+core_error(int code)
+{
+    ERR_clear_error(); /* OpenSSL's error queue is per thread */
+    return code;
+}
+
+#define OPENSSL_FAILED() core_error(RC_OPENSSL_FAILED)
+#define BAD_RECORD_ERROR() core_error(RC_BAD_RECORD)
+
+/* With the GIL: the RecordCryptoError for a negative RC_* code; returns -1. */
+static inline int
+rc_raise(Py_ssize_t code)
+{
+    return fail(rc_RecordCryptoError, code == RC_BAD_RECORD ? BAD_RECORD : "OpenSSL call failed");
+}
 
 /* Core (_recordcrypto_core.c); see the definitions for the details. */
 

@@ -153,7 +153,7 @@ rc_seal_random_iv(RecordCipherObject *self, const RecordHeader *h, uint64_t seq,
         rc_write_aad(aad, seq, h, length);
         rc = rc_seal_generic(self, aad, plaintext, length, NULL, iv, out + HEADER_LENGTH);
     }
-    return rc < 0 ? -1 : (Py_ssize_t)(HEADER_LENGTH + total);
+    return rc < 0 ? rc : (Py_ssize_t)(HEADER_LENGTH + total);
 }
 
 /* `count` (4 or 8) records of exactly 2^14 bytes in one interleaved pass of the stitched
@@ -356,7 +356,6 @@ stitched_self_test(RecordCipherObject *self)
              && memcmp(plaintext, input, lengths[i % 4]) == 0;
         a[total - 1] ^= 1;
         ok = ok && open_stitched(self, &h, 5, a, total, &plaintext) < 0;
-        PyErr_Clear();
     }
     ERR_clear_error();
     return ok;
@@ -387,7 +386,6 @@ multiblock_self_test(RecordCipherObject *self)
     }
     PyMem_Free(input);
     PyMem_Free(out);
-    PyErr_Clear();
     ERR_clear_error();
     return ok;
 }
@@ -430,14 +428,14 @@ rc_setup(RecordCipherObject *self, const char *cipher, const char *mac, PyObject
         params[1] = OSSL_PARAM_construct_end();
         self->hmac = EVP_MAC_CTX_new(rc_hmac_algorithm);
         if (self->hmac == NULL || !EVP_MAC_CTX_set_params(self->hmac, params))
-            return OPENSSL_FAILED();
+            return fail(rc_RecordCryptoError, "OpenSSL call failed");
     }
     if (self->null_cipher)
         return 0;
     self->cbc_encrypt = cipher_context(cbc, key, 1, 1);
     self->cbc_decrypt = cipher_context(cbc, key, 0, 1);
     if (self->cbc_encrypt == NULL || self->cbc_decrypt == NULL)
-        return OPENSSL_FAILED();
+        return fail(rc_RecordCryptoError, "OpenSSL call failed");
 
     /* The stitched ciphers exist only on AES-NI machines: their init fails elsewhere. */
     if (!want_stitched || !self->has_mac_key || stitched_verdict[aes256][sha256] < 0)

@@ -73,8 +73,11 @@ Only :class:`tls12.record.WriteProtection` with ``random_ivs=True`` calls it.
   C and Python backends each define their own ``RecordCryptoError`` class:
   catch ``ValueError``, or the tuple :data:`RECORD_CRYPTO_ERRORS`.
 * ``open_many`` is all-or-nothing: one bad record fails the whole call.
-* Objects are not thread-safe (each call holds the GIL; share none across
-  threads without a lock).
+* Threads: the C class lets go of the GIL while ``seal_many``, ``open_many``
+  or ``seal_stream`` works on 64 KiB or more (a 1 MiB seal no longer stops a
+  server's other threads for a millisecond), and each object holds a lock of
+  its own while it works, so one object may be shared by threads. The Python
+  twin holds the GIL throughout.
 
 Backend selection: :data:`RecordCipher` is the C class when the extension is
 importable, unless ``TLS12_PURE_PYTHON=1``; :data:`BACKEND` says which.

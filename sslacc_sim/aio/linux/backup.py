@@ -447,8 +447,8 @@ class Backup:
         go.wait()  # every connection is resumed first (resume_all)
         lease = self.chain.lease if self.chain else None
         try:
-            write_leased(sock, r.resend[sent:], lease)
-            write_leased(sock, tail(r, self.docroot, self.config), lease)
+            for piece in tail(r, self.docroot, self.config, sent):
+                write_leased(sock, piece, lease)
             conn = None
             if self.config is not None:
                 conn = (ServerConnection.import_state(self.config, r.state.tls_full)

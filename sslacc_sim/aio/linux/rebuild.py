@@ -6,6 +6,12 @@ its offset and length in the plaintext and the TLS write sequence of its first r
 mirrored record keys, sealing that plaintext again from that sequence number gives exactly the
 records the owner wrote (:mod:`tls12` seals deterministically: the explicit IVs come from k').
 :func:`rebuild` is what a takeover sends again (:mod:`~sslacc_sim.aio.linux.takeover`).
+
+A takeover needs a span of bytes, not whole segments: from the client's last acknowledgement to
+the last byte heard on the LAN. Only the records that span touches are sealed again. A segment's
+records are cut as :meth:`~tls12.connection.Connection.send_data` cuts them, each
+:data:`~tls12.record.MAX_PLAINTEXT` bytes of plaintext but the last, and every full record has
+the same size on the wire; sealing the last one alone gives that size.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import json
 
 from tls12 import ServerConfig, ServerConnection
+from tls12.record import MAX_PLAINTEXT
 from tls12.state import Progress
 
 from .docroot import Docroot, Stream
@@ -47,29 +54,46 @@ def rebuild(state: MirrorState, streams: Docroot | Stream | None, config: Server
             opened[seg.stream] = streams.open(json.loads(seg.stream))
         return opened[seg.stream]
 
-    data = b"".join(_segment_bytes(seg, state, stream_of(seg) if seg.raw is None else None,
-                                   config) for seg in touched)  # fmt: skip
-    if touched:
-        data = data[lo - touched[0].pos : hi - touched[0].pos]
-    return lo, data
+    return lo, b"".join(
+        _segment_bytes(seg, state, stream_of(seg) if seg.raw is None else None, config,
+                       max(lo, seg.pos) - seg.pos, min(hi, seg.end) - seg.pos)
+        for seg in touched)  # fmt: skip
 
 
 def _segment_bytes(seg: Segment, state: MirrorState, stream: Stream | None,
-                   config: ServerConfig | None) -> bytes:  # fmt: skip
+                   config: ServerConfig | None, a: int, b: int) -> bytes:  # fmt: skip
+    """Bytes ``[a, b)`` of the segment ``seg`` (offsets into it), its records sealed again."""
     if seg.raw is not None:
-        return seg.raw
+        return seg.raw[a:b]
     if stream is None:
         raise ValueError("a body segment without a response stream")
-    plain = stream.read(seg.offset, seg.plain_len)
     if seg.write_seq is None:
-        data = plain
-    else:
-        if config is None or state.tls_keys is None:
-            raise ValueError("a TLS segment without mirrored keys")
-        conn = ServerConnection.import_state(config, state.tls_keys)
-        conn.import_progress(Progress(0, seg.write_seq))
-        conn.send_data(plain)
-        data = conn.data_to_send()
-    if len(data) != seg.length:
-        raise ValueError(f"rebuilt {len(data)} bytes for a {seg.length}-byte segment")
-    return data
+        if seg.length != seg.plain_len:
+            raise ValueError(f"a {seg.length}-byte plain segment of {seg.plain_len} bytes")
+        return stream.read(seg.offset + a, b - a)
+    if config is None or state.tls_keys is None:
+        raise ValueError("a TLS segment without mirrored keys")
+    count = max(1, -(-seg.plain_len // MAX_PLAINTEXT))  # records (an empty body: one, empty)
+    keys, write_seq, server = state.tls_keys, seg.write_seq, config
+
+    def seal(first: int, last: int) -> bytes:
+        """Records ``first`` to ``last - 1`` of the segment, sealed as the owner sealed them."""
+        conn = ServerConnection.import_state(server, keys)
+        conn.import_progress(Progress(0, write_seq + first))
+        start = first * MAX_PLAINTEXT
+        conn.send_data(stream.read(seg.offset + start, min(seg.plain_len, last * MAX_PLAINTEXT) - start))
+        return conn.data_to_send()
+
+    if count == 1 or (a == 0 and b == seg.length):
+        data = seal(0, count)
+        if len(data) != seg.length:
+            raise ValueError(f"rebuilt {len(data)} bytes for a {seg.length}-byte segment")
+        return data[a:b]
+    tail = seal(count - 1, count)
+    full, rest = divmod(seg.length - len(tail), count - 1)  # the wire size of a full record
+    if rest or full <= 0 or len(tail) > full:
+        raise ValueError(f"a {seg.length}-byte segment is not {count} records of this suite")
+    first, last = min(a // full, count - 1), min(-(-b // full), count)
+    body = seal(first, min(last, count - 1)) if first < count - 1 else b""  # the full ones
+    data = body + (tail if last == count else b"")
+    return data[a - first * full : b - first * full]

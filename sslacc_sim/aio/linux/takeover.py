@@ -32,7 +32,7 @@ from __future__ import annotations
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from tls12 import ServerConfig, ServerConnection
@@ -53,6 +53,8 @@ RESTORE_MARGIN = 1 << 16
 """Bytes past the last server byte heard that are restored as sent all the same, in case the
 sniffer missed the last frame (one segmentation-offload frame carries up to 64 KiB; the
 client may acknowledge what it got)."""
+#: Bytes of the never-sent tail rebuilt at a time (:func:`tail`).
+TAIL_PIECE = 1 << 18
 _MASK = 0xFFFFFFFF
 
 
@@ -171,13 +173,18 @@ def _sent_position(flow: Flow | None, snap: repair.TcpSnapshot, first: int, end:
     return max(pos, first) if pos <= end else None
 
 
-def tail(r: Restored, docroot: Docroot, config: ServerConfig | None) -> bytes:
+def tail(r: Restored, docroot: Docroot, config: ServerConfig | None,
+         sent: int | None = None) -> Iterator[bytes]:  # fmt: skip
     """The server bytes after the restored socket's send queue up to the mirrored end: never
-    sent by the old owner, written as new data once the connection runs."""
+    sent by the old owner, written as new data once the connection runs. In pieces of
+    :data:`TAIL_PIECE` bytes, each rebuilt as it is wanted: a client waiting for the tail gets
+    its first bytes before the rest (a megabyte or two) is sealed again. ``sent``: the bytes
+    of :attr:`Restored.resend` out already; the rest of it comes first."""
+    if sent is not None:
+        yield r.resend[sent:]
     state = r.state
-    if r.tail_from >= state.snd_pos:
-        return b""
-    return rebuild(state, docroot, config, r.tail_from, state.snd_pos)[1]
+    for lo in range(r.tail_from, state.snd_pos, TAIL_PIECE):
+        yield rebuild(state, docroot, config, lo, min(lo + TAIL_PIECE, state.snd_pos))[1]
 
 
 def _acked_position(flow: Flow | None, snap: repair.TcpSnapshot, start: int, end: int

@@ -21,6 +21,7 @@ measured by ``benchmarks/bench_sslacc_failover.py``, not asserted here.
 from __future__ import annotations
 
 import copy
+import random
 import socket
 import threading
 import time
@@ -166,11 +167,22 @@ def _mirrored_run(suite: CipherSuite, docroot: Docroot, request: bytes | None = 
 
 
 def _check_rebuilds(states: list[MirrorState], streams: Docroot | Stream, wire: bytes) -> None:
+    """Every state rebuilds its span byte for byte; and any slice of it alone (a takeover
+    seals again only the records a span touches): slices that start and end inside records,
+    at their edges and at the segments' edges."""
     backup_config = ServerConfig(credentials=credentials(), rng=seeded_rng("backup"))
+    pick = random.Random(7)
     for state in states:
         start, data = rebuild(state, streams, backup_config)
         assert data == wire[start : state.snd_pos]
         assert start <= state.una_pos or not state.segments
+        edges = sorted({start, state.snd_pos} | {e + d for g in state.segments for e in (g.pos, g.end)
+                                                 for d in (-1, 0, 1)} | {start + 16_421 * k + d
+                                                 for k in range(1, 40) for d in (-1, 0, 1)})  # fmt: skip
+        points = [p for p in edges if start <= p <= state.snd_pos]
+        points += [pick.randint(start, state.snd_pos) for _ in range(6)]
+        for lo, hi in {tuple(sorted(pick.sample(points, 2))) for _ in range(12)} | {(start, start)}:
+            assert rebuild(state, streams, backup_config, lo, hi) == (lo, wire[lo:hi]), (lo, hi)
 
 
 @pytest.mark.parametrize(

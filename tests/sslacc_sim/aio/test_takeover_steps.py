@@ -15,9 +15,11 @@ import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import replace
 
 import pytest
 
+from sslacc_sim.aio.linux import takeover
 from sslacc_sim.aio.linux.claim import PortFence
 from sslacc_sim.aio.linux.failover import node_env
 from sslacc_sim.aio.linux.loadstats import CLIENT, flows_at
@@ -192,6 +194,21 @@ def test_a_partial_rebuild_is_the_slice_of_the_whole() -> None:
     for lo in range(len(whole) + 1):
         for hi in range(lo, len(whole) + 2):
             assert rebuild(state, None, None, lo, hi) == (lo, whole[lo:hi]), (lo, hi)
+
+
+def test_the_tail_comes_in_pieces_after_what_was_left_to_resend(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The never-sent tail is rebuilt a piece at a time, after the rest of ``resend``."""
+    state = _raw_state()
+    assert state.tcp is not None
+    monkeypatch.setattr(takeover, "TAIL_PIECE", 5)
+    r = takeover.Restored(("10.88.0.2", 40000), socket.socket(), state, state.tcp, False,
+                          resend=b"RESEND", tail_from=3)  # fmt: skip
+    with r.sock:
+        assert list(takeover.tail(r, None, None)) == [b"defgh", b"ijklm", b"nopq"]
+        pieces = takeover.tail(r, None, None, sent=4)
+        assert next(pieces) == b"ND"  # what a rebase left to write comes first
+        assert list(pieces) == [b"defgh", b"ijklm", b"nopq"]
+        assert list(takeover.tail(replace(r, tail_from=17), None, None)) == []
 
 
 def test_the_window_at_the_fault_comes_from_the_clients_last_segment() -> None:
