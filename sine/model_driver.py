@@ -121,12 +121,8 @@ class SimSite:
 
     @property
     def tls_credentials(self) -> Any:
-        """An RSA-2048 self-signed ``tls12`` credential for the TLS listener (made once).
-
-        Its serial is fixed (:data:`tls12.certs.SIM_SERIAL`, 20 bytes in DER), so the Certificate message,
-        and with it every simulated HTTPS latency, is the same size in every run; a random
-        serial is one byte shorter about once in 256 draws.
-        """
+        """An RSA-2048 self-signed ``tls12`` credential for the TLS listener (made once), its
+        serial fixed (:data:`tls12.certs.SIM_SERIAL`): one certificate size, one latency."""
         if self._tls_credentials is None:
             from tls12.certs import SIM_SERIAL, generate_self_signed
             self._tls_credentials = generate_self_signed(key_size=2048, serial=SIM_SERIAL)

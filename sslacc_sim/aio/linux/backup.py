@@ -24,7 +24,8 @@ short or malformed, and no keepalive for :data:`~sslacc_sim.aio.linux.primary.DE
    stack the SYNs the owner never answered (:func:`~sslacc_sim.aio.linux.takeover.replay_syns`:
    its listener answers them at once, where the clients would wait 1 s for their SYN timer);
 7. read every client's answer to the probes in one loop
-   (:func:`~sslacc_sim.aio.linux.takeover.resume_all`); serve each on in its own thread.
+   (:func:`~sslacc_sim.aio.linux.takeover.resume_all`), no reset leaving for a connection
+   meanwhile (:class:`~sslacc_sim.aio.linux.claim.ResetHold`); serve each on in its own thread.
 
 Negative controls (flags of the program, for the campaign's tests): ``--only-eof-is-death``
 (a reset on a link crashes the buddy, as before), ``--no-fence``, ``--no-sniff-data`` (client
@@ -50,7 +51,8 @@ from typing import Any, cast
 from tls12 import ServerConfig, ServerConnection
 
 from . import repair
-from .claim import PortFence, StandbyAddress
+from .buckets import LibNft
+from .claim import PortFence, ResetHold, StandbyAddress
 from .docroot import Docroot
 from .mirror import (
     ACK,
@@ -69,15 +71,7 @@ from .report import say
 from .service import ALONE_WAIT_S, LeaseExpired, Service, write_leased
 from .sessions import SESSIONS, SharedSessionStore, hand_sessions, read_sessions_frame
 from .sniff import Flow, FlowTracker, Sniffer, packet_socket
-from .takeover import (
-    Restored,
-    replay_syns,
-    restore_flow,
-    resume_all,
-    send_now,
-    serve_quietly,
-    tail,
-)
+from .takeover import Restored, replay_syns, restore_flow, resume_all, send_now, serve_quietly, tail
 from .threads import normal_thread, realtime_thread, spawn
 
 __all__ = ["Controls", "Backup"]
@@ -126,6 +120,7 @@ class Backup:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _fence: PortFence | None = None  # armed by run() (claim module)
     _standby: StandbyAddress | None = None
+    _hold: ResetHold | None = None  # the chain layout's (the bucket layout's filter holds them all)
     _adopted: dict[tuple[str, int], socket.socket] | None = None
     """The links of the connections handed to this node's mirror during the takeover."""
     claim: Callable[[], None] | None = None
@@ -529,6 +524,7 @@ class Backup:
         vip_listener.bind((self.vip, self.port))
         vip_listener.listen(256)
         self._standby = StandbyAddress(self.vip, self.dev)
+        self._hold = ResetHold(LibNft(), self.vip, self.port)
         self.arm_fence()
         sniffer = None
         if self.controls.sniff_data or self.controls.sniff_unaccepted:
@@ -584,12 +580,13 @@ class Backup:
             threads.append(spawn(self._serve_restored, r, sock, mirrors.get(r.key),
                                  send_now(sock, r.resend), go))  # fmt: skip
 
-        resume_all(restored, on_resumed, self.resume_at_ack)
+        resume_all(restored, on_resumed, self.resume_at_ack, self._hold)
         gc.enable()
         normal_thread()
         go.set()
         say("RESUMED " + json.dumps({
             "resumed_at_ack": sum(c["resume"] == "rebased" for c in resumed),
+            "reset_held": self._hold.clients_held if self._hold else None,
             "connections": resumed}))  # fmt: skip
         if vip_listener is not None:
             spawn(self._serve_new, vip_listener)

@@ -14,28 +14,43 @@ afford either, so each step is armed when the buddy starts and fired by one syst
   clients' frames (they carry the owner's MAC; the kernel drops frames for other hosts, even
   flooded ones). Claiming is one write of ``arp_ignore=0`` and a gratuitous ARP from a packet
   socket that only sends (protocol 0, opened in advance).
+* :class:`ResetHold`: an nftables rule, loaded at start, that lets no reset leave for the
+  clients in one set; a takeover puts the connections it is about to rebase in it (one
+  libnftables call for all of them) and empties it after. A rebase closes the restored socket
+  and restores a new one at the client's acknowledgement
+  (:func:`~sslacc_sim.aio.linux.repair.rebase`): a client segment arriving in between meets
+  only the listener, whose kernel would reset the connection. The segment is dropped
+  instead; the client sends its data again, and a window update lost so is asked for again
+  by the new socket's window probe.
 
 Needs root (``CAP_NET_ADMIN``, ``CAP_SYS_ADMIN`` for ``setns``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import fcntl
 import os
 import socket
 import struct
 import subprocess
+import sys
 import threading
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-__all__ = ["PortFence", "StandbyAddress", "link_down", "socket_in_netns", "arp_socket", "gratuitous_arp"]
+from .buckets import Nft, NftError
+
+__all__ = ["PortFence", "StandbyAddress", "ResetHold", "HOLD_TABLE", "link_down", "socket_in_netns", "arp_socket", "gratuitous_arp"]
 
 _CLONE_NEWNET = 0x40000000
 _SIOCGIFFLAGS = 0x8913
 _SIOCSIFFLAGS = 0x8914
 _IFF_UP = 0x1
 _IFREQ = struct.Struct("16sH22x")  # ifr_name, ifr_flags, the rest of struct ifreq (40 bytes)
+#: The nftables table of :class:`ResetHold` (the bucket layout's own is ``buckets.TABLE``).
+HOLD_TABLE = "sslacc_hold"
 
 
 def socket_in_netns(netns: str) -> socket.socket:
@@ -140,3 +155,50 @@ def gratuitous_arp(sock: socket.socket, address: str, count: int = 3) -> None:
     frame = b"\xff" * 6 + mac + b"\x08\x06" + arp
     for _ in range(count):
         sock.send(frame)
+
+
+class ResetHold:
+    """No reset leaves this node's ``vip``:``port`` for the clients :meth:`held` names
+    (module docstring). The rule is loaded at construction, off the takeover's path."""
+
+    def __init__(self, nft: Nft, vip: str, port: int) -> None:
+        self._nft = nft
+        self.clients_held = 0
+        """How many clients :meth:`held` has named in all (a takeover's report)."""
+        t = HOLD_TABLE
+        nft.run(f"table ip {t}\ndelete table ip {t}\n"  # idempotent: replace any earlier one
+                f"table ip {t} {{\n"
+                f"  set clients {{ type ipv4_addr . inet_service; }}\n"
+                f"  chain out {{\n"
+                f"    type filter hook output priority raw; policy accept;\n"
+                f"    ip saddr {vip} tcp sport {port} tcp flags rst "
+                f"ip daddr . tcp dport @clients drop\n"
+                f"  }}\n"
+                f"}}\n")  # fmt: skip
+
+    @contextlib.contextmanager
+    def held(self, clients: Iterable[tuple[str, int]]) -> Iterator[None]:
+        """No reset reaches these clients (address, port) inside the block. A takeover must
+        go on whatever happens: an nftables error is reported on stderr, not raised."""
+        clients = list(clients)
+        if not clients:
+            yield
+            return
+        self.clients_held += len(clients)
+        elements = ", ".join(f"{address} . {port}" for address, port in clients)
+        _report(self._nft, f"add element ip {HOLD_TABLE} clients {{ {elements} }}")
+        try:
+            yield
+        finally:
+            _report(self._nft, f"flush set ip {HOLD_TABLE} clients")
+
+    def close(self) -> None:
+        """Remove the rule (the namespace's removal removes it too)."""
+        self._nft.run(f"delete table ip {HOLD_TABLE}")
+
+
+def _report(nft: Nft, script: str) -> None:
+    try:
+        nft.run(script)
+    except NftError as exc:
+        print(f"ERROR reset hold: {exc}", file=sys.stderr, flush=True)

@@ -96,6 +96,8 @@ class FailoverResult:
     """Bytes B's window probe found the client lacking (``None``: no answer within 0.2 s)."""
     resumed_at_ack: bool | None = None
     """B restored the socket a second time at the client's ACK to send the rest at once."""
+    reset_held: int | None = None
+    """Clients B let no reset reach while it rebased (``claim.ResetHold``; ``None``: no hold)."""
     download_s: float | None = None
     """curl's ``time_total``: from before the TCP SYN to the last byte."""
 
@@ -302,7 +304,8 @@ def _kill_primary(topo: Topology, primary: subprocess.Popen[str], backup: subpro
     primary.kill()
     restored = json.loads(wait_line(backup, "RESTORED", timeout).split(" ", 1)[1])
     resumed = json.loads(wait_line(backup, "RESUMED", timeout).split(" ", 1)[1])
-    return died, cut, {**restored, "resumed_at_ack": bool(resumed["resumed_at_ack"])}
+    return died, cut, {**restored, "resumed_at_ack": bool(resumed["resumed_at_ack"]),
+                       "reset_held": resumed.get("reset_held")}
 
 
 def _wait_curl(client: subprocess.Popen[str], timeout: float) -> tuple[str, str, int]:
@@ -344,7 +347,8 @@ def _result(point: str | None, suite: str, site: _Site, curl: tuple[str, str, in
         "died_at": died["pos"], "cut_record_start": record[0],
         "cut_record_end": record[1], "client_had": had,
         "client_lacked": takeover[2]["client_lacked"],
-        "resumed_at_ack": takeover[2]["resumed_at_ack"]})  # fmt: skip
+        "resumed_at_ack": takeover[2]["resumed_at_ack"],
+        "reset_held": takeover[2]["reset_held"]})  # fmt: skip
 
 
 def run_failover(point: str | None, *, size: int = 16 << 20, suite: str = "AES128-SHA",

@@ -404,7 +404,8 @@ def rebase(sock: socket.socket, snap: TcpSnapshot, *, unread: bytes = b"") -> so
     and what follows it can be written as new data, to be sent at once. The windows are the
     ones ``sock`` holds now (the peer's answer updated them), not ``snap``'s. ``unread``:
     client bytes from ``snap.rcv_nxt`` on, read out of ``sock`` by the caller, for the new
-    socket's receive queue.
+    socket's receive queue. A segment of the peer that arrives between the close and the
+    restore meets no socket: hold resets meanwhile (:class:`~sslacc_sim.aio.linux.claim.ResetHold`).
     """
     _set(sock, TCP_REPAIR, _REPAIR_ON, "enter repair mode")
     window = sock.getsockopt(socket.IPPROTO_TCP, TCP_REPAIR_WINDOW, _WINDOW.size)
@@ -412,5 +413,7 @@ def rebase(sock: socket.socket, snap: TcpSnapshot, *, unread: bytes = b"") -> so
     snap = replace(snap, snd_wnd=snd_wnd, max_window=max_window, rcv_wnd=rcv_wnd)
     sock.close()
     fresh = restore(snap, b"", unread=unread)
-    leave_repair(fresh, probe=False)
+    # a closed window: probe, or the window update that opens it, if it came while no socket
+    # was there (and was dropped: claim.ResetHold), would be asked for by the persist timer
+    leave_repair(fresh, probe=snd_wnd == 0)
     return fresh

@@ -29,6 +29,7 @@ restored socket, which has no RTT sample, need not wait for its 1 s retransmissi
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import sys
 import time
@@ -38,6 +39,7 @@ from dataclasses import dataclass, replace
 from tls12 import ServerConfig, ServerConnection
 
 from . import repair
+from .claim import ResetHold
 from .docroot import Docroot
 from .mirror import MirrorState
 from .rebuild import rebuild
@@ -220,7 +222,7 @@ def replay_syns(flows: dict[tuple[str, int], Flow], skip: set[tuple[str, int]]) 
 
 
 def resume_all(restored: list[Restored], on_resumed: Callable[[Restored, socket.socket, str], None],
-               resume_at_ack: bool = True) -> None:  # fmt: skip
+               resume_at_ack: bool = True, hold: ResetHold | None = None) -> None:  # fmt: skip
     """Ready every restored, already running socket to send what its client lacks, all at
     once: one loop reads the answers to the window probes their leaving repair mode sent.
 
@@ -229,7 +231,11 @@ def resume_all(restored: list[Restored], on_resumed: Callable[[Restored, socket.
     must then be written first) and what was done: ``rebased``, ``nothing-queued``, ``off``,
     ``client-has-all``, ``no-answer`` (no probe was answered within 1 s; the kernel's timer
     retransmits) or ``failed`` (the rebase raised: ``r.sock`` is closed, the connection lost).
-    A connection waits for no other: probes go out together and are read as they come."""
+    A connection waits for no other: probes go out together and are read as they come.
+
+    ``hold``: no reset leaves for the connections that may be rebased until the last is
+    (:class:`~sslacc_sim.aio.linux.claim.ResetHold`; ``None``: resets are held otherwise, as
+    the bucket layout's filter does for every connection, or not at all)."""
     waiting: dict[int, tuple[Restored, float, float]] = {}
     start = time.monotonic()
     for i, r in enumerate(restored):
@@ -240,6 +246,13 @@ def resume_all(restored: list[Restored], on_resumed: Callable[[Restored, socket.
             on_resumed(r, r.sock, "off")
         else:
             waiting[i] = (r, start + _ANSWER_WITHIN_S, start + _REPROBE_S)
+    with (hold.held(r.key for r, _, _ in waiting.values()) if hold else contextlib.nullcontext()):
+        _answers(waiting, on_resumed)
+
+
+def _answers(waiting: dict[int, tuple[Restored, float, float]],
+             on_resumed: Callable[[Restored, socket.socket, str], None]) -> None:  # fmt: skip
+    """:func:`resume_all`'s loop: read each probe's answer, probe again, rebase."""
     while waiting:
         for i, (r, give_up, reprobe) in list(waiting.items()):
             missing = repair.answered(r.sock)

@@ -276,6 +276,7 @@ def test_curl_does_not_notice_node_a_dying(point: str) -> None:
     elif point == "after-client-key-exchange":
         assert result.client_lacked == result.resent_bytes  # B sent A's answer
         assert result.resumed_at_ack
+        assert result.reset_held == 1  # no reset reached the client while B rebased it
     elif point == "mid-record":
         # A wrote half of one record: the client never got the whole of it from A (how much of
         # A's output it had depends on what was still in flight), so B resent at least its tail

@@ -149,6 +149,50 @@ def test_an_old_byte_probe_is_answered_every_time(namespaces: object) -> None:
         assert c[3:] == [c[2] + 1, c[2] + 2, c[2] + 3], f"old-byte probes: {c}"
 
 
+def test_no_reset_leaves_for_a_held_client_between_a_rebase_s_close_and_restore(
+        namespaces: object) -> None:
+    """A rebase closes the restored socket and restores a new one; a client segment in
+    between meets only the listener. With the client held (``ResetHold``) the segment is
+    dropped without a reset, the client sends it again to the new socket and reads what that
+    socket writes; without (the control, same run) the client is reset."""
+    with Topology(tag="th") as topo:
+        out = _python(topo, "b", f"""
+            import socket, subprocess, time
+            from sslacc_sim.aio.linux import repair
+            from sslacc_sim.aio.linux.buckets import LibNft
+            from sslacc_sim.aio.linux.claim import ResetHold
+            subprocess.run(["ip", "addr", "add", "{VIP}/32", "dev", "lo"], check=True)
+            listener = socket.create_server(("{VIP}", 443))
+            hold = ResetHold(LibNft(), "{VIP}", 443)
+            def gap(held):
+                client = socket.create_connection(("{VIP}", 443),
+                                                  source_address=({ADDRESSES["b"]!r}, 0))
+                old, _ = listener.accept()
+                snap = repair.snapshot(old)
+                key = [client.getsockname()] if held else []
+                with hold.held(key):
+                    old.setsockopt(socket.IPPROTO_TCP, repair.TCP_REPAIR, 1)
+                    old.close()  # in repair mode: nothing is sent
+                    client.sendall(b"request")  # meets the listener alone
+                    time.sleep(0.05)
+                    new = repair.restore(snap, b"")
+                    repair.leave_repair(new)
+                client.settimeout(3)
+                try:
+                    new.sendall(b"answer")
+                    got = client.recv(100)
+                except OSError as exc:
+                    return type(exc).__name__
+                new.settimeout(3)
+                return got.decode() + "+" + new.recv(100).decode()
+            print(gap(True), gap(False))
+            hold.close()
+        """)
+        held, unheld = out.split()
+        assert held == "answer+request", out
+        assert unheld == "ConnectionResetError", out
+
+
 def test_the_sniffer_stops_at_once_and_keeps_every_byte() -> None:
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]
