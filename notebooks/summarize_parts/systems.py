@@ -223,9 +223,11 @@ def _campaign_slow(d: dict[str, Any]) -> str:
         return "; kills noticed more than 0.05 s after the kill: none"
     exits = sorted(s["exited_s"] for s in slow if s["exited_s"] is not None)
     detects = sorted(s["detect_s"] for s in slow)
+    sizes = sorted(s["rss_mb"] for s in slow if s.get("rss_mb") is not None)
+    size = f", holding a median {sizes[len(sizes) // 2]:.0f} MB at the kill" if sizes else ""
     return (f"; kills noticed more than 0.05 s after the kill: {len(slow)} (median "
             f"{detects[len(detects) // 2]:.3f} s; the killed process had exited after a median "
-            + (f"{exits[len(exits) // 2]:.3f} s)" if exits else "that was not measured)"))
+            + (f"{exits[len(exits) // 2]:.3f} s{size})" if exits else "that was not measured)"))
 
 
 def _campaign_crashed(d: dict[str, Any]) -> str:

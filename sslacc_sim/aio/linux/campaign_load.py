@@ -43,7 +43,8 @@ if TYPE_CHECKING:
     from .campaign import CampaignConfig
 
 __all__ = ["Site", "Trial", "make_site", "plan_load", "expected_body", "unread_lines",
-           "capture", "client_capture", "run_load", "kill", "PORT", "READY_S", "BASELINE"]
+           "capture", "client_capture", "run_load", "kill", "process_size", "PORT", "READY_S",
+           "BASELINE"]
 
 PORT = 443
 READY_S = 30.0
@@ -251,8 +252,12 @@ def kill(trial: Trial, proc: subprocess.Popen[str], column: str = "exited_s") ->
     """SIGKILL ``proc`` (its link cut already) at ``trial.kill``, and record in ``column`` when
     the kernel had torn it down (seconds from ``trial.kill``; its links closed before it can
     be reaped): how much of a late detection was the dying process's own exit, which waits
-    for the CPU like any other work on a loaded machine."""
+    for the CPU like any other work on a loaded machine. Also records what that teardown had
+    to free, read just before the kill: the victim's resident memory in MB and its threads
+    (``rss_mb`` and ``threads``, ``second_rss_mb``... for the column ``second_exited_s``)."""
     killed = trial.kill
+    prefix = column.removesuffix("exited_s")
+    trial.columns[prefix + "rss_mb"], trial.columns[prefix + "threads"] = process_size(proc.pid)
     proc.kill()
 
     def reap() -> None:
@@ -261,6 +266,21 @@ def kill(trial: Trial, proc: subprocess.Popen[str], column: str = "exited_s") ->
             trial.columns[column] = round(time.monotonic() - killed, 4)
 
     threading.Thread(target=reap, name="reap", daemon=True).start()
+
+
+def process_size(pid: int) -> tuple[float | None, int | None]:
+    """A process's resident memory (MB, ``VmRSS``) and thread count, or ``None`` for each when
+    it is gone (a killed process's kernel frees its memory before it closes its sockets, so
+    the first delays the death's detection: ``docs/sslacc-cluster.md``)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None, None
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    try:
+        return int(fields["VmRSS"].split()[0]) / 1024, int(fields["Threads"])
+    except (KeyError, ValueError, IndexError):
+        return None, None  # a zombie has no VmRSS
 
 
 def record_exits(trial: Trial, procs: dict[str, subprocess.Popen[str]]) -> None:

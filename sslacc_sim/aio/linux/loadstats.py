@@ -386,14 +386,17 @@ def _slow_detections(faults: pd.DataFrame) -> list[dict[str, Any]]:
     """The kills (not hangs: a hang is noticed by the keepalive timeout) that the heir noticed
     more than :data:`SLOW_DETECTION_S` after the kill, each with when the killed process had
     exited (``exited_s``, both from the kill): an exit as late as the detection means the
-    dying process's teardown, not the heir, was slow."""
+    dying process's teardown, not the heir, was slow; with the victim's resident memory (MB)
+    and threads at the kill (``rss_mb``, ``threads``; ``None`` in runs without them), what
+    that teardown had to free."""
     if "detect_s" not in faults or "exited_s" not in faults:
         return []
     slow = faults[(faults["mode"] != "hang") & (faults["detect_s"] > SLOW_DETECTION_S)]
-    def exited(r: pd.Series) -> float | None:  # a double's detection is of its second kill
-        x = r.get("second_exited_s") if r["mode"] == "double" else r["exited_s"]
+    def victim(r: pd.Series, column: str) -> float | None:  # a double's detection: its second
+        x = r.get("second_" + column) if r["mode"] == "double" else r.get(column)
         return None if x is None or pd.isna(x) else float(x)
 
     return [{"trial": int(r["trial"]), "mode": str(r["mode"]),
              "kill_at_s": round(float(r["kill_at_s"]), 3), "detect_s": round(float(r["detect_s"]), 4),
-             "exited_s": exited(r)} for _, r in slow.iterrows()]  # fmt: skip
+             "exited_s": victim(r, "exited_s"), "rss_mb": victim(r, "rss_mb"),
+             "threads": victim(r, "threads")} for _, r in slow.iterrows()]  # fmt: skip

@@ -20,7 +20,7 @@ from functools import partial
 
 import pandas as pd
 
-from sslacc_sim.aio.linux.campaign_load import Trial, kill, record_exits
+from sslacc_sim.aio.linux.campaign_load import Trial, kill, process_size, record_exits
 from sslacc_sim.aio.linux.loadstats import SLOW_DETECTION_S, _slow_detections
 
 
@@ -35,6 +35,29 @@ def test_a_kill_records_when_the_process_had_exited() -> None:
         time.sleep(0.01)
     assert proc.returncode == -9
     assert 0 <= trial.columns["exited_s"] < 1.0, trial.columns
+    # what the teardown had to free, read before the kill: an interpreter's few MB, one thread
+    assert 1 < trial.columns["rss_mb"] < 200 and trial.columns["threads"] == 1, trial.columns
+    assert process_size(proc.pid) == (None, None)  # reaped: nothing to read
+
+
+def test_a_process_s_size_is_its_resident_memory_and_threads() -> None:
+    """Touching 64 MB more shows as about 64 MB more resident; four sleeping threads as four."""
+    code = ("import sys, threading, time; b = bytearray(64 << 20) if sys.argv[1] == 'big' else b''"
+            "; [b.__setitem__(i, 1) for i in range(0, len(b), 4096)]"
+            "; [threading.Thread(target=time.sleep, args=(60,), daemon=True).start() for _ in range(4)]"
+            "; print('ready', flush=True); time.sleep(60)")  # fmt: skip
+    sizes = {}
+    for which in ("small", "big"):
+        proc = subprocess.Popen([sys.executable, "-c", code, which], stdout=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+            sizes[which] = process_size(proc.pid)
+        finally:
+            proc.kill()
+            proc.wait()
+    assert sizes["small"][1] == sizes["big"][1] == 5, sizes
+    grown = sizes["big"][0] - sizes["small"][0]
+    assert 60 < grown < 70, sizes
 
 
 def test_only_kills_noticed_late_are_listed_with_their_exit() -> None:
@@ -52,6 +75,12 @@ def test_only_kills_noticed_late_are_listed_with_their_exit() -> None:
     slow = _slow_detections(faults)
     assert [s["trial"] for s in slow] == [1, 4]
     assert slow[0]["exited_s"] == 0.12 and slow[1]["exited_s"] == 0.002
+    assert slow[0]["rss_mb"] is None  # a run before the size columns
+    faults["rss_mb"], faults["threads"] = [90.0, 80.0, None, 70.0], [33, 30, None, 31]
+    faults["second_rss_mb"], faults["second_threads"] = [None, None, None, 60.0], [None] * 3 + [29]
+    slow = _slow_detections(faults)
+    assert (slow[0]["rss_mb"], slow[0]["threads"]) == (90.0, 33)
+    assert (slow[1]["rss_mb"], slow[1]["threads"]) == (60.0, 29)  # the second victim's
     assert _slow_detections(faults.drop(columns=["exited_s"])) == []  # a run before the column
 
 
