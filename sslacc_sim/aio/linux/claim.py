@@ -42,7 +42,8 @@ from pathlib import Path
 
 from .buckets import Nft, NftError
 
-__all__ = ["PortFence", "StandbyAddress", "ResetHold", "HOLD_TABLE", "link_down", "socket_in_netns", "arp_socket", "gratuitous_arp"]
+__all__ = ["PortFence", "StandbyAddress", "ResetHold", "HOLD_TABLE", "link_down", "socket_in_netns",
+           "arp_socket", "gratuitous_arp"]
 
 _CLONE_NEWNET = 0x40000000
 _SIOCGIFFLAGS = 0x8913
