@@ -22,24 +22,30 @@ The model runs the real :mod:`tls12` server and client objects over the byte-acc
   (``python -m sslacc_sim.measure``) and the real two-node failover on Linux (``aio.linux``).
 """
 
-from .checkpoint import Checkpoint
-from .cluster import BucketChange, Cluster, ClusterError, Lan, Node
-from .endpoints import Origin, TlsClient
-from .errors import SslaccError
-from .params import DEFAULT_CLUSTER_COSTS, ClusterCosts, ClusterParams
-from .relay import Relay, RelayConn
-from .sessions import ClusterSessionStore
-from .tcpside import (
-    ClusterTcpConnection,
-    FourTuple,
-    Gate,
-    RstGuard,
-    ack_is_fingered,
-    bucket_of,
-    fingered_isn,
-    relay_port,
-)
-from .updates import MirrorFault, UpdateChannel
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .checkpoint import Checkpoint
+    from .cluster import BucketChange, Cluster, ClusterError, Lan, Node
+    from .endpoints import Origin, TlsClient
+    from .errors import SslaccError
+    from .params import DEFAULT_CLUSTER_COSTS, ClusterCosts, ClusterParams
+    from .relay import Relay, RelayConn
+    from .sessions import ClusterSessionStore
+    from .tcpside import (
+        ClusterTcpConnection,
+        FourTuple,
+        Gate,
+        RstGuard,
+        ack_is_fingered,
+        bucket_of,
+        fingered_isn,
+        relay_port,
+    )
+    from .updates import MirrorFault, UpdateChannel
 
 __all__ = [
     "DEFAULT_CLUSTER_COSTS", "BucketChange", "Checkpoint", "Cluster", "ClusterCosts",
@@ -48,3 +54,36 @@ __all__ = [
     "TlsClient",
     "UpdateChannel", "ack_is_fingered", "bucket_of", "fingered_isn", "relay_port",
 ]
+
+# Each name is loaded on first use, not with the package: the real cluster's nodes
+# (``python -m sslacc_sim.aio.linux.node``) import a few small modules of it (errors,
+# buckets, membership, sessions) and would otherwise load the whole SimPy model with netsim,
+# pandas and NumPy: 1.4 s more at start and 70 MB more to free when a node is killed, which
+# its buddy hears of only once the memory is freed (docs/sslacc-cluster.md, "Where a kill's
+# gap goes now").
+_HOME = {
+    "Checkpoint": "checkpoint",
+    **dict.fromkeys(("BucketChange", "Cluster", "ClusterError", "Lan", "Node"), "cluster"),
+    **dict.fromkeys(("Origin", "TlsClient"), "endpoints"),
+    "SslaccError": "errors",
+    **dict.fromkeys(("DEFAULT_CLUSTER_COSTS", "ClusterCosts", "ClusterParams"), "params"),
+    **dict.fromkeys(("Relay", "RelayConn"), "relay"),
+    "ClusterSessionStore": "sessions",
+    **dict.fromkeys(("ClusterTcpConnection", "FourTuple", "Gate", "RstGuard", "ack_is_fingered",
+                     "bucket_of", "fingered_isn", "relay_port"), "tcpside"),
+    **dict.fromkeys(("MirrorFault", "UpdateChannel"), "updates"),
+}
+
+
+def __getattr__(name: str) -> object:
+    """Load a public name from its module at first use (PEP 562)."""
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{home}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -23,34 +23,15 @@ every message is MACed with the cluster key (``ClusterParams.msg_header`` counts
 
 from __future__ import annotations
 
-import json
-
 import simpy
 from simpy.events import ProcessGenerator
 
 from tls12.session import InMemorySessionStore, Session
 
 from .cluster import Cluster, Node
+from .sessionwire import decode_session, encode_session
 
 __all__ = ["ClusterSessionStore", "decode_session", "encode_session"]
-
-
-def encode_session(session: Session) -> bytes:
-    """Wire form of a session (no delegate handles: those name keys inside one node)."""
-    if session.handle is not None:
-        raise ValueError("a delegated session's key handle cannot be replicated")
-    return json.dumps({
-        "id": session.session_id.hex(), "ms": session.master_secret.hex(),
-        "suite": session.cipher_suite, "ems": session.extended_master_secret,
-        "sni": session.server_name,
-    }, separators=(",", ":")).encode()
-
-
-def decode_session(data: bytes) -> Session:
-    """Inverse of :func:`encode_session`."""
-    doc = json.loads(data)
-    return Session(bytes.fromhex(doc["id"]), bytes.fromhex(doc["ms"]), doc["suite"],
-                   doc["ems"], doc["sni"])
 
 
 class ClusterSessionStore:

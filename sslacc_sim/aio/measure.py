@@ -66,7 +66,7 @@ from tls12.testing import credentials, seeded_rng
 from ..checkpoint import Checkpoint
 from ..delta import DeltaReader, DeltaWriter
 from ..params import ClusterCosts
-from ..sessions import decode_session, encode_session
+from ..sessionwire import decode_session, encode_session
 from ..state import CheckpointLabel
 
 __all__ = ["costs_document", "measure_cluster_costs", "udp_loopback_round", "write_costs"]

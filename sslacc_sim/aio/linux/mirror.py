@@ -36,7 +36,7 @@ from tls12.buffer import Buffer, Writer
 from tls12.session import Session
 
 from ...errors import SslaccError
-from ...sessions import decode_session, encode_session
+from ...sessionwire import decode_session, encode_session
 from .repair import TcpSnapshot
 
 __all__ = [

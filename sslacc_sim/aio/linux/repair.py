@@ -321,7 +321,9 @@ def answered(sock: socket.socket) -> int | None:
 
 def old_byte_probe(local: tuple[str, int], remote: tuple[str, int], seq: int) -> None:
     """Make the peer acknowledge at once: send it one byte at ``seq``, which it must already
-    hold (``seq + 1`` at or before the last acknowledgement it sent).
+    hold, ending before the last acknowledgement it sent (``seq + 1`` before it: a byte
+    ending just at it counts as in the window, and the segment's ACK field, 0, gets it
+    dropped).
 
     A window probe (what leaving repair mode sends) carries no data, so the peer answers it
     at most once per ``net.ipv4.tcp_invalid_ratelimit`` (500 ms): a slow reader that answered
@@ -413,7 +415,15 @@ def rebase(sock: socket.socket, snap: TcpSnapshot, *, unread: bytes = b"") -> so
     snap = replace(snap, snd_wnd=snd_wnd, max_window=max_window, rcv_wnd=rcv_wnd)
     sock.close()
     fresh = restore(snap, b"", unread=unread)
-    # a closed window: probe, or the window update that opens it, if it came while no socket
-    # was there (and was dropped: claim.ResetHold), would be asked for by the persist timer
-    leave_repair(fresh, probe=snd_wnd == 0)
+    leave_repair(fresh, probe=False)
+    if snd_wnd == 0:
+        # A closed window: the update that opens it may have come while no socket was there
+        # (dropped: claim.ResetHold); left alone, the persist timer would ask for it (a second
+        # or more). Ask now, with a byte the client holds: a window probe would go unanswered
+        # if the client answered one within 500 ms, as it did the old socket's zero-window
+        # probes (old_byte_probe). Its answer carries the window at snd_wl1 (restore's).
+        try:
+            old_byte_probe(snap.local, snap.remote, seq_add(snap.snd_nxt, -2))
+        except OSError:
+            pass  # the persist timer asks instead
     return fresh

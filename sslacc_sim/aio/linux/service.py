@@ -37,7 +37,7 @@ from tls12 import ServerConnection
 from tls12.events import ApplicationData, ConnectionClosed
 
 from ...errors import SslaccError
-from ...sessions import encode_session
+from ...sessionwire import encode_session
 from .docroot import Docroot, Stream
 from .mirror import ACK, MOVED, MirrorState, frame_bytes, join_blob, send_frame
 from .report import say

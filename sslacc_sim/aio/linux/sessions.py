@@ -27,7 +27,7 @@ from tls12.buffer import Buffer, Writer
 from tls12.errors import DecodeError
 from tls12.session import InMemorySessionStore, Session
 
-from ...sessions import encode_session
+from ...sessionwire import encode_session
 from .mirror import ACK, MirrorError, read_session, send_frame
 
 __all__ = ["SESSIONS", "SessionGossip", "SharedSessionStore", "read_sessions_frame", "sessions_frame",

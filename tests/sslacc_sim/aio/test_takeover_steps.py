@@ -193,6 +193,69 @@ def test_no_reset_leaves_for_a_held_client_between_a_rebase_s_close_and_restore(
         assert unheld == "ConnectionResetError", out
 
 
+def test_a_window_update_lost_in_a_rebase_s_gap_is_asked_for_again_at_once(
+        namespaces: object) -> None:
+    """A client whose window was closed opens it while the rebase has no socket: its window
+    update meets the listener and is dropped (the reset it draws is held). The fresh socket
+    still believes the window closed; leaving repair mode with a window probe asks the client
+    again, so new bytes reach it in milliseconds, not after the persist timer (at least 200 ms,
+    and a restored socket's first is longer)."""
+    with Topology(tag="tw") as topo:
+        out = _python(topo, "b", f"""
+            import socket, subprocess, time
+            from sslacc_sim.aio.linux import repair
+            from sslacc_sim.aio.linux.buckets import LibNft
+            from sslacc_sim.aio.linux.claim import ResetHold
+            from sslacc_sim.aio.linux.service import outq
+            from dataclasses import replace
+            subprocess.run(["ip", "addr", "add", "{VIP}/32", "dev", "lo"], check=True)
+            listener = socket.create_server(("{VIP}", 443))
+            hold = ResetHold(LibNft(), "{VIP}", 443)
+            client = socket.socket()
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            client.bind(({ADDRESSES["b"]!r}, 0))
+            client.connect(("{VIP}", 443))
+            old, _ = listener.accept()
+            snap = repair.snapshot(old)
+            old.setblocking(False)
+            sent = 0
+            try:
+                while sent < 1 << 20:
+                    sent += old.send(b"x" * 65536)
+            except BlockingIOError:
+                pass
+            time.sleep(0.5)  # the client's window closes; what it holds is acknowledged
+            acked = sent - outq(old)
+            snap = replace(snap, snd_nxt=repair.seq_add(snap.snd_nxt, acked))
+            restore = repair.restore
+            def gap_then_restore(*args, **kwargs):
+                client.setblocking(False)
+                got = 0
+                try:
+                    while True:
+                        got += len(client.recv(65536))
+                except BlockingIOError:
+                    pass
+                time.sleep(0.05)  # the window update meets the listener alone
+                gap_then_restore.got = got
+                return restore(*args, **kwargs)
+            repair.restore = gap_then_restore
+            with hold.held([client.getsockname()]):
+                fresh = repair.rebase(old, snap)
+            assert gap_then_restore.got == acked, (gap_then_restore.got, acked)
+            client.setblocking(True)
+            client.settimeout(5)
+            t0 = time.monotonic()
+            fresh.sendall(b"more")
+            got = client.recv(100)
+            print(got.decode(), acked < sent, time.monotonic() - t0)
+            hold.close()
+        """)
+        got, closed, took = out.split()
+        assert got == "more" and closed == "True", out
+        assert float(took) < 0.1, f"the new bytes came after {float(took) * 1000:.0f} ms"
+
+
 def test_the_sniffer_stops_at_once_and_keeps_every_byte() -> None:
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]
