@@ -90,9 +90,10 @@ def fetch():
     with socket.create_connection((addr, 443), timeout=60) as raw:
         with ctx.wrap_socket(raw, server_hostname=host) as s:
             s.sendall(req)
-            got = bytearray()
-            while chunk := s.recv(1 << 17):
-                got += chunk
+            got, buf = bytearray(), bytearray(1 << 17)
+            view = memoryview(buf)
+            while n := s.recv_into(buf):  # one buffer: a fresh 128 KiB per recv is an mmap
+                got += view[:n]
     head, _, body = bytes(got).partition(b"\r\n\r\n")
     if not head.startswith(b"HTTP/1.1 200") or len(body) != length:
         raise RuntimeError(f"bad response: {head[:40]!r}, {len(body)} of {length} bytes")

@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 
-from sslacc_sim.aio.linux.sniff import _BATCH, ACK, FlowTracker, Sniffer, TcpFrame
+from sslacc_sim.aio.linux.sniff import _BATCH, ACK, SYN, FlowTracker, Sniffer, TcpFrame
 
 from .test_sniff_takeover import CLIENT, VIP, frame
 
@@ -76,6 +76,25 @@ def test_the_thread_feeds_a_batch_at_a_time() -> None:
     time.sleep(0.05)
     sniffer._drain(limit=_BATCH)
     assert tracker.frames == _BATCH
+    rx.close()
+
+
+def test_a_short_frame_after_a_long_one_is_read_as_short() -> None:
+    """The sniffer reads every frame into one buffer: a frame cut short (as the socket filter
+    cuts a server's) must not borrow the previous frame's bytes and pass for whole."""
+    rx = _receiver(1 << 20)
+    tracker = FlowTracker(VIP)
+    sniffer = Sniffer(rx, tracker)
+    syn = frame(CLIENT, VIP, 0, 0, SYN)
+    long = frame(CLIENT, VIP, 1, 0, ACK, b"a" * 1000)
+    cut = frame(CLIENT, VIP, 1001, 0, ACK, b"b" * 1000)[:-990]  # its IP header says 1,000
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
+        for f in (syn, long, cut):
+            tx.sendto(f, rx.getsockname())
+    time.sleep(0.05)
+    sniffer._drain()
+    flow = tracker.flows[CLIENT]
+    assert tracker.frames == 3 and bytes(flow.data) == b"a" * 1000, (tracker.frames, flow.end)
     rx.close()
 
 
