@@ -10,7 +10,9 @@ library only, one thread per connection) measures:
     ``--streams`` threads downloading a 16 MiB file, each again and again for ``--seconds``
     (one download lasts about half a second: a round of one each was too short to tell the
     pair from the node alone), total response bytes over the wall time of the slowest
-    (goodput: pair / standalone, the issue's target is >= 0.9);
+    (goodput: pair / standalone, the issue's target is >= 0.9). The generator reads into one
+    buffer (since 9f4ce57): a fresh 128 KiB object per read cost an mmap and munmap of glibc's
+    for every 16 KiB record, CPU the two cores' other processes then lacked;
 ``handshakes/s``
     ``--streams`` threads fetching a 1 KiB file on a new TLS connection each (full RSA-2048
     handshake, no resumption) for ``--seconds``; completed requests per second;

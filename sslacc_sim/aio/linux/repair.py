@@ -421,7 +421,8 @@ def rebase(sock: socket.socket, snap: TcpSnapshot, *, unread: bytes = b"") -> so
         # (dropped: claim.ResetHold); left alone, the persist timer would ask for it (a second
         # or more). Ask now, with a byte the client holds: a window probe would go unanswered
         # if the client answered one within 500 ms, as it did the old socket's zero-window
-        # probes (old_byte_probe). Its answer carries the window at snd_wl1 (restore's).
+        # probes (old_byte_probe). The answer counts as a window update: its sequence number
+        # is the snd_wl1 restore set.
         try:
             old_byte_probe(snap.local, snap.remote, seq_add(snap.snd_nxt, -2))
         except OSError:
