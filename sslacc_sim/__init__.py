@@ -57,7 +57,7 @@ __all__ = [
 
 # Each name is loaded on first use, not with the package: the real cluster's nodes
 # (``python -m sslacc_sim.aio.linux.node``) import a few small modules of it (errors,
-# buckets, membership, sessions) and would otherwise load the whole SimPy model with netsim,
+# buckets, membership, sessionwire) and would otherwise load the whole SimPy model with netsim,
 # pandas and NumPy: 1.1 s more at start and about 50 MB more to free when a node is killed, which
 # its buddy hears of only once the memory is freed (docs/sslacc-cluster.md, "Where a kill's
 # gap goes now").
