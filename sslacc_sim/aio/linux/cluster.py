@@ -78,6 +78,7 @@ from .netns import (
     list_leftovers,
     sweep_leftovers,
 )
+from .report import say
 
 __all__ = ["main", "start_nodes", "start_members", "join_member", "revive"]
 
@@ -230,11 +231,14 @@ def _stop(proc: subprocess.Popen[str]) -> None:
 
 
 def _echo(name: str, proc: subprocess.Popen[str]) -> None:
-    """Print every line ``proc`` prints, prefixed with its node's name, until it exits."""
+    """Print every line ``proc`` prints, prefixed with its node's name, until it exits. One
+    thread per node does this: each line is written whole (:func:`~.report.say`), as ``print``
+    would not (its text and newline are two writes, and a long line's text is written at once
+    with the interpreter lock free: another node's line could run into it)."""
     q = lines_of(proc)
     while (line := q.get()) is not None:
-        print(f"node {name}: {line.rstrip()}", flush=True)
-    print(f"node {name}: exited ({proc.wait()})", flush=True)
+        say(f"node {name}: {line.rstrip()}")
+    say(f"node {name}: exited ({proc.wait()})")
 
 
 def _up(args: argparse.Namespace) -> int:
@@ -275,7 +279,7 @@ def _up(args: argparse.Namespace) -> int:
             threading.Thread(target=_echo, args=(name, proc), daemon=True).start()
         spares = _take_joins(args, topo, stack, cert, key, procs)
         host = HOSTNAME if args.port == 443 else f"{HOSTNAME}:{args.port}"
-        print(f"cluster {args.tag} up: {args.nodes} nodes ({args.layout} layout), "
+        say(f"cluster {args.tag} up: {args.nodes} nodes ({args.layout} layout), "
               f"https://{host}/NAME serves "
               f"{args.docroot}/NAME at {VIP}\n"
               f"  fetch:  ip netns exec {topo.ns('client')} curl --cacert {cert} "
@@ -285,12 +289,12 @@ def _up(args: argparse.Namespace) -> int:
               + (f"  grow:   python -m sslacc_sim.aio.linux.cluster join --tag {args.tag} "
                  f"({len(spares)} spare nodes: {', '.join(spares)})\n" if spares else "")
               + f"  stop:   Ctrl-C, or python -m sslacc_sim.aio.linux.cluster down --tag "
-              f"{args.tag}", flush=True)  # fmt: skip
+              f"{args.tag}")  # fmt: skip
         try:
             while True:
                 time.sleep(3600)
         except KeyboardInterrupt:
-            print(f"cluster {args.tag}: stopping", flush=True)
+            say(f"cluster {args.tag}: stopping")
     return 0
 
 
@@ -328,20 +332,19 @@ def _admit_next(topo: Topology, stack: ExitStack, spares: list[str], member: dic
     else:
         dead = [n for n in dict.fromkeys(ring) if procs[n].poll() is not None]
         if not dead:
-            print("join: no spare node left and no member has died (start up with --spares N)",
-                  flush=True)  # fmt: skip
+            say("join: no spare node left and no member has died (start up with --spares N)")
             return None
         name = dead[0]
         revive(topo, name, port=member["port"])
         ring.append(name)
         ids = list(ring)
-    print(f"node {name}: joining as member {len(ids) - 1}", flush=True)
+    say(f"node {name}: joining as member {len(ids) - 1}")
     try:
         procs[name] = join_member(topo, stack, name, ring=ids, **member)
     except (RuntimeError, OSError) as exc:
-        print(f"node {name}: did not join: {exc}", flush=True)
+        say(f"node {name}: did not join: {exc}")
         return None
-    print(f"node {name}: joined, ready", flush=True)
+    say(f"node {name}: joined, ready")
     return name
 
 

@@ -28,6 +28,7 @@ the window probe's answer lets it send new data sooner.
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 import os
@@ -127,6 +128,9 @@ def site_credentials(workdir: Path) -> tuple[Path, Path]:
 #: node that prints two lines at once would seem to print one.)
 _LINES: weakref.WeakKeyDictionary[subprocess.Popen[str], queue.Queue[str | None]] = (
     weakref.WeakKeyDictionary())
+#: The last lines :func:`wait_line` skipped, per process: what a failure's message shows.
+_SKIPPED: weakref.WeakKeyDictionary[subprocess.Popen[str], collections.deque[str]] = (
+    weakref.WeakKeyDictionary())
 
 
 def lines_of(proc: subprocess.Popen[str]) -> queue.Queue[str | None]:
@@ -157,21 +161,37 @@ def node_env() -> dict[str, str]:
 
 
 def wait_line(proc: subprocess.Popen[str], prefix: str, timeout: float) -> str:
-    """The first line of ``proc``'s stdout starting with ``prefix`` (others are skipped)."""
+    """The first line of ``proc``'s stdout starting with ``prefix`` (others are skipped).
+    :class:`FailoverFailed` if none comes within ``timeout`` seconds or the process ends; its
+    message ends with the last lines skipped, which say what the process did instead."""
     deadline = time.monotonic() + timeout
     q = lines_of(proc)
+    skipped = _SKIPPED.setdefault(proc, collections.deque(maxlen=_SKIPPED_KEPT))
     while True:
         left = deadline - time.monotonic()
         try:
             line = q.get(timeout=max(left, 0.0)) if left > 0 else q.get_nowait()
         except queue.Empty:
-            raise FailoverFailed(f"no {prefix!r} line within {timeout} s") from None
+            raise FailoverFailed(f"no {prefix!r} line within {timeout} s"
+                                 + _lines_before(skipped)) from None  # fmt: skip
         if line is None:
             q.put(None)  # the end stays visible to later calls
             raise FailoverFailed(f"process exited before printing {prefix!r}: "
-                                 f"{proc.stderr.read() if proc.stderr else ''}")
+                                 f"{proc.stderr.read() if proc.stderr else ''}"
+                                 + _lines_before(skipped))  # fmt: skip
         if line.startswith(prefix):
             return line.rstrip("\n")
+        skipped.append(line.rstrip("\n"))
+
+
+_SKIPPED_KEPT = 40
+
+
+def _lines_before(skipped: collections.deque[str]) -> str:
+    """The tail of a failure's message: the lines skipped, each cut to 300 characters."""
+    if not skipped:
+        return "; it printed nothing else"
+    return "; its last lines:\n" + "\n".join(line[:300] for line in skipped)
 
 
 def first_line(proc: subprocess.Popen[str], starts: tuple[str, ...], timeout: float,

@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -32,6 +33,7 @@ def _up(docroot: Path, tag: str, *extra: str) -> tuple[subprocess.Popen[str], st
     proc = subprocess.Popen([*_CLI, "up", "--docroot", str(docroot), "--tag", tag, *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=node_env())  # fmt: skip
+    threading.Thread(target=_relay_stderr, args=(proc, tag), daemon=True).start()
     try:
         line = wait_line(proc, f"cluster {tag} up", 90)
         fetch = wait_line(proc, "  fetch:", 5)
@@ -42,6 +44,14 @@ def _up(docroot: Path, tag: str, *extra: str) -> tuple[subprocess.Popen[str], st
     nodes = extra[extra.index("--nodes") + 1] if "--nodes" in extra else "3"
     assert f"{nodes} nodes" in line
     return proc, fetch.split("--cacert ", 1)[1].split()[0]
+
+
+def _relay_stderr(proc: subprocess.Popen[str], tag: str) -> None:
+    """Copy what ``up`` and its nodes write to stderr into this test's stderr, which pytest
+    shows with a failure (a pipe nobody reads would also stall the nodes once full)."""
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        sys.stderr.write(f"up {tag}: {line}")
 
 
 def _curl(tag: str, cert: str, name: str, out: Path, *extra: str,
