@@ -50,12 +50,15 @@ __all__ = [
 #: (the member's death watch, which hears of it by the same link's end or the keepalive
 #: timeout, 0.2 s) before it ends (:attr:`Service.alone`).
 ALONE_WAIT_S = 1.0
-#: Plaintext bytes of the response per mirrored segment (16 records of 16 KiB). Each segment
-#: costs an update and its acknowledgement, a wake-up of the buddy and one of the owner (about
-#: 60 us of CPU on each side); a larger segment holds more bytes back before the first one
-#: leaves, and 1 MiB measured no faster than 256 KiB. A takeover seals again only the records
-#: it needs (:mod:`.rebuild`), whatever the size.
-BATCH = 1 << 18
+#: Plaintext bytes of the response per mirrored segment (64 records of 16 KiB). Each segment
+#: costs an update and its acknowledgement, a wake-up of the buddy and one of the owner. With
+#: 256 KiB segments the buddy took 0.20 of a core under the cluster benchmark's load and 0.14
+#: with 1 MiB; the pair's goodput went from 0.83 to 0.89 (five interleaved rounds each, with the
+#: sniffer's nap; docs/sslacc-cluster.md, "Goodput"). A larger segment holds more bytes back
+#: before the first one leaves (sealing 1 MiB takes about a millisecond) and holds a MiB per
+#: connection sending one. A takeover seals again only the records it needs (:mod:`.rebuild`),
+#: whatever the size.
+BATCH = 1 << 20
 _SIOCOUTQ = 0x5411
 _TCP_CLOSE = 7  # tcp_info.tcpi_state
 _ACK_TIMEOUT_S = 10.0  # a buddy that does not acknowledge an update for this long is dead
@@ -192,9 +195,10 @@ class Service:
     sent): what :meth:`readopt` hands a new mirror in one ``adopt`` frame."""
     _mirror_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     """Held while a frame goes to the mirror, while its answer is read, and by :meth:`readopt`."""
-    _held: tuple[bytes, list[bytes]] | None = field(default=None, repr=False)
-    """A body segment (its bytes and records) the mirror acknowledged, not yet written: it goes
-    out while the next segment's update awaits its acknowledgement (the pipelined commit)."""
+    _held: tuple[bytes, list[int]] | None = field(default=None, repr=False)
+    """A body segment (its bytes and its records' lengths) the mirror acknowledged, not yet
+    written: it goes out while the next segment's update awaits its acknowledgement (the
+    pipelined commit)."""
     _ack_on: socket.socket | None = field(default=None, repr=False)
     """The mirror link an update was sent on whose acknowledgement is not yet read."""
 
@@ -336,32 +340,33 @@ class Service:
         then is n+1's acknowledgement read; n+1 is written on the next call (or by
         :meth:`_flush`). No byte leaves before its update is acknowledged, and the connection
         no longer stands idle for the round trip of every segment."""
-        data, records = self._next_segment()
+        held = self._next_segment()
         self._flush()
         self._await_ack()
-        self._held = (data, records)
+        self._held = held
 
     def _flush(self) -> None:
         """Write the acknowledged segment :attr:`_held`, if any (and stop at a die point)."""
         if self._held is None:
             return
-        data, records = self._held
+        data, lengths = self._held
         self._held = None
         die = self.die
         if die is not None and die.name == "mid-record" and self.snd_pos + len(data) > die.after:
             done = 0
-            for record in records:
+            for length in lengths:
                 start = self.snd_pos + done
-                if start + len(record) > die.after:
-                    self._write(data[: done + len(record) // 2])
-                    self._die(self.snd_pos, (start, start + len(record)))
-                done += len(record)
+                if start + length > die.after:
+                    self._write(data[: done + length // 2])
+                    self._die(self.snd_pos, (start, start + length))
+                done += length
         self._write(data)
         if die is not None and die.name == "transfer" and self.snd_pos >= die.after:
             self._die(self.snd_pos)
 
-    def _next_segment(self) -> tuple[bytes, list[bytes]]:
-        """The response's next segment, encrypted, its update sent (not yet acknowledged)."""
+    def _next_segment(self) -> tuple[bytes, list[int]]:
+        """The response's next segment, encrypted, its update sent (not yet acknowledged); its
+        bytes and its records' lengths (the records themselves are not kept: a MiB each)."""
         assert self.stream is not None
         offset = self.app["offset"]
         plain = self.stream.read(offset, min(BATCH, self.stream.total - offset))
@@ -383,7 +388,7 @@ class Service:
                "plain_len": len(plain), "write_seq": write_seq,
                "stream": {k: self.app[k] for k in _RESPONSE_KEYS if k in self.app}}  # fmt: skip
         self._commit(parts, seg=seg, length=len(data), wait=False)
-        return data, records
+        return data, [len(r) for r in records]
 
     def _end(self) -> int:
         """The position after the last byte committed: written, or held to be written."""

@@ -444,7 +444,8 @@ class Sniffer:
     """Feeds a :class:`FlowTracker` from a packet socket in a thread until :meth:`stop`.
 
     The thread sleeps in ``poll`` on the packet socket and a wake-up pipe, so that a stop
-    takes effect at once (a takeover waits for it), then drains what is queued already.
+    takes effect at once (a takeover waits for it), then drains what is queued already. After
+    each drain it naps (:data:`_NAP_MS`, on the pipe alone) while frames gather.
     """
 
     def __init__(self, sock: socket.socket, tracker: FlowTracker) -> None:
@@ -491,6 +492,8 @@ class Sniffer:
         poller = select.poll()
         poller.register(self.sock.fileno(), select.POLLIN)
         poller.register(self._wake_r, select.POLLIN)
+        nap = select.poll()  # the wake-up pipe alone: a stop ends the nap at once
+        nap.register(self._wake_r, select.POLLIN)
         while True:
             ready = {fd for fd, _ in poller.poll()}
             if self._wake_r in ready:
@@ -499,6 +502,7 @@ class Sniffer:
             # a batch at a time: between batches the lock is free for a sync() (a takeover),
             # which would otherwise wait as long as the frames keep coming
             self._drain(limit=_BATCH)
+            nap.poll(_NAP_MS)
 
     def _drain(self, until: float | None = None, limit: int | None = None) -> None:
         """Feed every frame queued, or (``until``, ``time.monotonic``) up to the first one
@@ -522,6 +526,13 @@ class Sniffer:
 
 #: Frames the sniffer's thread feeds before it lets go of the record for a moment.
 _BATCH = 256
+#: Milliseconds the sniffer's thread waits after each drain before it reads again, while the
+#: frames gather in the socket. Woken for every frame (about 10,000 a second under the cluster
+#: benchmark's load), it cost the buddy 0.135 of a core and the sending side a wake-up each;
+#: with the nap, 0.09 (measured, docs/sslacc-cluster.md, "Goodput"). The record lags the wire by
+#: as much, which nothing reads unsynced: a takeover reads what is queued itself (:meth:`sync`)
+#: and a stop ends the nap at once.
+_NAP_MS = 5
 #: The longest frame read whole: a 64 KiB GSO segment with its headers fits.
 _FRAME_MAX = 1 << 17
 

@@ -21,6 +21,9 @@ import sys
 import threading
 import time
 
+import pytest
+
+from sslacc_sim.aio.linux import sniff
 from sslacc_sim.aio.linux.sniff import _BATCH, ACK, SYN, FlowTracker, Sniffer, TcpFrame
 
 from .test_sniff_takeover import CLIENT, VIP, frame
@@ -125,3 +128,32 @@ def test_a_takeovers_sync_returns_while_the_frames_keep_coming() -> None:
         flood.wait(timeout=10)
         sniffer.stop()
         rx.close()
+
+
+def test_a_stop_ends_the_thread_s_nap_at_once_and_feeds_what_came_during_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """After each drain the thread naps while frames gather (fewer wake-ups). A takeover's
+    ``stop`` must not wait for the nap's end, nor lose what came during it. (A minute's nap
+    here: a plain sleep fails the first check, a stop that does not drain the second.)"""
+    monkeypatch.setattr(sniff, "_NAP_MS", 60_000)
+    rx = _receiver(1 << 20)
+    tracker = FlowTracker(VIP)
+    sniffer = Sniffer(rx, tracker).start()
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
+            tx.sendto(_FRAME, rx.getsockname())
+            deadline = time.monotonic() + 5
+            while tracker.frames < 1 and time.monotonic() < deadline:
+                time.sleep(0.001)
+            assert tracker.frames == 1, "the thread fed the first frame"
+            for _ in range(3):
+                tx.sendto(_FRAME, rx.getsockname())
+        time.sleep(0.05)
+        assert tracker.frames == 1, "napping: the frames wait in the socket"
+    finally:
+        t0 = time.monotonic()
+        sniffer.stop()
+        took = time.monotonic() - t0
+        rx.close()
+    assert took < 1.0, f"stop() waited {took:.1f} s for the nap"
+    assert tracker.frames == 4
