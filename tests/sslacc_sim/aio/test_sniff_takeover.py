@@ -85,6 +85,46 @@ def test_a_frame_cut_by_the_filter_keeps_its_header_and_size(payload: bytes, kee
     assert (parse_frame(whole[: 14 + 20 + 32 + keep]) is None) == (keep < len(payload))
 
 
+def _with_ip_options(plain: bytes, words: int) -> bytes:
+    """``plain`` (a :func:`frame`) with ``words`` 4-byte words of IP options (no-ops) added."""
+    ip_len = struct.unpack(">H", plain[16:18])[0]
+    head = bytes([0x45 + words]) + plain[15:16] + struct.pack(">H", ip_len + 4 * words)
+    return plain[:14] + head + plain[18:34] + b"\x01" * (4 * words) + plain[34:]
+
+
+@pytest.mark.parametrize("words", [0, 1])
+@pytest.mark.parametrize("protocol", [1, 17, 41])
+def test_another_protocol_is_not_a_segment(protocol: int, words: int) -> None:
+    """ICMP, UDP and IPv6-in-IPv4 with a TCP-shaped body, with and without IP options."""
+    plain = _with_ip_options(frame(CLIENT, VIP, 1, 2, ACK, b"data"), words)
+    other = plain[:23] + bytes([protocol]) + plain[24:]
+    assert parse_frame(plain) is not None and parse_frame(other) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1), st.integers(0, 255),
+       st.binary(max_size=64), st.sampled_from([b"", SYN_OPTS, b"\x01\x01\x08\x0a" + bytes(8)]),
+       st.integers(1, 10), st.integers(0, 80), st.booleans(), st.booleans())  # fmt: skip
+def test_ip_options_change_nothing_in_the_segment(seq: int, ack: int, flags: int, payload: bytes,
+                                                 options: bytes, words: int, keep: int,
+                                                 cut: bool, to_client: bool) -> None:  # fmt: skip
+    """A header without IP options is read in one unpack, any other the long way: both read
+    the same segment, whole or cut (``keep``: bytes of the payload the frame holds)."""
+    src, dst = (VIP, CLIENT) if to_client else (CLIENT, VIP)
+    plain = frame(src, dst, seq, ack, flags, payload, options)
+    tail = len(payload) - min(keep, len(payload))  # bytes cut off the end
+    plain_seg = parse_frame(plain[:len(plain) - tail], cut=cut)
+    opts_frame = _with_ip_options(plain, words)
+    opts_seg = parse_frame(opts_frame[:len(opts_frame) - tail], cut=cut)
+    assert (plain_seg is None) == (opts_seg is None)
+    if plain_seg is not None and opts_seg is not None:
+        assert plain_seg._replace(packet=b"") == opts_seg._replace(packet=b"")
+        assert (plain_seg.src, plain_seg.dst, plain_seg.seq, plain_seg.flags) == (src, dst, seq,
+                                                                                 flags)  # fmt: skip
+        assert plain_seg.size == len(payload) and plain_seg.payload == payload[:keep]
+        assert bool(plain_seg.packet) == bool(opts_seg.packet)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=40), st.binary(max_size=64))
 def test_malformed_options_end_the_list_instead_of_raising(options: bytes, payload: bytes) -> None:
