@@ -128,7 +128,9 @@ def site_credentials(workdir: Path) -> tuple[Path, Path]:
 #: node that prints two lines at once would seem to print one.)
 _LINES: weakref.WeakKeyDictionary[subprocess.Popen[str], queue.Queue[str | None]] = (
     weakref.WeakKeyDictionary())
-#: The last lines :func:`wait_line` skipped, per process: what a failure's message shows.
+#: The last lines :func:`wait_line` skipped, per process (at most :data:`_SKIPPED_KEPT`): what
+#: a failure's message shows.
+_SKIPPED_KEPT = 40
 _SKIPPED: weakref.WeakKeyDictionary[subprocess.Popen[str], collections.deque[str]] = (
     weakref.WeakKeyDictionary())
 
@@ -183,8 +185,6 @@ def wait_line(proc: subprocess.Popen[str], prefix: str, timeout: float) -> str:
             return line.rstrip("\n")
         skipped.append(line.rstrip("\n"))
 
-
-_SKIPPED_KEPT = 40
 
 
 def _lines_before(skipped: collections.deque[str]) -> str:

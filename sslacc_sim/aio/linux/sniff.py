@@ -59,7 +59,7 @@ _MAX_OTHERS = 1 << 16  # connections not kept whose SYN exchange is remembered
 
 class TcpFrame(NamedTuple):
     """One TCP segment as heard on the wire. (A named tuple: the sniffer makes one for each of
-    some 10,000 frames a second, and a frozen dataclass took 1.4 us of its 3.) """
+    some 10,000 frames a second, and a frozen dataclass took 1.4 us of its 3.)"""
 
     src_mac: bytes
     src: tuple[str, int]
@@ -113,33 +113,29 @@ def parse_frame(frame: bytes, *, cut: bool = False) -> TcpFrame | None:
     n = len(frame)
     if n < 14 + 20 + 20 or frame[12] != 0x08 or frame[13] != 0x00:
         return None
-    if frame[14] == 0x45:  # IPv4, a 20-byte header
+    if frame[14] == 0x45:  # IPv4, a 20-byte header: both headers in one unpack
         ihl = 20
         (total, protocol, src4, dst4, sport, dport, seq, ack, off_byte, flags,
          window) = _IP20_TCP_HEAD.unpack_from(frame, 16)  # fmt: skip
-        if protocol != 6:
-            return None
     else:
         version_ihl, total, protocol = _IP_HEAD.unpack_from(frame, 14)
         ihl = (version_ihl & 0x0F) * 4
-        if version_ihl >> 4 != 4 or ihl < 20 or protocol != 6:
+        if version_ihl >> 4 != 4 or ihl < 20 or n < 14 + ihl + 20:
             return None
         src4, dst4 = frame[26:30], frame[30:34]
-        sport = dport = seq = ack = off_byte = flags = window = 0  # read below, once checked
+        sport, dport, seq, ack, off_byte, flags, window = _TCP_HEAD.unpack_from(frame, 14 + ihl)
     end = 14 + total
-    if total < ihl + 20 or (end > n and not cut):
+    if protocol != 6 or total < ihl + 20 or (end > n and not cut):
         return None
-    t = 14 + ihl  # the TCP header
+    t = 14 + ihl  # the TCP header (its fields, read above, count only from here on)
     if min(end, n) < t + 20:
         return None
-    if ihl != 20:
-        sport, dport, seq, ack, off_byte, flags, window = _TCP_HEAD.unpack_from(frame, t)
     off = (off_byte >> 4) * 4
     if off < 20 or t + off > min(end, n):
         return None
     size = total - ihl - off
     view = memoryview(frame)
-    payload = bytes(view[t + off : min(end, n)]) if size else b""
+    payload = bytes(view[t + off : min(end, n)])
     packet = bytes(view[14:end]) if flags & (SYN | ACK) == SYN and end <= n else b""
     return TcpFrame(frame[6:12], (_address(src4), sport), (_address(dst4), dport), seq, ack,
                     flags, window,
@@ -156,6 +152,7 @@ _ADDRESSES: dict[bytes, str] = {}
 
 
 def _address(raw: bytes) -> str:
+    """The dotted form of a 4-byte IPv4 address (:data:`_ADDRESSES`)."""
     text = _ADDRESSES.get(raw)
     if text is None:
         if len(_ADDRESSES) >= 1 << 12:  # a flood of forged sources cannot grow it
@@ -557,9 +554,10 @@ _BATCH = 256
 #: Milliseconds the sniffer's thread waits after each drain before it reads again, while the
 #: frames gather in the socket. Woken for every frame (about 10,000 a second under the cluster
 #: benchmark's load), it cost the buddy 0.135 of a core and the sending side a wake-up each;
-#: with the nap, 0.09 (measured, docs/sslacc-cluster.md, "Goodput"). The record lags the wire by
-#: as much, which nothing reads unsynced: a takeover reads what is queued itself (:meth:`sync`)
-#: and a stop ends the nap at once.
+#: with a 2 ms nap, 0.09 (measured outside the repository; 5 ms with 1 MiB segments was
+#: chosen: docs/sslacc-cluster.md, "Goodput"). The record lags the wire by as much, which
+#: nothing reads unsynced: a takeover reads what is queued itself (:meth:`Sniffer.sync`) and a
+#: stop ends the nap at once.
 _NAP_MS = 5
 #: The longest frame read whole: a 64 KiB GSO segment with its headers fits.
 _FRAME_MAX = 1 << 17
