@@ -155,6 +155,34 @@ def test_the_join_death_rows_name_the_nodes_that_crashed(tmp_path: Path) -> None
     assert "never sends" not in row()
 
 
+@pytest.mark.parametrize(("benchmark", "start", "roles"), [
+    ("sslacc_campaign.json", "| SSLACC, random-instant faults |", False),
+    ("sslacc_campaign_buckets.json", "| SSLACC, random-instant faults, bucket layout |", True)])
+def test_the_campaign_rows_give_the_wait_from_the_window_s_opening_when_measured(
+        tmp_path: Path, benchmark: str, start: str, roles: bool) -> None:  # fmt: skip
+    """A campaign summary with ``wait_after_kills`` (the gaps counted from when each client
+    could take a byte) puts it into its row, by window and, for the bucket layout, by role;
+    one from before has no such clause."""
+    summarize = _summarize()
+    snap, path, data = _snapshot_of(tmp_path, benchmark)
+
+    def row() -> str:
+        systems = summarize.render_all(summarize.Source(snap))["systems"]
+        return next(line for line in systems.splitlines() if line.startswith(start))
+
+    for key in ("wait_after_kills", "wait_by_window_after_kills", "wait_by_role_after_kills"):
+        data.pop(key, None)
+    path.write_text(json.dumps(data))
+    assert "could take a byte" not in row()
+    g = {"n": 5, "without_gap": 0, "p50_s": 0.021, "p99_s": 0.12, "max_s": 0.13}
+    data.update(wait_after_kills=g, wait_by_window_after_kills={"open": g, "closed": g},
+                wait_by_role_after_kills={"victim": g})
+    path.write_text(json.dumps(data))
+    assert ("after kills 0.021 / 0.120 s (n = 5): window open 0.021 / 0.120 s (n = 5), closed "
+            "0.021 / 0.120 s (n = 5)") in row()
+    assert ("the victim's 0.021 / 0.120 s (n = 5)" in row()) is roles
+
+
 def _snapshot_of(tmp_path: Path, benchmark: str) -> tuple[Path, Path, dict[str, Any]]:
     """A copy of the README's results snapshot, the path of one benchmark's JSON in it, and
     that JSON (for a test to edit, write back and render)."""

@@ -17,6 +17,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from .base import MissingResult, Row, Source, registrar
+from .sslacc_phrases import (
+    campaign_baseline,
+    campaign_crashed,
+    campaign_resends,
+    campaign_slow,
+    campaign_waits,
+    exact_by,
+)
 
 ROWS: list[Row] = []
 row = registrar(ROWS)
@@ -149,18 +157,13 @@ def _failover(src: Source) -> list[str]:
     ]
 
 
-def _exact_by(groups: dict[str, dict[str, int]], sep: str) -> str:
-    """``kill 960 of 960 / hang ...``: a campaign's byte-exact connections per group."""
-    return sep.join(f"{k} {v['completed_exact']:,} of {v['connections']:,}" for k, v in groups.items())
-
-
 @row("systems")
 def _sslacc_campaign(src: Source) -> list[str]:
     d = src.json("benchmarks/sslacc_campaign.json")
     cfg = d["config"]
-    modes = _exact_by(d["by_mode"], " / ")
+    modes = exact_by(d["by_mode"], " / ")
     detect = d["detect_p50_s"]
-    kinds = _exact_by(d.get("by_request", {}), "; ")
+    kinds = exact_by(d.get("by_request", {}), "; ")
     window = d.get("gap_by_window_after_kills", {}).get("open")
     window_what = "after a kill or double kill, client window open at the fault"
     if window is None:  # a summary from before the split by fault mode
@@ -191,92 +194,18 @@ def _sslacc_campaign(src: Source) -> list[str]:
                   for mode, g in d.get("gap_by_mode", {}).items() if g["n"])
         + (f"; {window_what} {window['p50_s']:.3f} / {window['p99_s']:.3f} s "
            f"(n = {window['n']}; target 0.030 / 0.150 s)" if window and window["n"] else "")
-        + _campaign_resends(d) + _campaign_slow(d) + _campaign_crashed(d),
+        + campaign_waits(d) + campaign_resends(d) + campaign_slow(d) + campaign_crashed(d),
         "no connection is lost when a node fails, whenever it fails (abstract, §4; no number)",
         "measured (namespaces on this machine, the campaign's pair of nodes)",
     ]
-
-
-def _campaign_resends(d: dict[str, Any]) -> str:
-    """How many clients the kills hit sent something again before their next byte (their own
-    retransmission timer fired), and how many frames the clients' capture had no room for,
-    when the run measured them."""
-    drops = (f"; frames the client-side capture had no room for {d['capture_drops']:,}"
-             if "capture_drops" in d else "")
-    r = d.get("resends_after_kills")
-    if not r or not r.get("n"):
-        return drops
-    when = (f", {r['p50_s']:.3f} s median, {r['max_s']:.3f} s at most after the kill"
-            if r["resent"] else "")
-    return (f"; clients that sent again between a kill and their next byte (their own timer "
-            f"fired): {r['resent']} of {r['n']}{when}, the next byte within 20 ms of the resend "
-            f"for {r['answered_within_20ms']}" + drops)
-
-
-def _campaign_slow(d: dict[str, Any]) -> str:
-    """The kills the heir noticed late (more than 0.05 s after), beside when the killed process
-    had exited, when the run measured it."""
-    slow = d.get("slow_detections")
-    if slow is None:
-        return ""
-    if not slow:
-        return "; kills noticed more than 0.05 s after the kill: none"
-    exits = sorted(s["exited_s"] for s in slow if s["exited_s"] is not None)
-    detects = sorted(s["detect_s"] for s in slow)
-    sizes = sorted(s["rss_mb"] for s in slow if s.get("rss_mb") is not None)
-    size = f", holding a median {sizes[len(sizes) // 2]:.0f} MB at the kill" if sizes else ""
-    return (f"; kills noticed more than 0.05 s after the kill: {len(slow)} (median "
-            f"{detects[len(detects) // 2]:.3f} s; the killed process had exited after a median "
-            + (f"{exits[len(exits) // 2]:.3f} s{size})" if exits else "that was not measured)"))
-
-
-def _campaign_crashed(d: dict[str, Any]) -> str:
-    """The nodes that died of a signal the campaign never sends (a segmentation fault, an
-    abort), when the run recorded how each node ended."""
-    crashed = d.get("crashed")
-    if crashed is None:
-        return ""
-    return ("; nodes that died of a signal the campaign never sends: "
-            + (", ".join(f"trial {c['trial']} {c['crashed']}" for c in crashed) or "none"))
-
-
-def _campaign_baseline(d: dict[str, Any]) -> str:
-    """The campaign's gaps after kills split by whether every client had started, beside the
-    same gaps in its baseline trials (no fault), when the run measured them."""
-    base, split = d.get("baseline"), d.get("gap_by_clients_after_kills", {})
-    if not base or not base.get("n"):
-        return ""
-
-    def pair(g: dict[str, Any] | None) -> str:
-        return f"{g['p50_s']:.3f} / {g['p99_s']:.3f} s" if g and g.get("n") else "none"
-
-    by = base.get("gap_by_clients", {})
-    out = (f"; the load alone ({base['trials']} trials without a fault, the gap measured from "
-           f"an instant drawn as a fault's): "
-           f"{pair({'n': base['n'], 'p50_s': base['gap_p50_s'], 'p99_s': base['gap_p99_s']})}, {pair(by.get('starting'))} while "
-           f"clients were still starting, {pair(by.get('started'))} once all had; after kills "
-           f"{pair(split.get('starting'))} while clients were starting, "
-           f"{pair(split.get('started'))} once all had")
-    window, base_window = d.get("gap_by_window_after_kills", {}), base.get("gap_by_window", {})
-    if window and base_window:
-        def n(g: dict[str, Any] | None) -> str:
-            return f" (n = {g['n']})" if g and g.get("n") else ""
-
-        out += (f"; by the client's receive window at the instant: open, after kills "
-                f"{pair(window.get('open'))}{n(window.get('open'))} and with no fault "
-                f"{pair(base_window.get('open'))}{n(base_window.get('open'))}; closed (the next "
-                f"byte waits for the client to read), after kills {pair(window.get('closed'))}"
-                f"{n(window.get('closed'))} and with no fault {pair(base_window.get('closed'))}"
-                f"{n(base_window.get('closed'))}")
-    return out
 
 
 @row("systems")
 def _sslacc_campaign_buckets(src: Source) -> list[str]:
     d = src.json("benchmarks/sslacc_campaign_buckets.json")
     cfg = d["config"]
-    modes = _exact_by(d["by_mode"], " / ")
-    kinds = _exact_by(d.get("by_request", {}), "; ")
+    modes = exact_by(d["by_mode"], " / ")
+    kinds = exact_by(d.get("by_request", {}), "; ")
     return [
         "SSLACC, random-instant faults, bucket layout",
         f"{d['kills']} faults, each on a member drawn among three that each serve their own "
@@ -299,7 +228,8 @@ def _sslacc_campaign_buckets(src: Source) -> list[str]:
            + ", ".join(f"the {role}'s {g['p50_s']:.3f} / {g['p99_s']:.3f} s (n = {g['n']})"
                        for role, g in d["gap_by_role_after_kills"].items() if g["n"])
            + " (target 0.030 / 0.150 s)" if d.get("gap_by_role_after_kills") else "")
-        + _campaign_baseline(d) + _campaign_resends(d) + _campaign_slow(d) + _campaign_crashed(d),
+        + campaign_waits(d, by_role=True) + campaign_baseline(d) + campaign_resends(d)
+        + campaign_slow(d) + campaign_crashed(d),
         "no connection is lost when a node fails, whenever it fails (abstract, §4; no number)",
         "measured (namespaces on this machine, three members; they share one MAC, so a woken "
         "member's frames are counted on its own switch port)",
@@ -340,7 +270,7 @@ def _sslacc_campaign_join_faults(src: Source) -> list[str]:
         "concurrent connections; connections byte-exact, then a new connection in each bucket",
         f"{d['completed_exact']:,} of {d['connections']:,} ({100 * d['success_fraction']:.2f} %, "
         f"95 % lower bound {100 * d['success_lower95']:.2f} %; "
-        + _exact_by(d["by_mode"], " / ") + f"); silently wrong {d['silently_wrong']}; "
+        + exact_by(d["by_mode"], " / ") + f"); silently wrong {d['silently_wrong']}; "
         f"where the newcomer died: {phases}; admitted newcomers taken over by their successor "
         f"{kill['admitted_taken_over']} of {kill['admitted']}; rejoined "
         f"{again['rejoined']} of {again['trials']} (median {again['rejoined_s_median']:.2f} s "
@@ -399,7 +329,7 @@ def _join_death(d: dict[str, Any], mode: str) -> list[str]:
         f"(summed over the trials), {m['unserved_buckets']} after the take-back"
         + (f"; the {who}'s death to each affected client's next byte {g['p50_s']:.3f} s "
            f"median, {g['p99_s']:.3f} s p99 (n = {g['n']})" if g and g.get("n") else "")
-        + _campaign_slow(d) + _campaign_crashed(d),
+        + campaign_slow(d) + campaign_crashed(d),
         "no connection is lost when a node fails, whenever it fails (abstract, §4; no number)",
         "measured (namespaces on this machine)",
     ]

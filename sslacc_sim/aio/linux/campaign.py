@@ -84,6 +84,7 @@ from .loadstats import (
     flows_at,
     gaps_by,
     quantile,
+    waits,
     zombie_frames,
 )
 from .netns import (
@@ -406,6 +407,9 @@ def _summary(cfg: CampaignConfig, trials: pd.DataFrame, conns: pd.DataFrame,
         by_role = faulted.assign(role=roles(faulted, cfg.seed))
         summary["gap_by_role"] = gaps_by(by_role, "role")
         summary["gap_by_role_after_kills"] = gaps_by(by_role[by_role["mode"] != "hang"], "role")
+        killed = by_role[by_role["mode"] != "hang"]
+        summary["wait_by_role_after_kills"] = gaps_by(killed.assign(wait_s=waits(killed)),
+                                                      "role", "wait_s")  # fmt: skip
         if trials["mode"].isin(BUCKET_MODES).any():
             summary["joins"] = join_summary(trials)
     if "verdict_wait_s" in trials:

@@ -15,7 +15,10 @@ window) and the clients' outcomes, so that they can be tested on hand-made rows.
   and finds its *gap*: from the kill to the first segment from another node that moves the
   client on (new server bytes, or an acknowledgement of client bytes it accepts), and whether
   the client sent anything again before that (a second SYN, or data with no new byte: its
-  retransmission timer fired, or duplicate acknowledgements made it resend);
+  retransmission timer fired, or duplicate acknowledgements made it resend), and, for a
+  client whose receive window was closed at the fault, when it opened it again: the *wait*
+  (:func:`waits`) is the gap counted from the instant the client could take a byte, the
+  cluster's part of it;
 * :func:`zombie_frames` counts frames from the fenced node after it woke (data, FIN or reset);
 * :func:`wilson_lower` is the 95 % lower confidence bound on a success fraction;
 * :func:`gaps_by`, :func:`window_at_fault`, :func:`clients_at_fault` and :func:`by_request`
@@ -32,8 +35,8 @@ from typing import Any
 import pandas as pd
 
 __all__ = ["EARLY_BYTES", "HIT", "CLIENT", "FlowAtKill", "flows_at", "zombie_frames", "wilson_lower",
-           "quantile", "gaps_by", "resends", "window_at_fault", "clients_at_fault", "by_request",
-           "campaign_summary"]
+           "quantile", "gaps_by", "resends", "window_at_fault", "waits", "clients_at_fault",
+           "by_request", "campaign_summary"]
 
 #: Server bytes below which a connection counts as still in its handshake: the ServerHello
 #: flight (about 1 KB with one 2048-bit certificate), the server's Finished and the first
@@ -65,6 +68,11 @@ class FlowAtKill:
     """Kill to the client's first resend after the kill and before its gap ended (a second
     SYN, or a data segment with no byte it had not sent before); ``None``: none. A next byte
     that follows it closely answered the client's own resend, not the takeover."""
+    opened_s: float | None = None
+    """For a client whose window was closed at the kill (:attr:`room` 0 or less): kill to its
+    first segment after the kill whose acknowledgement plus window leaves room for a server
+    byte it has not had (it read, and said so); ``None`` otherwise, or when no such segment
+    came. No server, dead or alive, could send it a byte before then."""
 
 
 def flows_at(rows: Iterable[Sequence[str | float]], kill: float, victim_mac: str
@@ -116,8 +124,11 @@ def flows_at(rows: Iterable[Sequence[str | float]], kill: float, victim_mac: str
             ack, window = side.last[port]
             room = ((ack - base) & 0xFFFFFFFF) + window - had
         until = math.inf if gap is None else kill + gap
+        opened = None
+        if room is not None and room <= 0 and base is not None:
+            opened = _opened(side.acks.get(port, []), kill, base, had)
         out[port] = FlowAtKill(port, phase, had, gap, room,
-                               _resent(side.sends.get(port, []), kill, until))  # fmt: skip
+                               _resent(side.sends.get(port, []), kill, until), opened)  # fmt: skip
     return out
 
 
@@ -127,8 +138,8 @@ class _ClientSide:
 
     last: dict[int, tuple[int, int]] = field(default_factory=dict)
     """The acknowledgement and scaled window last heard before the kill."""
-    acks: dict[int, list[tuple[float, int]]] = field(default_factory=dict)
-    """The client's acknowledgements, in time."""
+    acks: dict[int, list[tuple[float, int, int]]] = field(default_factory=dict)
+    """The client's acknowledgements with their scaled windows, ``(time, ack, window)``."""
     first_syn: dict[int, float] = field(default_factory=dict)
     """When the client first sent its SYN."""
     reset: set[int] = field(default_factory=set)
@@ -146,11 +157,21 @@ class _ClientSide:
         if flags & _SYN:
             self.first_syn[port] = min(t, self.first_syn.get(port, t))
         elif flags & _ACK:
-            self.acks.setdefault(port, []).append((t, seq))
+            self.acks.setdefault(port, []).append((t, seq, int(row[6])))
             if t < kill:
                 self.last[port] = (seq, int(row[6]))
         if len(row) > 7 and (flags & _SYN or n):
             self.sends.setdefault(port, []).append((t, int(row[7]), n, bool(flags & _SYN)))
+
+
+def _opened(acks: Sequence[tuple[float, int, int]], kill: float, base: int, had: int
+            ) -> float | None:  # fmt: skip
+    """Kill to the client's first segment at or after it whose acknowledgement (relative to
+    ``base``) plus window passes ``had``, the server bytes it held (:attr:`FlowAtKill.opened_s`)."""
+    for t, ack, window in sorted(acks):
+        if t >= kill and ((ack - base) & 0xFFFFFFFF) + window - had > 0:
+            return t - kill
+    return None
 
 
 def _resent(sends: Sequence[tuple[float, int, int, bool]], kill: float, until: float
@@ -176,7 +197,7 @@ def _after(a: int, b: int) -> bool:
 
 
 def _gap(segs: Sequence[tuple[float, str, int, int, int, int | None]],
-         client_acks: Sequence[tuple[float, int]], kill: float, victim_mac: str
+         client_acks: Sequence[tuple[float, int, int]], kill: float, victim_mac: str
          ) -> float | None:  # fmt: skip
     """Kill to the first server segment that moves the client on (:func:`flows_at`)."""
     acked: int | None = None  # the client's last acknowledgement so far
@@ -266,17 +287,31 @@ def window_at_fault(flows: pd.DataFrame) -> pd.Series:
     return room.gt(0).map({True: "open", False: "closed"}).where(room.notna(), "unknown")
 
 
-def gaps_by(flows: pd.DataFrame, column: str) -> dict[str, dict[str, float | int | None]]:
+def waits(flows: pd.DataFrame) -> pd.Series:
+    """Each flow's gap counted from when the client could take a byte (``wait_s``): for a
+    client whose window was closed at the fault and opened after it (``opened_s``), the gap
+    less that opening, the part of the wait that was the cluster's; else the gap itself (also
+    when the next byte came before the window opened: an acknowledgement of an upload)."""
+    gap = flows["gap_s"]
+    if "opened_s" not in flows:
+        return gap.copy()
+    opened = flows["opened_s"]
+    later = opened.notna() & gap.notna() & opened.le(gap)
+    return gap.where(~later, gap - opened)
+
+
+def gaps_by(flows: pd.DataFrame, column: str, value: str = "gap_s"
+            ) -> dict[str, dict[str, float | int | None]]:  # fmt: skip
     """Fault-to-next-byte gaps of the affected connections (:data:`HIT`: a SYN out and
     unanswered, in the handshake or in the transfer at the fault), per value of ``column``:
-    count, median, p99, largest."""
+    count, median, p99, largest (of column ``value``: ``wait_s`` for :func:`waits`)."""
     if not len(flows):
         return {}
     hit = flows[flows["phase"].isin(HIT)]
     out = {}
     for key, group in hit.groupby(column):
-        gaps = group["gap_s"].dropna().tolist()
-        out[str(key)] = {"n": len(gaps), "without_gap": int(group["gap_s"].isna().sum()),
+        gaps = group[value].dropna().tolist()
+        out[str(key)] = {"n": len(gaps), "without_gap": int(group[value].isna().sum()),
                          "p50_s": quantile(gaps, 0.5), "p99_s": quantile(gaps, 0.99),
                          "max_s": max(gaps, default=None)}  # fmt: skip
     return out
@@ -303,8 +338,38 @@ def _baseline(flows: pd.DataFrame) -> dict[str, Any]:
             "gap_by_phase": gaps_by(flows, "phase"),
             "gap_by_window": gaps_by(flows.assign(window=window_at_fault(flows)), "window")
             if len(flows) else {},
+            "wait_by_window": gaps_by(flows.assign(window=window_at_fault(flows),
+                                                   wait_s=waits(flows)), "window", "wait_s")
+            if len(flows) else {},
             "gap_by_clients": gaps_by(flows.assign(clients=clients_at_fault(flows)), "clients")
             if len(flows) else {}, "resends": resends(flows)}  # fmt: skip
+
+
+def _windows(flows: pd.DataFrame, kills: pd.DataFrame) -> dict[str, Any]:
+    """The fault trials' gaps by the client's window at the fault and by whether every client
+    had started, and the waits counted from a closed window's opening (:func:`waits`)."""
+    if not len(flows):
+        return {"gap_by_window": {}, "gap_by_window_after_kills": {},
+                "gap_by_clients_after_kills": {}, "wait_by_window_after_kills": {},
+                "wait_after_kills": None}  # fmt: skip
+    return {
+        # the client's receive window at the fault: "closed" (no room for a byte) means the
+        # client's own reading, not the takeover, paced its next byte
+        "gap_by_window": gaps_by(flows.assign(window=window_at_fault(flows)), "window"),
+        # the same after kills only (kill and double): the 30 / 150 ms targets are for them; a
+        # hang's gap cannot be shorter than the keepalive timeout that detects it (0.2 s)
+        "gap_by_window_after_kills": gaps_by(
+            kills.assign(window=window_at_fault(kills)), "window"),
+        "gap_by_clients_after_kills": gaps_by(
+            kills.assign(clients=clients_at_fault(kills)), "clients"),
+        # the same gaps counted from when each client could take a byte (a closed window's
+        # opening), by the window at the fault: the 30 / 150 ms targets for every client
+        "wait_by_window_after_kills": gaps_by(
+            kills.assign(window=window_at_fault(kills), wait_s=waits(kills)), "window",
+            "wait_s"),
+        "wait_after_kills": gaps_by(kills.assign(every="all", wait_s=waits(kills)), "every",
+                                    "wait_s").get("all"),
+    }  # fmt: skip
 
 
 def campaign_summary(config: dict[str, Any], trials: pd.DataFrame, conns: pd.DataFrame,
@@ -338,15 +403,7 @@ def campaign_summary(config: dict[str, Any], trials: pd.DataFrame, conns: pd.Dat
         "gap_p50_s": quantile(gaps, 0.5), "gap_p99_s": quantile(gaps, 0.99),
         "gap_max_s": max(gaps, default=None),
         "gap_by_phase": gaps_by(flows, "phase"), "gap_by_mode": gaps_by(flows, "mode"),
-        # the client's receive window at the fault: "closed" (no room for a byte) means the
-        # client's own reading, not the takeover, paced its next byte
-        "gap_by_window": gaps_by(flows.assign(window=window_at_fault(flows)), "window"),
-        # the same after kills only (kill and double): the 30 / 150 ms targets are for them; a
-        # hang's gap cannot be shorter than the keepalive timeout that detects it (0.2 s)
-        "gap_by_window_after_kills": gaps_by(
-            kills.assign(window=window_at_fault(kills)), "window") if len(flows) else {},
-        "gap_by_clients_after_kills": gaps_by(
-            kills.assign(clients=clients_at_fault(kills)), "clients") if len(flows) else {},
+        **_windows(flows, kills),
         # clients that sent again between a kill and their next byte: their own timer fired
         "resends_after_kills": resends(kills),
         **({"baseline": _baseline(base)} if len(base) else {}),
