@@ -345,6 +345,8 @@ def _trial_row(t: Trial) -> tuple[dict[str, Any], list[dict[str, Any]]]:
                       else t.report is not None if t.kill is not None and t.mode != BASELINE
                       else None),  # fmt: skip
         "detect_s": (report["detected"] - t.kill) if report and t.kill else None,
+        # a member's watch heard the death here; up to detect_s it chose who fences (a tie-break)
+        "woke_s": (report["woke"] - t.kill) if report and t.kill and "woke" in report else None,
         "claim_s": (report["claimed"] - t.kill) if report and t.kill else None,
         # the takeover's steps, each from the step before (s): fence the old port, drain
         # the LAN record, restore the sockets, claim the address

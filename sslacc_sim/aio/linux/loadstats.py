@@ -445,10 +445,16 @@ def _slow_detections(faults: pd.DataFrame) -> list[dict[str, Any]]:
     exited (``exited_s``, both from the kill): an exit as late as the detection means the
     dying process's teardown, not the heir, was slow; with the victim's resident memory (MB)
     and threads at the kill (``rss_mb``, ``threads``; ``None`` in runs without them), what
-    that teardown had to free."""
+    that teardown had to free; and when the heir's watch heard the death (``woke_s``): a
+    detection well after it is the heir's own choice of who fences (a tie-break wait), not
+    the death's news arriving late."""
     if "detect_s" not in faults or "exited_s" not in faults:
         return []
     slow = faults[(faults["mode"] != "hang") & (faults["detect_s"] > SLOW_DETECTION_S)]
+    def heard(r: pd.Series) -> float | None:  # when the heir's watch woke (None: not recorded)
+        x = r.get("woke_s")
+        return None if x is None or pd.isna(x) else round(float(x), 4)
+
     def victim(r: pd.Series, column: str) -> float | None:  # a double's detection: its second
         x = r.get("second_" + column) if r["mode"] == "double" else r.get(column)
         return None if x is None or pd.isna(x) else float(x)
@@ -456,4 +462,5 @@ def _slow_detections(faults: pd.DataFrame) -> list[dict[str, Any]]:
     return [{"trial": int(r["trial"]), "mode": str(r["mode"]),
              "kill_at_s": round(float(r["kill_at_s"]), 3), "detect_s": round(float(r["detect_s"]), 4),
              "exited_s": victim(r, "exited_s"), "rss_mb": victim(r, "rss_mb"),
-             "threads": victim(r, "threads")} for _, r in slow.iterrows()]  # fmt: skip
+             "threads": victim(r, "threads"), "woke_s": heard(r)}
+            for _, r in slow.iterrows()]  # fmt: skip

@@ -312,6 +312,7 @@ class Member(Joining):
             if self._watches.get(pred) is not backup:  # retired (a join): no death to come
                 sniffer.stop()
                 return
+        woke = time.monotonic()  # the death heard; "detected" is when the fence begins
         # Each member can see the other die (two members: each is the other's mirror); only
         # one may fence the other. A member whose own port is down has been fenced: it never
         # fences, it stands down. The higher id of two waits a little first, so that when both
@@ -344,7 +345,7 @@ class Member(Joining):
         # leaves (adopt), unless the dead member was that mirror: then they go on alone
         backup.chain = self._chain_for_takeover(owner)
         restored, report = backup.take_over(sniffer)
-        report["member"] = pred
+        report["member"], report["woke"] = pred, woke
         self._own(self.owned)  # buckets the table gave it with no connection in them too
         self._gain_predecessor(pred)
         backup.serve_taken_over(None, restored, report)  # also re-enables gc

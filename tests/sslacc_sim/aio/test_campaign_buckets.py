@@ -50,6 +50,10 @@ def test_a_small_seeded_bucket_campaign_keeps_every_connection_byte_exact(tmp_pa
     # the hung member's frames after it woke, counted on its switch port: none got through
     hang = pd.read_csv(tmp_path / "trials.csv").query("mode == 'hang'")
     assert hang["zombie_frames"].tolist() == [0], trials
+    # each heir's watch heard its death before, or as, it began to fence (detect_s)
+    faults = pd.read_csv(tmp_path / "trials.csv").query("mode != 'none'")
+    assert faults["woke_s"].notna().all(), trials
+    assert (faults["woke_s"] <= faults["detect_s"]).all(), trials
 
 
 def test_a_member_joins_at_a_random_instant_and_every_connection_arrives(tmp_path: Path) -> None:

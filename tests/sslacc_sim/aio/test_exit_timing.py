@@ -81,6 +81,9 @@ def test_only_kills_noticed_late_are_listed_with_their_exit() -> None:
     slow = _slow_detections(faults)
     assert (slow[0]["rss_mb"], slow[0]["threads"]) == (90.0, 33)
     assert (slow[1]["rss_mb"], slow[1]["threads"]) == (60.0, 29)  # the second victim's
+    assert slow[0]["woke_s"] is None  # a run before the watch's own stamp
+    faults["woke_s"] = [0.004, 0.003, None, 0.009]
+    assert [s["woke_s"] for s in _slow_detections(faults)] == [0.004, 0.009]
     assert _slow_detections(faults.drop(columns=["exited_s"])) == []  # a run before the column
 
 
