@@ -140,6 +140,8 @@ class CampaignConfig:
     suite: str = "AES128-SHA"
     window: tuple[float, float] = (0.0, 1.0)
     """The kill instant is drawn uniformly over this fraction of the load's length."""
+    second_within: float = 1.0
+    """A double's second kill comes uniformly within this many seconds of the takeover."""
     tag_prefix: str = "cp"
     """Trial N's namespaces are ``sacc-<tag_prefix>N-*`` (two campaigns at once need two)."""
     stall_ms: float = 0.0
@@ -449,8 +451,9 @@ def run_campaign(cfg: CampaignConfig, out: Path, *, progress: bool = True
             kill_at = None if u is None else (lo + (hi - lo) * u) * length
             # one load for every trial (its requests drawn from the seed), so that trial 0's
             # length is the length each kill instant is drawn over
-            trial = Trial(index, mode, kill_at, second_after=random.Random(
-                f"{cfg.seed}-{index}").random())  # uniform over the second after the takeover
+            draw = random.Random(f"{cfg.seed}-{index}").random()  # a fraction (join modes)
+            trial = Trial(index, mode, kill_at, second_after=draw * (
+                cfg.second_within if mode == "double" else 1.0))
             t = trial_runner(site, cfg, trial, random.Random(cfg.seed))
             if index == 0:
                 length = t.load_s
@@ -524,6 +527,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--baselines", type=cli.non_negative_int, default=0,
                    help="trials without a fault among the fault trials, measuring the gaps the "
                    "load alone makes from an instant drawn as a fault's (default 0)")
+    p.add_argument("--second-within", type=cli.positive_float, default=1.0, help="a double's "
+                   "second kill is drawn within this many seconds of the takeover (default 1)")
     p.add_argument("--window", default="0,1",
                    help="kill instants are drawn over this fraction of the load (default 0,1)")
     p.add_argument("--control", choices=sorted(CONTROLS), default="none",
@@ -569,6 +574,7 @@ def main(argv: list[str] | None = None) -> int:
                                  modes=modes, wake_after=args.wake_after,
                                  client_timeout=args.client_timeout, control=args.control,
                                  stall_ms=args.stall_ms, window=(lo, hi),
+                                 second_within=args.second_within,
                                  baselines=args.baselines,
                                  tag_prefix=args.tag_prefix or "cp", layout=args.layout,
                                  pcap=Path(args.pcap) if args.pcap else None)  # fmt: skip

@@ -292,10 +292,10 @@ def waits(flows: pd.DataFrame) -> pd.Series:
     client whose window was closed at the fault and opened after it (``opened_s``), the gap
     less that opening, the part of the wait that was the cluster's; else the gap itself (also
     when the next byte came before the window opened: an acknowledgement of an upload)."""
-    gap = flows["gap_s"]
+    gap = pd.to_numeric(flows["gap_s"], errors="coerce")  # all None: an object column
     if "opened_s" not in flows:
-        return gap.copy()
-    opened = flows["opened_s"]
+        return gap
+    opened = pd.to_numeric(flows["opened_s"], errors="coerce")
     later = opened.notna() & gap.notna() & opened.le(gap)
     return gap.where(~later, gap - opened)
 

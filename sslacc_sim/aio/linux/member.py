@@ -434,6 +434,9 @@ class Member(Joining):
         if len(self.table.members) <= 2:
             with self._ring_lock:
                 mirror = self.mirror_index
+            if mirror is not None and self._unwatched_and_gone(mirror, reason):
+                self._verdict(reason, None)  # at once: its listener refuses
+                return True
             if mirror is not None:
                 self._unheard(mirror, reason)
             return False
@@ -444,6 +447,15 @@ class Member(Joining):
             self._judging = True
             spawn(self._verdict, reason, time.monotonic(), name="verdict")
         return False
+
+    def _unwatched_and_gone(self, mirror: int, reason: str) -> bool:
+        """With two members the predecessor's watch judges the mirror -- unless the mirror
+        became the predecessor in a takeover still under way (a third member died just
+        after it): no watch of it exists yet. Then its failed keepalive link and a listener
+        that refuses (its process is gone, :meth:`_wait_before_verdict`) are its death."""
+        owner = self._owner
+        return (mirror not in self._watches and reason.startswith("keepalive link")
+                and owner is not None and owner.buddy is not None and refused(owner.buddy))
 
     def _unheard(self, dead: int, reason: str) -> None:
         """``dead`` failed (this member's heartbeat to it, or another member says so): if it

@@ -62,6 +62,9 @@ def test_the_wait_is_the_gap_less_the_opening_and_never_more_than_the_gap() -> N
     assert wait[3] == pytest.approx(0.15)
     assert wait[4] == pytest.approx(0.1)  # it came before the opening: the gap
     assert waits(flows.drop(columns="opened_s")).tolist() == flows["gap_s"].tolist()
+    # a run where no window was closed: the column holds only None (an object column)
+    none = pd.DataFrame({"gap_s": [0.01, None], "opened_s": [None, None]})
+    assert waits(none).iloc[0] == pytest.approx(0.01) and pd.isna(waits(none).iloc[1])
 
 
 def test_the_summary_gives_the_waits_after_kills_by_window() -> None:
