@@ -51,7 +51,9 @@ only grow, and the ring is ordered by id), so its death is that of ``N``'s mirro
 * ``N`` asks the ring again for :data:`JOIN_RETRY_S` when no member answered (``M`` died
   before it did): ``M``'s successor, master once it has judged the death, answers a newcomer
   its table holds already with that table, and admits one it does not know afresh (a donor
-  asked again for the same newcomer serves what it gave the first time at once);
+  asked again for the same newcomer serves what it gave the first time at once, and a member
+  the new try asks nothing of is told ``ungive``: its gift to the first try would otherwise
+  wait :data:`JOIN_WITHIN_S` unserved);
 * ``N``, told that ``M`` died before its first link reached it, links to the next member
   instead (:meth:`Joining._unlinked_newcomer`), which gained ``N`` as its predecessor when it
   took ``M`` over and expects its link within :data:`LINK_WITHIN_S` (else ``N`` is dead to
@@ -289,6 +291,9 @@ class Joining:
                                     "an id never used")  # fmt: skip
                 plan = shares(self.table, newcomer)
                 others = [m for m in self.table.members if m != self.index]
+            for m in [self.index, *others]:
+                if m not in plan:  # a gift it made an earlier try (its master died) is served
+                    self._ungive(m, newcomer, "a new try asked nothing of it")  # again now
             given: list[int] = []
             asked: list[int] = []
             for donor, count in sorted(plan.items()):
@@ -348,19 +353,25 @@ class Joining:
         its buckets now); one that cannot be told serves its gift again after
         :data:`JOIN_WITHIN_S`, or when a new try asks it to give again."""
         for donor in asked:
-            if donor == self.index:
-                self._take_back_gift(newcomer, "the join was given up")
-                continue
-            with self._ring_lock:
-                if donor not in self.table.members:
-                    continue  # declared dead: its heir serves its buckets, gift and all
-            try:
-                ask((self.ring[donor], self.listen_on[1]), {"type": "ungive", "to": newcomer},
-                    _RELAY_S)  # fmt: skip
-            except (OSError, JoinError) as exc:  # dead or dying: its own rules take over
-                print(f"ERROR member {donor} was not told the join was given up: {exc!r}"[:300],
-                      file=sys.stderr, flush=True)  # fmt: skip
+            self._ungive(donor, newcomer, "the join was given up")
         say(f"GAVE UP the join of member {newcomer}")
+
+    def _ungive(self, donor: int, newcomer: int, why: str) -> None:
+        """Have ``donor`` (this member, or another told ``ungive``) serve again what it gave
+        ``newcomer``, if anything; a donor declared dead is skipped, one that cannot be told
+        is left to its own rules."""
+        if donor == self.index:
+            self._take_back_gift(newcomer, why)
+            return
+        with self._ring_lock:
+            if donor not in self.table.members:
+                return  # declared dead: its heir serves its buckets, gift and all
+        try:
+            ask((self.ring[donor], self.listen_on[1]), {"type": "ungive", "to": newcomer},
+                _RELAY_S)  # fmt: skip
+        except (OSError, JoinError) as exc:  # dead or dying: its own rules take over
+            print(f"ERROR member {donor} was not told to serve its gift again: {exc!r}"[:300],
+                  file=sys.stderr, flush=True)  # fmt: skip
 
     def _take_back_gift(self, to: int, why: str) -> None:
         """Serve again at once what this member gave newcomer ``to`` (those of its buckets no

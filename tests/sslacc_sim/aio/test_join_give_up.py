@@ -155,3 +155,24 @@ def test_still_waiting_tells_an_open_question_from_a_closed_or_reset_one() -> No
             if how == "open":
                 asker.close()
     assert ends == [("open", True), ("closed", False), ("reset", False)]
+
+
+def test_a_new_masters_try_tells_a_member_it_asks_nothing_of_to_serve_its_old_gift(
+        tmp_path: Path) -> None:  # fmt: skip
+    """Master 0 died while it gathered a join of 3 (member 2 may have given to that try).
+    Member 1, master now and holding 0's buckets too, takes 3's whole share from itself and
+    asks nothing of 2: it tells 2 ``ungive`` all the same, so that a gift to the dead master's
+    try is served again at once, not after :data:`JOIN_WITHIN_S` (seen in the master-kill
+    campaign: one member's gift unanswered right after the load). Here the newcomer has left
+    by the time the share is gathered, so the try ends in a give-up, before ``joined``."""
+    port = _port()
+    master = _member(1, port, tmp_path)
+    master._declare_dead(0)
+    master._nft = BucketFilter(_Recording(), _VIP, 443, 16)
+    master._filtered = set(master.table.owned_by(1))
+    assert shares(master.table, 3) == {1: 5}  # the premise: nothing asked of member 2
+    with _stand_in(_RING[2], port, _gives([2])) as to_2:
+        with pytest.raises(JoinError, match="left before"):
+            master._admit(3, _RING[3], "p3", waiting=lambda: False)
+    assert [(h["type"], h["to"]) for h in to_2] == [("ungive", 3)]
+    assert master._filtered == set(master.table.owned_by(1)) and master._gifts == {}
