@@ -56,7 +56,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +65,18 @@ from tqdm import tqdm
 
 from testbed import cli
 
+from .campaign_config import (
+    BUCKET_MODES,
+    CONTROLS,
+    DEATH_SPAN_S,
+    DONOR_KILL,
+    JOIN,
+    JOIN_KILL,
+    MASTER_KILL,
+    MODES,
+    SIZES,
+    CampaignConfig,
+)
 from .campaign_load import (
     BASELINE,
     READY_S,
@@ -97,89 +109,6 @@ from .netns import (
 )
 
 __all__ = ["MODES", "CONTROLS", "SIZES", "CampaignConfig", "run_campaign", "main"]
-
-MODES = ("kill", "hang", "double")
-#: What the bucket layout can do to a trial besides (:mod:`~sslacc_sim.aio.linux.campaign_buckets`):
-#: ``join``, a fourth member joins the ring at the drawn instant
-#: (:mod:`~sslacc_sim.aio.linux.join`), nothing taken over; ``join-kill``, that newcomer is
-#: killed at an instant drawn over its join; ``master-kill``, the master is killed while
-#: that newcomer joins; ``donor-kill``, another donor is; ``rejoin``, a killed member's node
-#: joins again.
-JOIN, JOIN_KILL, MASTER_KILL, REJOIN = "join", "join-kill", "master-kill", "rejoin"
-DONOR_KILL = "donor-kill"
-BUCKET_MODES = (JOIN, JOIN_KILL, MASTER_KILL, DONOR_KILL, REJOIN)
-#: Negative controls: the flags each gives the owner and the buddy.
-CONTROLS: dict[str, tuple[list[str], list[str]]] = {
-    "none": ([], []),
-    "eof-only": ([], ["--only-eof-is-death"]),
-    "no-keepalive": (["--no-keepalive"], ["--no-keepalive"]),
-    "no-fence": (["--no-self-fence"], ["--no-fence"]),
-    "no-sniff-data": ([], ["--no-sniff-data"]),
-    "no-sniff-unaccepted": ([], ["--no-sniff-unaccepted"]),
-    "no-syn-replay": ([], ["--no-syn-replay"]),
-    "no-ring": ([], []),  # the bucket layout's: members started without --ring
-}
-#: The controls each layout knows.
-LAYOUT_CONTROLS = {"chain": set(CONTROLS) - {"no-ring"}, "buckets": {"none", "no-ring", "no-fence"}}
-#: The files served (bytes); each connection draws one.
-SIZES = (1 << 10, 1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22, 1 << 24)
-
-
-@dataclass(frozen=True)
-class CampaignConfig:
-    """One campaign's settings (the command line's options)."""
-
-    trials: int = 4
-    seed: int = 1
-    connections: int = 32
-    modes: tuple[str, ...] = MODES
-    wake_after: float = 10.0
-    client_timeout: float = 60.0
-    control: str = "none"
-    sizes: tuple[int, ...] = SIZES
-    suite: str = "AES128-SHA"
-    window: tuple[float, float] = (0.0, 1.0)
-    """The kill instant is drawn uniformly over this fraction of the load's length."""
-    second_within: float = 1.0
-    """A double's second kill comes uniformly within this many seconds of the takeover."""
-    tag_prefix: str = "cp"
-    """Trial N's namespaces are ``sacc-<tag_prefix>N-*`` (two campaigns at once need two)."""
-    stall_ms: float = 0.0
-    """The owner (every member, on the bucket layout) waits this long before each accept and
-    each read (``--stall-ms`` of the node): queues fill, and a fault finds connections established but not accepted, and
-    client bytes acknowledged but not consumed."""
-    layout: str = "chain"
-    """``chain``: an owner, its buddy (and for ``double`` the buddy's buddy); ``buckets``:
-    three members serving their own buckets (:mod:`~sslacc_sim.aio.linux.campaign_buckets`)."""
-    baselines: int = 0
-    """Trials without a fault, spread evenly among the fault trials: each measures the gap to
-    every client's next byte from an instant drawn as a fault's is (``mode`` ``none``), what
-    the load alone makes a client wait on this machine, beside which the faults' gaps are
-    read (the summary's ``baseline``)."""
-    pcap: Path | None = None
-    """A folder: each trial's traffic as the client's interface saw it goes to
-    ``t<N>.pcap`` there (tcpdump, headers only: :mod:`testbed.linux.capture`), to read with
-    Wireshark or ``tshark`` beside ``flows.csv``. The bucket layout's members share one MAC:
-    a segment's sender is its port's bucket's owner (:func:`~sslacc_sim.aio.linux.buckets.bucket_of`
-    and the table), the heir's after a takeover."""
-
-    def __post_init__(self) -> None:
-        if self.layout not in LAYOUT_CONTROLS:
-            raise ValueError(f"layout must be chain or buckets, got {self.layout!r}")
-        if self.control not in LAYOUT_CONTROLS[self.layout]:
-            raise ValueError(f"control must be one of {sorted(LAYOUT_CONTROLS[self.layout])} with "
-                             f"the {self.layout} layout, got {self.control!r}")
-        known = set(MODES) | (set(BUCKET_MODES) if self.layout == "buckets" else set())
-        if not self.modes or set(self.modes) - known:
-            raise ValueError(f"modes must be a non-empty subset of {sorted(known)} with the "
-                             f"{self.layout} layout, got {self.modes}")  # fmt: skip
-        if not self.tag_prefix.isalpha() or len(self.tag_prefix) > 4:
-            raise ValueError(f"tag_prefix must be 1-4 letters, got {self.tag_prefix!r}")
-        if self.baselines < 0:
-            raise ValueError(f"baselines must be 0 or more, got {self.baselines}")
-        if not 0 <= self.window[0] <= self.window[1]:
-            raise ValueError(f"window must be 0 <= start <= end, got {self.window}")
-
 
 @contextmanager
 def _nodes(topo: Topology, site: Site, cfg: CampaignConfig, logs: Path, mode: str
@@ -294,14 +223,15 @@ def run_trial(site: Site, cfg: CampaignConfig, trial: Trial, rng: random.Random)
 def _keep_evidence(t: Trial, out: Path) -> None:
     """A failed trial's logs and capture (not the bodies) go to ``out/failed/t<N>`` (also a
     fault that no takeover answered, a takeover that came before its fault: a false death,
-    buckets left unserved, a ``master-kill`` that ended with a healthy member off the LAN, and
+    buckets left unserved at either probe, a ``master-kill`` that ended with a healthy member off the LAN, and
     a node that crashed); the rest of its folder is removed."""
     work = t.work
     early = t.report is not None and t.kill is not None and t.report["detected"] < t.kill
     lost = t.kill is not None and t.report is None and t.mode not in (BASELINE, JOIN) \
         and t.expect_takeover  # fmt: skip
     if any(not r["ok"] for r in t.rows) or lost or early or _taken_over_in_join(t) \
-            or t.columns.get("unserved") or t.columns.get("healthy_off_lan") \
+            or t.columns.get("unserved") or t.columns.get("unserved_after_load") \
+            or t.columns.get("healthy_off_lan") \
             or t.columns.get("crashed"):  # fmt: skip
         keep = out / "failed" / f"t{t.index}"
         keep.mkdir(parents=True, exist_ok=True)
@@ -529,6 +459,9 @@ def _parser() -> argparse.ArgumentParser:
                    "load alone makes from an instant drawn as a fault's (default 0)")
     p.add_argument("--second-within", type=cli.positive_float, default=1.0, help="a double's "
                    "second kill is drawn within this many seconds of the takeover (default 1)")
+    p.add_argument("--death-within", type=cli.positive_float, default=DEATH_SPAN_S,
+                   help="master-kill, donor-kill: the member dies within this many seconds of "
+                   f"the newcomer's JOINING (default {DEATH_SPAN_S:g})")
     p.add_argument("--window", default="0,1",
                    help="kill instants are drawn over this fraction of the load (default 0,1)")
     p.add_argument("--control", choices=sorted(CONTROLS), default="none",
@@ -575,6 +508,7 @@ def main(argv: list[str] | None = None) -> int:
                                  client_timeout=args.client_timeout, control=args.control,
                                  stall_ms=args.stall_ms, window=(lo, hi),
                                  second_within=args.second_within,
+                                 death_within=args.death_within,
                                  baselines=args.baselines,
                                  tag_prefix=args.tag_prefix or "cp", layout=args.layout,
                                  pcap=Path(args.pcap) if args.pcap else None)  # fmt: skip

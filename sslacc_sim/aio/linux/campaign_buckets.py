@@ -31,8 +31,8 @@ its instant:
     if it never did. The gap is measured from D's death.
 ``master-kill``
     D starts at the instant as in ``join-kill``, and at an instant drawn uniformly over the
-    :data:`MASTER_SPAN_S` seconds after it says ``JOINING`` the *master* A is cut and killed
-    (the lowest live id, which admits D, and D's successor in the larger ring). B, A's
+    :data:`MASTER_SPAN_S` seconds (``--death-within``) after it says ``JOINING`` the *master*
+    A is cut and killed (the lowest live id, which admits D, and D's successor in the larger ring). B, A's
     successor, must take A's buckets over; the gap is measured from A's death. Each trial
     records how far the join had got (``master_phase``, from what A said before it died and
     what D had said by then): ``asking`` (A had said nothing of the join: it was asking the
@@ -93,6 +93,15 @@ import pandas as pd
 
 from ...buckets import BucketTable
 from .buckets import bucket_of
+from .campaign_config import (
+    BUCKET_MODES,
+    DEATH_SPAN_S,
+    DONOR_KILL,
+    JOIN,
+    JOIN_KILL,
+    MASTER_KILL,
+    REJOIN,
+)
 from .campaign_load import (
     Site,
     Trial,
@@ -110,7 +119,7 @@ from .join import JOIN_WITHIN_S, LINK_WITHIN_S
 from .netns import ADDRESSES, VIP, Topology
 
 if TYPE_CHECKING:
-    from .campaign import CampaignConfig
+    from .campaign_config import CampaignConfig
 
 __all__ = ["MEMBERS", "JOIN_SPAN_S", "MASTER_SPAN_S", "REJOIN_SPAN_S", "run_bucket_trial",
            "victim_of", "roles", "bucket_answers", "join_summary"]
@@ -126,15 +135,9 @@ _READY_S = 30.0
 #: 16 beside a test run; its program's start before it took 0.8-4 s), so about half the deaths
 #: fall inside the join, the rest while it serves and its predecessor hands it its connections.
 JOIN_SPAN_S = 0.2
-#: ``master-kill``: the master dies at most this long after the newcomer says ``JOINING``
-#: (seconds, uniform): the same span as :data:`JOIN_SPAN_S`, over the same join. From
-#: ``JOINING``, the master applied the join itself (``JOINED``) after 0.034-0.039 s, answered
-#: the newcomer (``ADMITTED``) after 0.050-0.059 s, and the newcomer said ``ready`` after
-#: 0.065-0.079 s (9 ``master-kill`` trials, seed 2, the lines timed as they arrived). So about
-#: a quarter of the deaths fall in the master's own part -- asking the donors, telling the
-#: members -- and the rest while the newcomer reads the table, links and serves with the
-#: master as its successor: every row of the design's table (``docs/sslacc-cluster.md``).
-MASTER_SPAN_S = 0.2
+#: ``master-kill`` and ``donor-kill``: the default span of the member's death after the
+#: newcomer's ``JOINING`` (``--death-within``; why 0.2 s: :data:`~.campaign_config.DEATH_SPAN_S`).
+MASTER_SPAN_S = DEATH_SPAN_S
 #: ``rejoin``: the dead member's node starts again at most this long after its heir's
 #: takeover (seconds, uniform).
 REJOIN_SPAN_S = 1.0
@@ -158,7 +161,6 @@ def run_bucket_trial(site: Site, cfg: CampaignConfig, trial: Trial, rng: random.
     victim = victim_of(cfg.seed, trial.index)
     member_args = [*(["--no-fence"] if cfg.control == "no-fence" else []),
                    *(["--stall-ms", f"{cfg.stall_ms:g}"] if cfg.stall_ms else [])]  # fmt: skip
-    from .campaign import BUCKET_MODES, DONOR_KILL, JOIN, JOIN_KILL, MASTER_KILL, REJOIN
 
     # a spare fourth node, which joins at the instant
     joins = trial.mode in (JOIN, JOIN_KILL, MASTER_KILL, DONOR_KILL)
@@ -319,8 +321,8 @@ def _join_kill(trial: Trial, topo: Topology, stack: ExitStack,
 def _death_in_join(trial: Trial, topo: Topology, stack: ExitStack,
                    procs: dict[str, subprocess.Popen[str]], site: Site, cfg: CampaignConfig,
                    logs: Path, heard: dict[str, list[str]], victim: str = "a") -> None:  # fmt: skip
-    """At ``trial.kill_at``: node D starts; ``trial.second_after`` of :data:`MASTER_SPAN_S`
-    after it says ``JOINING`` the master A (``donor-kill``: the donor ``victim``) is cut and
+    """At ``trial.kill_at``: node D starts; ``trial.second_after`` of ``cfg.death_within``
+    (:data:`MASTER_SPAN_S` by default) after it says ``JOINING`` the master A (``donor-kill``: the donor ``victim``) is cut and
     killed (the trial's ``kill``), as :func:`_fail` kills a victim. How far the join had got
     is read from what the victim said before it died and what D had said by then
     (:func:`_master_phase`, :func:`_donor_phase`); then the takeover report of the victim's
@@ -335,7 +337,7 @@ def _death_in_join(trial: Trial, topo: Topology, stack: ExitStack,
     if not first_line(procs["d"], ("JOINING",), _READY_S, newcomer):
         raise FailoverFailed(f"the newcomer did not say JOINING within {_READY_S:g} s")
     began = time.monotonic()
-    time.sleep(max(0.0, began + trial.second_after * MASTER_SPAN_S - time.monotonic()))
+    time.sleep(max(0.0, began + trial.second_after * cfg.death_within - time.monotonic()))
     topo.cut(victim)
     trial.kill = time.monotonic()
     kill(trial, procs[victim])

@@ -40,7 +40,7 @@ from .failover import (
 from .netns import MIRROR_ADDRESSES, VIP, Topology
 
 if TYPE_CHECKING:
-    from .campaign import CampaignConfig
+    from .campaign_config import CampaignConfig
 
 __all__ = ["Site", "Trial", "make_site", "plan_load", "expected_body", "unread_lines",
            "capture", "client_capture", "run_load", "kill", "process_size", "PORT", "READY_S",
