@@ -49,11 +49,14 @@ only grow, and the ring is ordered by id), so its death is that of ``N``'s mirro
 * every member that applies ``joined`` passes it on to every other member (:func:`_relay`),
   so if any survivor applied it, all do; a join of an id known before is never applied again;
 * ``N`` asks the ring again for :data:`JOIN_RETRY_S` when no member answered (``M`` died
-  before it did): ``M``'s successor, master once it has judged the death, answers a newcomer
-  its table holds already with that table, and admits one it does not know afresh (a donor
-  asked again for the same newcomer serves what it gave the first time at once, and a member
-  the new try asks nothing of is told ``ungive``: its gift to the first try would otherwise
-  wait :data:`JOIN_WITHIN_S` unserved);
+  before it did). ``M`` sends ``N`` a ``wait`` frame every :data:`~.joinwire.BEAT_S` while it
+  admits it, and ``N`` gives up on a master silent for :data:`~.joinwire.SILENT_S` (killed
+  with its cable cut, its question would otherwise wait out :data:`JOIN_WITHIN_S`, and with
+  it every gift to ``M``'s try). ``M``'s successor, master once it has judged the death,
+  answers a newcomer its table holds already with that table, and admits one it does not
+  know afresh (a donor asked again for the same newcomer serves what it gave the first time
+  at once, and a member the new try asks nothing of is told ``ungive``: its gift to the first
+  try would otherwise wait :data:`JOIN_WITHIN_S` unserved);
 * ``N``, told that ``M`` died before its first link reached it, links to the next member
   instead (:meth:`Joining._unlinked_newcomer`), which gained ``N`` as its predecessor when it
   took ``M`` over and expects its link within :data:`LINK_WITHIN_S` (else ``N`` is dead to
@@ -96,8 +99,10 @@ from .buckets import BucketFilter
 from .joinwire import (
     ASK_S,
     MAX_MEMBER,
+    SILENT_S,
     JoinError,
     ask,
+    beating,
     busy_buckets,
     connections,
     join_frame,
@@ -222,7 +227,8 @@ class Joining:
             if m == self.index or address == self.listen_on[0]:
                 continue  # this node (a member that died here before, under another id)
             try:
-                header, blob = ask((address, self.listen_on[1]), request, JOIN_WITHIN_S)
+                header, blob = ask((address, self.listen_on[1]), request, JOIN_WITHIN_S,
+                                   silent=SILENT_S)  # fmt: skip
             except (OSError, JoinError) as exc:  # dead, dying, not the master: the next one
                 refusals.append(f"member {m}: {exc}")
                 continue
@@ -250,7 +256,8 @@ class Joining:
         try:
             if header["type"] == "join":
                 waiting = None if link is None else (lambda: still_waiting(link))
-                return self._admit(*read_newcomer(header), waiting=waiting)
+                with beating(link):  # the newcomer gives up on a silent master (SILENT_S)
+                    return self._admit(*read_newcomer(header), waiting=waiting)
             if header["type"] == "give":
                 to = header.get("to")
                 given = self._give(read_count(header), to if type(to) is int else None)

@@ -9,20 +9,32 @@ import ipaddress
 import re
 import socket
 import sys
-from collections.abc import Iterable
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from ...errors import SslaccError
 from ...membership import MAX_BUCKETS
 from .buckets import bucket_of
-from .mirror import MirrorError, recv_frame, send_frame
+from .mirror import MirrorError, frame_bytes, recv_frame, send_frame
 
-__all__ = ["JoinError", "ASK_S", "MAX_MEMBER", "busy_buckets", "connections", "join_frame",
+__all__ = ["JoinError", "ASK_S", "BEAT_S", "SILENT_S", "WAIT", "beating", "MAX_MEMBER", "busy_buckets", "connections", "join_frame",
            "joined_frame", "read_newcomer", "read_buckets", "read_count", "ask", "still_waiting"]
 
 #: Seconds the master waits for each member's answer.
 ASK_S = 10.0
+#: A master that admits a newcomer sends it a :data:`WAIT` frame this often (seconds) until it
+#: answers (:func:`beating`): asking the donors and telling the members may take seconds.
+BEAT_S = 0.1
+#: A newcomer gives up on a master it has heard nothing from -- no beat, no answer, no
+#: connection -- for this long (seconds): it died or hangs, its link maybe cut (its question
+#: would otherwise wait out its whole limit while its donors' gifts go unserved).
+SILENT_S = 0.5
+#: The type of a master's "still working on your join" frame.
+WAIT = "wait"
 #: Ids are below this.
 MAX_MEMBER = 1 << 16
 #: ``/proc/net/tcp`` states of a socket no client byte can reach any more: LISTEN, TIME_WAIT,
@@ -115,22 +127,66 @@ def read_count(header: dict[str, Any]) -> int:
     return count
 
 
-def ask(address: tuple[str, int], header: dict[str, Any], timeout: float = ASK_S
-        ) -> tuple[dict[str, Any], bytes]:  # fmt: skip
+def ask(address: tuple[str, int], header: dict[str, Any], timeout: float = ASK_S, *,
+        silent: float | None = None) -> tuple[dict[str, Any], bytes]:  # fmt: skip
     """Send one frame to a member's cluster listener and return its answer (a ``refused``
     answer, a closed link or a malformed one are a :class:`JoinError`; an unreachable member
-    an :class:`OSError`)."""
-    with socket.create_connection(address, timeout=timeout) as link:
+    an :class:`OSError`). With ``silent`` (a newcomer's join), the member's :data:`WAIT`
+    frames are read past, and one silent for ``silent`` seconds -- its connection included
+    -- is a :class:`TimeoutError`; ``timeout`` bounds the whole wait."""
+    deadline = time.monotonic() + timeout
+    with socket.create_connection(address, timeout=silent or timeout) as link:
         send_frame(link, header)
-        try:
-            answer = recv_frame(link)
-        except MirrorError as exc:
-            raise JoinError(f"member at {address[0]}: {exc}") from None
+        while True:
+            try:
+                answer = recv_frame(link)
+            except MirrorError as exc:
+                raise JoinError(f"member at {address[0]}: {exc}") from None
+            if silent is None or answer is None or answer[0]["type"] != WAIT:
+                break
+            if time.monotonic() > deadline:
+                raise JoinError(f"member at {address[0]} did not answer within {timeout:g} s")
     if answer is None:
         raise JoinError(f"member at {address[0]} closed the link without an answer")
     if answer[0]["type"] == "refused":
         raise JoinError(f"member at {address[0]} refused: {str(answer[0].get('reason'))[:200]}")
     return answer
+
+
+@contextmanager
+def beating(link: socket.socket | None, every: float = BEAT_S) -> Iterator[None]:
+    """While the body runs, send a :data:`WAIT` frame on ``link`` every ``every`` seconds (the
+    asker reads past them: :func:`ask` with ``silent``). None is sent after the body ends, so
+    the answer that follows is the next frame. A beat the kernel cannot take at once ends the
+    beats (the asker does not read: dead or hung); one it took in part breaks the link, which
+    the asker reads as a malformed answer."""
+    if link is None:
+        yield
+        return
+    beat, stop = frame_bytes({"type": WAIT}), threading.Event()
+    lock = threading.Lock()
+
+    def run() -> None:
+        while not stop.wait(every):
+            with lock:
+                if stop.is_set():
+                    return
+                try:
+                    sent = link.send(beat, socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL)
+                except OSError:  # BlockingIOError: a full buffer; a reset: gone
+                    return
+                if sent != len(beat):
+                    link.shutdown(socket.SHUT_RDWR)
+                    return
+
+    beats = threading.Thread(target=run, name="join-beat", daemon=True)
+    beats.start()
+    try:
+        yield
+    finally:
+        with lock:
+            stop.set()
+        beats.join()
 
 
 def still_waiting(link: socket.socket) -> bool:
