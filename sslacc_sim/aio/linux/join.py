@@ -46,7 +46,7 @@ fences it and takes its buckets over (no connection is in them yet), and tells e
 only grow, and the ring is ordered by id), so its death is that of ``N``'s mirror and of
 ``P``'s old mirror. Four rules let the survivors agree, wherever the join was:
 
-* every member that applies ``joined`` passes it on to every other member (:func:`_relay`),
+* every member that applies ``joined`` passes it on to every other member (:func:`~.joinwire.relay`),
   so if any survivor applied it, all do; a join of an id known before is never applied again;
 * ``N`` asks the ring again for :data:`JOIN_RETRY_S` when no member answered (``M`` died
   before it did). ``M`` sends ``N`` a ``wait`` frame every :data:`~.joinwire.BEAT_S` while it
@@ -56,7 +56,10 @@ only grow, and the ring is ordered by id), so its death is that of ``N``'s mirro
   answers a newcomer its table holds already with that table, and admits one it does not
   know afresh (a donor asked again for the same newcomer serves what it gave the first time
   at once, and a member the new try asks nothing of is told ``ungive``: its gift to the first
-  try would otherwise wait :data:`JOIN_WITHIN_S` unserved);
+  try would otherwise wait :data:`JOIN_WITHIN_S` unserved). A donor makes one gift at a time,
+  and an ``ungive`` that arrives while a gift is made (``M`` died while it was asked) waits for
+  it; a ``give`` from a master of lower id than one heard before for that newcomer comes from a
+  try that is over and is refused (:meth:`Joining._try`);
 * ``N``, told that ``M`` died before its first link reached it, links to the next member
   instead (:meth:`Joining._unlinked_newcomer`), which gained ``N`` as its predecessor when it
   took ``M`` over and expects its link within :data:`LINK_WITHIN_S` (else ``N`` is dead to
@@ -99,6 +102,7 @@ from .buckets import BucketFilter
 from .joinwire import (
     ASK_S,
     MAX_MEMBER,
+    RELAY_S,
     SILENT_S,
     JoinError,
     ask,
@@ -110,7 +114,9 @@ from .joinwire import (
     read_buckets,
     read_count,
     read_newcomer,
+    relay,
     still_waiting,
+    with_entry,
 )
 from .report import say
 
@@ -135,8 +141,6 @@ LINK_WITHIN_S = ASK_S
 #: (a newcomer it admitted already gets the table again).
 JOIN_RETRY_S = 5.0
 _RETRY_EVERY_S = 0.1
-#: Seconds a member waits for another's acknowledgement of a relayed ``joined``.
-_RELAY_S = 2.0
 #: One join at a time (one member per process: the master's lock).
 _ADMITTING = threading.Lock()
 
@@ -197,6 +201,10 @@ class Joining:
     _owner: Primary | None
     _gifts: dict[int, list[int]]
     """Per newcomer: the buckets this member gave its join (:meth:`_give`)."""
+    _tries: dict[int, int]
+    """Per newcomer: the highest master id whose try asked this member anything (:meth:`_try`)."""
+    _gift_lock: threading.RLock
+    """A gift and its take-back, one at a time (:meth:`_give`, :meth:`_take_back_gift`)."""
     _linked: bool
     """This member's first link to its mirror is made (:meth:`_unlinked_newcomer`)."""
     #: The kernel's socket list :meth:`_give` reads (twice); a test points it at a file.
@@ -258,15 +266,15 @@ class Joining:
                 waiting = None if link is None else (lambda: still_waiting(link))
                 with beating(link):  # the newcomer gives up on a silent master (SILENT_S)
                     return self._admit(*read_newcomer(header), waiting=waiting)
-            if header["type"] == "give":
-                to = header.get("to")
-                given = self._give(read_count(header), to if type(to) is int else None)
-                return {"type": "given", "buckets": given}, b""
-            if header["type"] == "ungive":
-                to = header.get("to")
+            if header["type"] in ("give", "ungive"):
+                to, by = header.get("to"), header.get("by")
+                by = by if type(by) is int else None
+                if header["type"] == "give":
+                    given = self._give(read_count(header), to if type(to) is int else None, by)
+                    return {"type": "given", "buckets": given}, b""
                 if type(to) is not int:
                     raise JoinError("an ungive frame without a newcomer")
-                self._take_back_gift(to, "the master gave the join up")
+                self._take_back_gift(to, "the master gave the join up", by)
                 return {"type": "applied"}, b""
             self._joined(header)
             return {"type": "applied"}, b""
@@ -306,8 +314,9 @@ class Joining:
             for donor, count in sorted(plan.items()):
                 asked.append(donor)  # a donor that fails may have given before it did
                 try:
-                    given += self._give(count, newcomer) if donor == self.index else \
-                        self._ask_donor(donor, {"type": "give", "to": newcomer, "count": count})
+                    given += self._give(count, newcomer, self.index) if donor == self.index else \
+                        self._ask_donor(donor, {"type": "give", "to": newcomer, "count": count,
+                                                "by": self.index})  # fmt: skip
                 except (OSError, SslaccError) as exc:
                     self._give_up(newcomer, asked)
                     raise JoinError(f"member {donor} did not give: {exc}") from None
@@ -368,35 +377,58 @@ class Joining:
         ``newcomer``, if anything; a donor declared dead is skipped, one that cannot be told
         is left to its own rules."""
         if donor == self.index:
-            self._take_back_gift(newcomer, why)
+            self._take_back_gift(newcomer, why, self.index)
             return
         with self._ring_lock:
             if donor not in self.table.members:
                 return  # declared dead: its heir serves its buckets, gift and all
         try:
-            ask((self.ring[donor], self.listen_on[1]), {"type": "ungive", "to": newcomer},
-                _RELAY_S)  # fmt: skip
+            ask((self.ring[donor], self.listen_on[1]),
+                {"type": "ungive", "to": newcomer, "by": self.index}, RELAY_S)  # fmt: skip
         except (OSError, JoinError) as exc:  # dead or dying: its own rules take over
             print(f"ERROR member {donor} was not told to serve its gift again: {exc!r}"[:300],
                   file=sys.stderr, flush=True)  # fmt: skip
 
-    def _take_back_gift(self, to: int, why: str) -> None:
+    def _take_back_gift(self, to: int, why: str, by: int | None = None) -> None:
         """Serve again at once what this member gave newcomer ``to`` (those of its buckets no
-        ``joined`` gave away meanwhile)."""
-        before = self._gifts.pop(to, None)
-        if not before:
-            return
-        with self._ring_lock:
-            orphans = [b for b in before if self.table.owner[b] == self.index]
-        self._own(orphans)
+        ``joined`` gave away meanwhile); ``by``: the master that asks it (:meth:`_try`). A gift
+        still being made is waited for, then taken back."""
+        with self._gift_lock:
+            if by is not None:
+                self._try(to, by)
+            before = self._gifts.pop(to, None)
+            if not before:
+                return
+            with self._ring_lock:
+                orphans = [b for b in before if self.table.owner[b] == self.index]
+            self._own(orphans)
         say(f"TAKEN BACK {len(orphans)} buckets given to member {to}: {why}")
 
-    def _give(self, count: int, to: int | None = None) -> list[int]:
+    def _try(self, to: int, by: int) -> None:
+        """Master ``by`` asks this member something of newcomer ``to``'s join. A ``give`` from
+        a lower id than a master heard before comes from a try that is over (its master died;
+        a new master's id is higher) and is refused: processed after the new master's
+        ``ungive`` (another link's frame), it would leave its gift out of every filter until
+        :data:`JOIN_WITHIN_S`."""
+        if by < self._tries.get(to, by):
+            raise JoinError(f"a give of member {by}'s try for member {to}, over since member "
+                            f"{self._tries[to]}'s")  # fmt: skip
+        self._tries[to] = by
+
+    def _give(self, count: int, to: int | None = None, by: int | None = None) -> list[int]:
         """A donor's part: up to ``count`` of its buckets that no connection is in, out of its
         filter (those a SYN reached while it looked stay). A second ``give`` for the same
         newcomer ``to`` comes from a new master (the first died during the join, before any
         member applied it) or a new try (the first was given up): the buckets given the first
-        time are served again at once."""
+        time are served again at once. ``by``: the master asking (:meth:`_try`). One gift at a
+        time; a take-back waits for a gift under way (its master may die while it is made,
+        and the new master's ``ungive`` come before it ends)."""
+        with self._gift_lock:
+            if to is not None and by is not None:
+                self._try(to, by)
+            return self._give_now(count, to)
+
+    def _give_now(self, count: int, to: int | None) -> list[int]:
         nft = self._nft
         assert nft is not None
         if to is not None:
@@ -439,8 +471,8 @@ class Joining:
             if newcomer < len(self.ring) and self.ring[newcomer]:
                 return  # applied before (a relay of it, or it died since): never again
             others = [self.ring[m] for m in self.table.members if m != self.index]
-            self.ring = _put(self.ring, newcomer, address)
-            self.switch_ports = _put(self.switch_ports, newcomer, switch_port)
+            self.ring = with_entry(self.ring, newcomer, address)
+            self.switch_ports = with_entry(self.switch_ports, newcomer, switch_port)
             admit(self.table, newcomer, buckets)
             for theirs in self._theirs.values():
                 theirs.difference_update(buckets)
@@ -448,9 +480,9 @@ class Joining:
         say(f"JOINED member {newcomer}: owns {len(buckets)} buckets")
         # every member that applies a join passes it on: if the master dies having told only
         # some, the others still apply it (a second copy is not applied again)
-        relay = {**header, "type": "joined"}
+        passed = {**header, "type": "joined"}
         for peer in others:  # (not ``address``: the newcomer's, used below)
-            threading.Thread(target=_relay, args=((peer, self.listen_on[1]), relay),
+            threading.Thread(target=relay, args=((peer, self.listen_on[1]), passed),
                              name="join-relay", daemon=True).start()  # fmt: skip
         if watch:
             self._mirror_predecessor(
@@ -551,25 +583,8 @@ class Joining:
         def _fence_for(self, member: int) -> tuple[str, str] | None: ...
 
 
-def _relay(address: tuple[str, int], frame: dict[str, Any]) -> None:
-    """Pass a ``joined`` frame on to the member at ``address`` (an error is reported: the
-    member may be dying, and its successor's takeover then applies the join for it)."""
-    try:
-        ask(address, frame, _RELAY_S)
-    except (OSError, JoinError) as exc:
-        print(f"ERROR relay of a join to {address[0]}: {exc!r}"[:300], file=sys.stderr,
-              flush=True)  # fmt: skip
-
-
 def link_port(base: int, predecessor: int, first: bool) -> int:
     """The port where a member takes member ``predecessor``'s links: ``base`` for the ring's
     first predecessor, ``base + 1 + predecessor`` for one it gains when the ring re-forms (the
     first listener stays with the Backup that took the dead member over)."""
     return base if first else base + 1 + predecessor
-
-
-def _put(values: tuple[str, ...], at: int, value: str) -> tuple[str, ...]:
-    """``values`` with ``value`` at ``at`` (grown with empty entries if it is shorter)."""
-    grown = list(values) + [""] * (at + 1 - len(values))
-    grown[at] = value
-    return tuple(grown)

@@ -21,7 +21,7 @@ from ...membership import MAX_BUCKETS
 from .buckets import bucket_of
 from .mirror import MirrorError, frame_bytes, recv_frame, send_frame
 
-__all__ = ["JoinError", "ASK_S", "BEAT_S", "SILENT_S", "WAIT", "beating", "MAX_MEMBER", "busy_buckets", "connections", "join_frame",
+__all__ = ["JoinError", "ASK_S", "BEAT_S", "SILENT_S", "WAIT", "beating", "RELAY_S", "relay", "with_entry", "MAX_MEMBER", "busy_buckets", "connections", "join_frame",
            "joined_frame", "read_newcomer", "read_buckets", "read_count", "ask", "still_waiting"]
 
 #: Seconds the master waits for each member's answer.
@@ -33,6 +33,9 @@ BEAT_S = 0.1
 #: connection -- for this long (seconds): it died or hangs, its link maybe cut (its question
 #: would otherwise wait out its whole limit while its donors' gifts go unserved).
 SILENT_S = 0.5
+#: Seconds a member waits for another's acknowledgement of a relayed ``joined`` or an
+#: ``ungive``.
+RELAY_S = 2.0
 #: The type of a master's "still working on your join" frame.
 WAIT = "wait"
 #: Ids are below this.
@@ -199,3 +202,20 @@ def still_waiting(link: socket.socket) -> bool:
         return True  # nothing to read: still waiting
     except OSError:
         return False  # reset
+
+
+def relay(address: tuple[str, int], frame: dict[str, Any]) -> None:
+    """Pass a ``joined`` frame on to the member at ``address`` (an error is reported: the
+    member may be dying, and its successor's takeover then applies the join for it)."""
+    try:
+        ask(address, frame, RELAY_S)
+    except (OSError, JoinError) as exc:
+        print(f"ERROR relay of a join to {address[0]}: {exc!r}"[:300], file=sys.stderr,
+              flush=True)  # fmt: skip
+
+
+def with_entry(values: tuple[str, ...], at: int, value: str) -> tuple[str, ...]:
+    """``values`` with ``value`` at ``at`` (grown with empty entries if it is shorter)."""
+    grown = list(values) + [""] * (at + 1 - len(values))
+    grown[at] = value
+    return tuple(grown)

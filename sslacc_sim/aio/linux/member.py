@@ -198,6 +198,9 @@ class Member(Joining):
     """Per predecessor watched: its watch (its links, its death)."""
     _gifts: dict[int, list[int]] = field(default_factory=dict, init=False)
     """Per newcomer: the buckets this member gave its join."""
+    _tries: dict[int, int] = field(default_factory=dict, init=False)
+    """Per newcomer: the highest master id whose try asked this member anything of it."""
+    _gift_lock: threading.RLock = field(default_factory=threading.RLock, init=False)
     _linked: bool = field(default=False, init=False)
     """This member's first link to its mirror is made (:meth:`run`)."""
 

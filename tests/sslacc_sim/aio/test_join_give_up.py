@@ -25,7 +25,7 @@ from sslacc_sim.aio.linux.buckets import BucketFilter
 from sslacc_sim.aio.linux.join import JoinError, shares
 from sslacc_sim.aio.linux.joinwire import still_waiting
 from sslacc_sim.aio.linux.member import Member
-from tests.sslacc_sim.aio.test_join_rules import _Recording
+from tests.sslacc_sim.aio.test_join_rules import _Donor, _Recording
 from tests.sslacc_sim.aio.test_master_death import _RING, _VIP, _member, _port, _stand_in
 
 
@@ -176,3 +176,45 @@ def test_a_new_masters_try_tells_a_member_it_asks_nothing_of_to_serve_its_old_gi
             master._admit(3, _RING[3], "p3", waiting=lambda: False)
     assert [(h["type"], h["to"]) for h in to_2] == [("ungive", 3)]
     assert master._filtered == set(master.table.owned_by(1)) and master._gifts == {}
+
+
+class _SlowDisown(_Recording):
+    """A recording nftables whose ``delete element`` takes 0.3 s (a donor's gift under load)."""
+
+    def run(self, script: str) -> None:
+        if script.strip().startswith("delete element"):
+            time.sleep(0.3)
+        super().run(script)
+
+
+def test_an_ungive_that_arrives_while_the_gift_is_made_waits_and_serves_it_again() -> None:
+    """Master 0 asks a donor to give newcomer 3 two buckets, and dies while the gift is made; its heir, master 1, tells the donor ``ungive``
+    before the gift ends (seen in the aimed master-kill runs: the gift then stayed out of every
+    filter until :data:`JOIN_WITHIN_S`). The ``ungive`` waits for the gift and serves it
+    again."""
+    donor = _Donor()
+    donor.nft = _SlowDisown()
+    donor._nft = BucketFilter(donor.nft, _VIP, 443, 16)
+    owned = set(donor._filtered)
+    giving = threading.Thread(target=donor._on_join,
+                              args=({"type": "give", "to": 3, "count": 2, "by": 0},))  # fmt: skip
+    giving.start()
+    time.sleep(0.1)  # the gift is under way (its filter change takes 0.3 s)
+    answer = donor._on_join({"type": "ungive", "to": 3, "by": 1})
+    giving.join(5)
+    assert answer[0]["type"] == "applied"
+    assert donor._filtered == owned and donor._gifts == {}
+
+
+def test_a_give_from_a_try_that_is_over_is_refused() -> None:
+    """Master 1's try for newcomer 3 told the donor ``ungive``; a ``give`` of dead master 0's
+    try read after it (sent on another link just before 0 died) is refused and takes nothing
+    out of the filter; master 1's own give is served."""
+    donor = _Donor()
+    owned = set(donor._filtered)
+    assert donor._on_join({"type": "ungive", "to": 3, "by": 1})[0]["type"] == "applied"
+    stale = donor._on_join({"type": "give", "to": 3, "count": 2, "by": 0})
+    assert stale[0]["type"] == "refused" and "over since member 1" in stale[0]["reason"]
+    assert donor._filtered == owned and donor._gifts == {}
+    fresh = donor._on_join({"type": "give", "to": 3, "count": 2, "by": 1})
+    assert fresh[0] == {"type": "given", "buckets": [0, 3]} and donor._gifts == {3: [0, 3]}

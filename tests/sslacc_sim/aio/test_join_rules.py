@@ -166,7 +166,7 @@ class _Donor(Joining):
         self.table = BucketTable(3, 16)
         self._ring_lock = threading.Lock()
         self._filtered = set(self.table.owned_by(0))
-        self._gifts = {}
+        self._gifts, self._tries, self._gift_lock = {}, {}, threading.RLock()
         self.nft = _Recording()
         self._nft = BucketFilter(self.nft, VIP, 443, 16)
 
