@@ -32,10 +32,10 @@ its instant:
 ``master-kill``
     D starts at the instant as in ``join-kill``, and at an instant drawn uniformly over the
     :data:`MASTER_SPAN_S` seconds (``--death-within``) after it says ``JOINING`` the *master*
-    A is cut and killed (the lowest live id, which admits D, and D's successor in the larger ring). B, A's
-    successor, must take A's buckets over; the gap is measured from A's death. Each trial
-    records how far the join had got (``master_phase``, from what A said before it died and
-    what D had said by then): ``asking`` (A had said nothing of the join: it was asking the
+    A is cut and killed (the lowest live id, which admits D, and D's successor in the larger
+    ring). B, A's successor, must take A's buckets over; the gap is measured from A's death.
+    Each trial records how far the join had got (``master_phase``, from what A said before it
+    died and what D had said by then): ``asking`` (A had said nothing of the join: it was asking the
     donors, or had not read D's ``join`` yet), ``applied`` (A had applied the join itself,
     ``JOINED member 3``, and was telling the others), ``admitted`` (A had answered D,
     ``ADMITTED``), ``entered`` (D had read the table, ``ENTERED``), ``serving`` (D had said

@@ -46,13 +46,14 @@ fences it and takes its buckets over (no connection is in them yet), and tells e
 only grow, and the ring is ordered by id), so its death is that of ``N``'s mirror and of
 ``P``'s old mirror. Four rules let the survivors agree, wherever the join was:
 
-* every member that applies ``joined`` passes it on to every other member (:func:`~.joinwire.relay`),
-  so if any survivor applied it, all do; a join of an id known before is never applied again;
+* every member that applies ``joined`` passes it on to every other member
+  (:func:`~.joinwire.relay`), so if any survivor applied it, all do; a join of an id known
+  before is never applied again;
 * ``N`` asks the ring again for :data:`JOIN_RETRY_S` when no member answered (``M`` died
   before it did). ``M`` sends ``N`` a ``wait`` frame every :data:`~.joinwire.BEAT_S` while it
-  admits it, and ``N`` gives up on a master silent for :data:`~.joinwire.SILENT_S` (killed
-  with its cable cut, its question would otherwise wait out :data:`JOIN_WITHIN_S`, and with
-  it every gift to ``M``'s try). ``M``'s successor, master once it has judged the death,
+  admits it, and ``N`` gives up on a master silent for :data:`~.joinwire.SILENT_S` (hung, or
+  its cluster link gone: its question would otherwise wait out :data:`JOIN_WITHIN_S`, and
+  with it every gift to ``M``'s try; a killed master's kernel ends it at once). ``M``'s successor, master once it has judged the death,
   answers a newcomer its table holds already with that table, and admits one it does not
   know afresh (a donor asked again for the same newcomer serves what it gave the first time
   at once, and a member the new try asks nothing of is told ``ungive``: its gift to the first

@@ -1,7 +1,8 @@
 """What a join says and reads (:mod:`~sslacc_sim.aio.linux.join`): its frames, each checked
-as it is read, the question one member asks another's cluster listener (:func:`ask`), and the
-kernel's list of connections a donor reads to tell its idle buckets from its busy ones
-(:func:`busy_buckets`)."""
+as it is read, the question one member asks another's cluster listener (:func:`ask`; the
+master's beats while it admits a newcomer, :func:`beating`), and the kernel's list of
+connections a donor reads to tell its idle buckets from its busy ones (:func:`busy_buckets`).
+"""
 
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ from ...membership import MAX_BUCKETS
 from .buckets import bucket_of
 from .mirror import MirrorError, frame_bytes, recv_frame, send_frame
 
-__all__ = ["JoinError", "ASK_S", "BEAT_S", "SILENT_S", "WAIT", "beating", "RELAY_S", "relay", "with_entry", "MAX_MEMBER", "busy_buckets", "connections", "join_frame",
-           "joined_frame", "read_newcomer", "read_buckets", "read_count", "ask", "still_waiting"]
+__all__ = ["JoinError", "ASK_S", "BEAT_S", "SILENT_S", "RELAY_S", "WAIT", "MAX_MEMBER",
+           "busy_buckets", "connections", "join_frame", "joined_frame", "read_newcomer",
+           "read_buckets", "read_count", "ask", "beating", "still_waiting", "relay", "with_entry"]
 
 #: Seconds the master waits for each member's answer.
 ASK_S = 10.0
@@ -30,7 +32,7 @@ ASK_S = 10.0
 #: answers (:func:`beating`): asking the donors and telling the members may take seconds.
 BEAT_S = 0.1
 #: A newcomer gives up on a master it has heard nothing from -- no beat, no answer, no
-#: connection -- for this long (seconds): it died or hangs, its link maybe cut (its question
+#: connection -- for this long (seconds): it hangs, or its cluster link is gone (its question
 #: would otherwise wait out its whole limit while its donors' gifts go unserved).
 SILENT_S = 0.5
 #: Seconds a member waits for another's acknowledgement of a relayed ``joined`` or an

@@ -1,12 +1,12 @@
 """A newcomer gives up on a silent master within :data:`SILENT_S`, not after its 30 s question.
 
-The master-kill campaign, aimed at the master's own part of a join, found a donor's gift out
-of every filter until the late probe: the master died (cut, then killed) while it asked the
-donors, and the newcomer's question to it waited out :data:`JOIN_WITHIN_S` on the cut link,
-so its next try -- and the new master's ``ungive`` to that donor -- came 30 s later. A master
-now sends ``wait`` frames while it admits (:func:`beating`), and the newcomer asks the next
-member once it has heard nothing for :data:`SILENT_S`. Over loopback: the wire on its own,
-then a real :class:`~sslacc_sim.aio.linux.member.Member` as the master and as the newcomer.
+A master that hangs while it admits a newcomer (stopped, or its cluster link gone) would hold
+the newcomer's question for :data:`JOIN_WITHIN_S`, and with it every donor's gift to that try,
+out of every filter until then. (A killed master's kernel ends the question at once: the
+campaign's master-kill does not reach this path.) A master now sends ``wait`` frames while it
+admits (:func:`beating`), and the newcomer asks the next member once it has heard nothing for
+:data:`SILENT_S`. Over loopback: the wire on its own, then a real
+:class:`~sslacc_sim.aio.linux.member.Member` as the master and as the newcomer.
 """
 
 from __future__ import annotations
@@ -70,8 +70,8 @@ def test_ask_reads_past_a_masters_beats_to_its_answer() -> None:
 
 
 def test_ask_gives_up_on_a_master_that_falls_silent() -> None:
-    """A master that beats for 0.3 s and then says nothing more, its link open (killed with
-    its cable cut), is given up on ``silent`` seconds after its last beat, not after the
+    """A master that beats for 0.3 s and then says nothing more, its link open (hung, or its
+    cluster link gone), is given up on ``silent`` seconds after its last beat, not after the
     question's own limit."""
     def dies(link: socket.socket) -> None:
         with beating(link, 0.05):
@@ -137,8 +137,8 @@ def test_a_master_beats_while_a_slow_donor_is_asked(tmp_path: Path) -> None:
 
 def test_a_newcomer_whose_master_falls_silent_asks_the_next_member_at_once(
         tmp_path: Path) -> None:  # fmt: skip
-    """Newcomer 3 asks master 0, which holds the question without a word (killed, its cable
-    cut). Within a second 3 asks member 1 -- which refuses until it has judged 0 dead, then
+    """Newcomer 3 asks master 0, which holds the question without a word (hung, or its
+    cluster link gone). Within a second 3 asks member 1 -- which refuses until it has judged 0 dead, then
     answers as the master -- and enters; before, it waited :data:`JOIN_WITHIN_S`, and the gift
     a donor made the dead master's try stayed out of every filter until then."""
     port = _port()
