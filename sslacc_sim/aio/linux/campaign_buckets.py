@@ -31,7 +31,7 @@ its instant:
     if it never did. The gap is measured from D's death.
 ``master-kill``
     D starts at the instant as in ``join-kill``, and at an instant drawn uniformly over the
-    :data:`MASTER_SPAN_S` seconds (``--death-within``) after it says ``JOINING`` the *master*
+    :data:`~.campaign_config.DEATH_SPAN_S` seconds (``--death-within``) after it says ``JOINING`` the *master*
     A is cut and killed (the lowest live id, which admits D, and D's successor in the larger
     ring). B, A's successor, must take A's buckets over; the gap is measured from A's death.
     Each trial records how far the join had got (``master_phase``, from what A said before it
@@ -95,7 +95,6 @@ from ...buckets import BucketTable
 from .buckets import bucket_of
 from .campaign_config import (
     BUCKET_MODES,
-    DEATH_SPAN_S,
     DONOR_KILL,
     JOIN,
     JOIN_KILL,
@@ -121,7 +120,7 @@ from .netns import ADDRESSES, VIP, Topology
 if TYPE_CHECKING:
     from .campaign_config import CampaignConfig
 
-__all__ = ["MEMBERS", "JOIN_SPAN_S", "MASTER_SPAN_S", "REJOIN_SPAN_S", "run_bucket_trial",
+__all__ = ["MEMBERS", "JOIN_SPAN_S", "REJOIN_SPAN_S", "run_bucket_trial",
            "victim_of", "roles", "bucket_answers", "join_summary"]
 
 #: Members of the bucket layout in a trial (the topology's nodes A, B, C).
@@ -135,9 +134,6 @@ _READY_S = 30.0
 #: 16 beside a test run; its program's start before it took 0.8-4 s), so about half the deaths
 #: fall inside the join, the rest while it serves and its predecessor hands it its connections.
 JOIN_SPAN_S = 0.2
-#: ``master-kill`` and ``donor-kill``: the default span of the member's death after the
-#: newcomer's ``JOINING`` (``--death-within``; why 0.2 s: :data:`~.campaign_config.DEATH_SPAN_S`).
-MASTER_SPAN_S = DEATH_SPAN_S
 #: ``rejoin``: the dead member's node starts again at most this long after its heir's
 #: takeover (seconds, uniform).
 REJOIN_SPAN_S = 1.0
@@ -322,8 +318,9 @@ def _death_in_join(trial: Trial, topo: Topology, stack: ExitStack,
                    procs: dict[str, subprocess.Popen[str]], site: Site, cfg: CampaignConfig,
                    logs: Path, heard: dict[str, list[str]], victim: str = "a") -> None:  # fmt: skip
     """At ``trial.kill_at``: node D starts; ``trial.second_after`` of ``cfg.death_within``
-    (:data:`MASTER_SPAN_S` by default) after it says ``JOINING`` the master A (``donor-kill``: the donor ``victim``) is cut and
-    killed (the trial's ``kill``), as :func:`_fail` kills a victim. How far the join had got
+    (:data:`~.campaign_config.DEATH_SPAN_S` by default) after it says ``JOINING`` the master A
+    (``donor-kill``: the donor ``victim``) is cut and killed (the trial's ``kill``), as
+    :func:`_fail` kills a victim. How far the join had got
     is read from what the victim said before it died and what D had said by then
     (:func:`_master_phase`, :func:`_donor_phase`); then the takeover report of the victim's
     successor (:func:`_heir_report`). Every line read goes to ``heard``, by node."""

@@ -19,7 +19,8 @@ import pandas as pd
 import pytest
 
 from sslacc_sim.aio.linux.campaign import CampaignConfig, run_campaign
-from sslacc_sim.aio.linux.campaign_buckets import JOIN_SPAN_S, MASTER_SPAN_S, donor_of
+from sslacc_sim.aio.linux.campaign_buckets import JOIN_SPAN_S, donor_of
+from sslacc_sim.aio.linux.campaign_config import DEATH_SPAN_S
 from sslacc_sim.aio.linux.spells import client_segments
 
 pytestmark = [pytest.mark.interop, pytest.mark.usefixtures("namespaces")]
@@ -129,7 +130,7 @@ def test_a_newcomer_killed_during_its_join_and_a_member_that_rejoins_lose_nothin
 
 def test_the_masters_death_during_a_join_loses_nothing(tmp_path: Path) -> None:
     """``--modes master-kill``: D starts to join at an instant drawn over the load, and the
-    master A is killed within ``MASTER_SPAN_S`` of D's ``JOINING``, wherever its admission of D
+    master A is killed within ``DEATH_SPAN_S`` of D's ``JOINING``, wherever its admission of D
     is then. Every connection byte-exact; B, A's successor, takes A over; once every donor's
     take-back is due (``JOIN_WITHIN_S`` after the kill) every bucket answers: none is
     orphaned for good, whatever the survivors believe about D; and B, C and D once it said
@@ -146,7 +147,7 @@ def test_the_masters_death_during_a_join_loses_nothing(tmp_path: Path) -> None:
                    "exits", "crashed"):
         assert column in killed, (column, text)
     assert killed["master_phase"].notna().all() and killed["unserved"].notna().all(), text
-    drawn = [random.Random(f"1324-{t}").random() * MASTER_SPAN_S for t in (1, 2, 3)]
+    drawn = [random.Random(f"1324-{t}").random() * DEATH_SPAN_S for t in (1, 2, 3)]
     late = [k - d for k, d in zip(killed["killed_after_s"], drawn, strict=True)]
     # at the drawn instant, never before; a little after when the harness's timer waits for a
     # core the other test worker holds (0.05 s was once exceeded in CI)
@@ -169,7 +170,7 @@ def test_the_masters_death_during_a_join_loses_nothing(tmp_path: Path) -> None:
 
 def test_a_donors_death_during_a_join_loses_nothing(tmp_path: Path) -> None:
     """``--modes donor-kill``: D starts to join at an instant drawn over the load, and a donor
-    other than the master (B or C, drawn: here B, C, C) is killed within ``MASTER_SPAN_S`` of
+    other than the master (B or C, drawn: here B, C, C) is killed within ``DEATH_SPAN_S`` of
     D's ``JOINING``. Every connection byte-exact; the victim's successor takes it over; the
     join ends all the same (D serving, given up and tried again if the donor died before it
     answered); every bucket answers once the take-back is due; the members that lived end on
